@@ -1,0 +1,173 @@
+"""Find tasks: one file, a KernelBench-style directory, or the builtin suite.
+
+Source specs understood by `load_tasks`:
+
+* `path/to/19_ReLU.py` - one reference file;
+* `path/to/KernelBench` - a checkout laid out like KernelBench (`level1/` ... `level4/`,
+  files `<id>_<Name>.py`; a repository root holding `KernelBench/level1/` also works),
+  or one `levelN/` folder of it;
+* `builtin:level1`, `builtin:level2`, `builtin:all`, or one builtin task by id
+  (`builtin:level1/1_ReLU`).
+
+Loading reads files and parses them; it never executes task or candidate code. A
+directory with bad files loads the good ones and reports each bad one in `LoadReport`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonrl.tasks.task import Task, TaskLoadError, parse_file_name
+
+log = logging.getLogger(__name__)
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+BUILTIN_LEVELS = ("level1", "level2")
+_LEVEL_DIR = re.compile(r"^level(\d+)$")
+
+
+@dataclass
+class LoadReport:
+    """Tasks that loaded and the files that did not (each error names file and reason)."""
+
+    tasks: list[Task] = field(default_factory=list)
+    errors: list[TaskLoadError] = field(default_factory=list)
+
+    def extend(self, other: LoadReport) -> None:
+        self.tasks.extend(other.tasks)
+        self.errors.extend(other.errors)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TaskLoadError(str(path), "not UTF-8 text") from None
+    except OSError as e:
+        raise TaskLoadError(str(path), f"cannot read: {e.strerror or e}") from None
+
+
+def _guess_level(source: str) -> int:
+    from tritonrl.tasks.difficulty import label_level
+
+    return label_level(source)
+
+
+def load_file(
+    path: str | Path,
+    level: int | None = None,
+    task_id: str | None = None,
+    solution: str | None = None,
+    origin: str | None = None,
+) -> Task:
+    """Load one reference file. The level comes from a `levelN` parent folder, else the
+    difficulty heuristic."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskLoadError(str(path), "no such file")
+    source = _read(path)
+    problem_id, name = parse_file_name(path.name)
+    if level is None:
+        m = _LEVEL_DIR.match(path.parent.name)
+        level = int(m.group(1)) if m else _guess_level(source)
+    return Task(
+        id=task_id or path.stem,
+        level=level,
+        name=name,
+        source=source,
+        origin=origin or str(path),
+        problem_id=problem_id,
+        solution=solution,
+    )
+
+
+def _sort_key(path: Path) -> tuple[int, str]:
+    problem_id, _ = parse_file_name(path.name)
+    return (problem_id if problem_id is not None else 1 << 30, path.name)
+
+
+def _level_dirs(root: Path) -> list[Path]:
+    if _LEVEL_DIR.match(root.name):
+        return [root]
+    for base in (root, root / "KernelBench"):
+        dirs = [d for d in base.iterdir() if d.is_dir() and _LEVEL_DIR.match(d.name)] if base.is_dir() else []
+        if dirs:
+            return sorted(dirs, key=lambda d: int(_LEVEL_DIR.match(d.name).group(1)))
+    return []
+
+
+def load_directory(root: str | Path, prefix: str = "", solutions: Path | None = None) -> LoadReport:
+    """Load every `<id>_<Name>.py` under the `levelN/` folders of `root`.
+
+    `solutions`, when given, is a folder mirroring the level folders that holds a
+    reference Triton solution for some tasks (the builtin suite has one).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskLoadError(str(root), "no such directory")
+    level_dirs = _level_dirs(root)
+    if not level_dirs:
+        raise TaskLoadError(
+            str(root),
+            "no level1/ ... level4/ folders found; point at a KernelBench checkout "
+            "(or its KernelBench/ folder, or one levelN/ folder)",
+        )
+    report = LoadReport()
+    for level_dir in level_dirs:
+        level = int(_LEVEL_DIR.match(level_dir.name).group(1))
+        for path in sorted(level_dir.glob("*.py"), key=_sort_key):
+            if path.name.startswith("__"):
+                continue
+            sol_path = solutions / level_dir.name / path.name if solutions else None
+            try:
+                solution = _read(sol_path) if sol_path and sol_path.is_file() else None
+                task_id = f"{prefix}{level_dir.name}/{path.stem}"
+                # A prefixed suite (the builtin one) ships with the package: its origin is
+                # its id, not a path of the machine it was installed on.
+                origin = task_id if prefix else None
+                report.tasks.append(load_file(path, level, task_id, solution, origin))
+            except TaskLoadError as e:
+                log.warning("skipping %s", e)
+                report.errors.append(e)
+    return report
+
+
+def load_builtin(which: str = "all") -> LoadReport:
+    """The builtin suite: `level1`, `level2`, `all`, or one task id like `level1/1_ReLU`."""
+    suite = load_directory(BUILTIN_DIR, prefix="builtin:", solutions=BUILTIN_DIR / "solutions")
+    if which == "all":
+        return suite
+    if which in BUILTIN_LEVELS:
+        wanted = [t for t in suite.tasks if t.id.startswith(f"builtin:{which}/")]
+    else:
+        wanted = [t for t in suite.tasks if t.id == f"builtin:{which}"]
+        if not wanted:
+            raise TaskLoadError(
+                f"builtin:{which}",
+                "no such builtin task or level; use builtin:level1, builtin:level2, "
+                "builtin:all or an id from `tritonrl tasks list builtin:all`",
+            )
+    return LoadReport(wanted, suite.errors)
+
+
+def load_source(spec: str) -> LoadReport:
+    """Load the tasks named by one source spec (see the module docstring)."""
+    if spec.startswith("builtin:"):
+        return load_builtin(spec.removeprefix("builtin:"))
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return load_directory(path)
+    if path.is_file():
+        return LoadReport([load_file(path)])
+    raise TaskLoadError(spec, "no such file or directory (or builtin:level1|level2|all)")
+
+
+def load_tasks(specs: list[str] | str) -> LoadReport:
+    """Load several source specs into one report."""
+    report = LoadReport()
+    for spec in [specs] if isinstance(specs, str) else specs:
+        report.extend(load_source(spec))
+    return report
