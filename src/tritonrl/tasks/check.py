@@ -74,7 +74,7 @@ def compare_outputs(ref: Any, new: Any) -> str | None:
     refs, news = flatten_outputs(ref), flatten_outputs(new)
     if len(refs) != len(news):
         return f"expected {len(refs)} outputs, got {len(news)}"
-    for i, (r, n) in enumerate(zip(refs, news)):
+    for i, (r, n) in enumerate(zip(refs, news, strict=False)):
         if not isinstance(r, torch.Tensor):
             if r != n:
                 return f"output {i}: expected {r!r}, got {n!r}"
@@ -140,7 +140,9 @@ def check_task(task: Task, device: str = "cpu", seeds: tuple[int, ...] = (1, 2))
                 new_model = solution.ModelNew(*init).to(device)
                 inputs = _to(inst.inputs(seed), device)
                 with torch.no_grad():
-                    ref = ref_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+                    ref = ref_model(
+                        *[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+                    )
                     new = new_model(*inputs)
                 if device == "cuda":
                     torch.cuda.synchronize()

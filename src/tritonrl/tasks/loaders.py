@@ -93,7 +93,11 @@ def _level_dirs(root: Path) -> list[Path]:
     if _LEVEL_DIR.match(root.name):
         return [root]
     for base in (root, root / "KernelBench"):
-        dirs = [d for d in base.iterdir() if d.is_dir() and _LEVEL_DIR.match(d.name)] if base.is_dir() else []
+        dirs = (
+            [d for d in base.iterdir() if d.is_dir() and _LEVEL_DIR.match(d.name)]
+            if base.is_dir()
+            else []
+        )
         if dirs:
             return sorted(dirs, key=lambda d: int(_LEVEL_DIR.match(d.name).group(1)))
     return []

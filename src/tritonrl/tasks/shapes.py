@@ -102,9 +102,12 @@ def _assignments(tree: ast.Module) -> Iterable[tuple[str, ast.AST, ast.AST]]:
             target = stmt.targets[0]
             if isinstance(target, ast.Name):
                 yield target.id, stmt.value, stmt
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            if stmt.value is not None:
-                yield stmt.target.id, stmt.value, stmt
+        elif (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.value is not None
+        ):
+            yield stmt.target.id, stmt.value, stmt
 
 
 def size_constants(source: str, where: str = "<task>") -> dict[str, SizeValue]:
@@ -278,7 +281,9 @@ def _shrink(source: str, where: str, budget: int) -> dict[str, SizeValue]:
         return {}
     lo, hi = -40.0, 0.0  # log2 of the factor: size(2**lo) is at the floor, size(2**hi) > budget
     if size(2.0**lo) > budget:
-        log.warning("%s: %d elements at the smallest sizes (budget %d)", where, size(2.0**lo), budget)
+        log.warning(
+            "%s: %d elements at the smallest sizes (budget %d)", where, size(2.0**lo), budget
+        )
         return plan(2.0**lo)
     for _ in range(16):
         mid = (lo + hi) / 2

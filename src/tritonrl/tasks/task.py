@@ -103,7 +103,8 @@ def validate_reference(source: str, where: str) -> ast.Module:
     if missing:
         raise TaskLoadError(
             where,
-            "not a KernelBench-format reference: missing " + " and ".join(missing)
+            "not a KernelBench-format reference: missing "
+            + " and ".join(missing)
             + " (a task defines class Model(nn.Module), get_inputs() and get_init_inputs())",
         )
     return tree

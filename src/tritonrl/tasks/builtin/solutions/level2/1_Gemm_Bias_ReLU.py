@@ -8,9 +8,22 @@ import triton.language as tl
 
 @triton.jit
 def linear_relu_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K,
-    stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_wn,
+    stride_wk,
+    stride_ym,
+    stride_yn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -20,16 +33,25 @@ def linear_relu_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :] * stride_xk,
-                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        x = tl.load(
+            x_ptr + rm[:, None] * stride_xm + kk[None, :] * stride_xk,
+            mask=(rm[:, None] < M) & (kk[None, :] < K),
+            other=0.0,
+        )
         # W is [N, K]; load a [BLOCK_K, BLOCK_N] tile of W^T.
-        w = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None] * stride_wk,
-                    mask=(rn[None, :] < N) & (kk[:, None] < K), other=0.0)
+        w = tl.load(
+            w_ptr + rn[None, :] * stride_wn + kk[:, None] * stride_wk,
+            mask=(rn[None, :] < N) & (kk[:, None] < K),
+            other=0.0,
+        )
         acc += tl.dot(x, w, input_precision="ieee")
     b = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     acc = tl.maximum(acc + b[None, :], 0.0)
-    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc,
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(
+        y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn,
+        acc,
+        mask=(rm[:, None] < M) & (rn[None, :] < N),
+    )
 
 
 class ModelNew(nn.Module):
@@ -46,8 +68,21 @@ class ModelNew(nn.Module):
         BM, BN, BK = 32, 32, 32
         grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
         linear_relu_kernel[grid](
-            x, w, b, y, M, N, K,
-            x.stride(0), x.stride(1), w.stride(0), w.stride(1), y.stride(0), y.stride(1),
-            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,
+            x,
+            w,
+            b,
+            y,
+            M,
+            N,
+            K,
+            x.stride(0),
+            x.stride(1),
+            w.stride(0),
+            w.stride(1),
+            y.stride(0),
+            y.stride(1),
+            BLOCK_M=BM,
+            BLOCK_N=BN,
+            BLOCK_K=BK,
         )
         return y
