@@ -12,7 +12,7 @@ can be run:
 * `odd`   - shrunk like `small`, then every size moved to a different, odd value, to
             exercise boundary masks and catch kernels that hard-code the test shape.
 
-Sizes are measured on PyTorch's `meta` device, so a problem that would allocate
+Sizes are measured with fake tensors (shapes without storage), so a problem that would allocate
 4096 x 393216 floats is planned without allocating anything. Structural constants
 (`kernel_size`, `stride`, `num_heads`, `reduce_dim`, ...) and values below 8 are never
 changed, and a plan is kept only if the reference `forward` still accepts the inputs.
@@ -24,6 +24,7 @@ gives; candidate code never goes through here.
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import logging
 import re
@@ -95,19 +96,28 @@ def _size_value(node: ast.AST) -> SizeValue | None:
     return None
 
 
-def _assignments(tree: ast.Module) -> Iterable[tuple[str, ast.AST, ast.AST]]:
-    """(name, value node, statement) for each top-level `NAME = value`."""
+def _assignments(tree: ast.Module) -> Iterable[tuple[str, ast.AST, ast.AST, int | None]]:
+    """(name, value node, statement, tuple position) for each top-level `NAME = value`,
+    including `height, width = 32, 32` (position = index in the tuple)."""
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target = stmt.targets[0]
             if isinstance(target, ast.Name):
-                yield target.id, stmt.value, stmt
+                yield target.id, stmt.value, stmt, None
+            elif (
+                isinstance(target, ast.Tuple)
+                and isinstance(stmt.value, ast.Tuple)
+                and len(target.elts) == len(stmt.value.elts)
+            ):
+                for i, (t, v) in enumerate(zip(target.elts, stmt.value.elts, strict=True)):
+                    if isinstance(t, ast.Name):
+                        yield t.id, v, stmt, i
         elif (
             isinstance(stmt, ast.AnnAssign)
             and isinstance(stmt.target, ast.Name)
             and stmt.value is not None
         ):
-            yield stmt.target.id, stmt.value, stmt
+            yield stmt.target.id, stmt.value, stmt, None
 
 
 def size_constants(source: str, where: str = "<task>") -> dict[str, SizeValue]:
@@ -118,7 +128,7 @@ def size_constants(source: str, where: str = "<task>") -> dict[str, SizeValue]:
     """
     tree = parse_source(source, where)
     out: dict[str, SizeValue] = {}
-    for name, value, _ in _assignments(tree):
+    for name, value, _, _ in _assignments(tree):
         v = _size_value(value)
         if v is not None and not isinstance(v, bool):
             out[name] = v
@@ -138,15 +148,21 @@ class _Rewriter(ast.NodeTransformer):
         self.overrides = overrides
 
     def visit_Module(self, node: ast.Module) -> ast.Module:
-        for name, _, stmt in _assignments(node):
-            if name in self.overrides:
-                new = self.overrides[name]
-                if isinstance(new, tuple):
-                    value = ast.Tuple([ast.Constant(v) for v in new], ast.Load())
-                else:
-                    value = ast.Constant(new)
-                stmt.value = ast.copy_location(value, stmt.value)
-                ast.fix_missing_locations(stmt)
+        for name, old, stmt, pos in list(_assignments(node)):
+            if name not in self.overrides:
+                continue
+            new = self.overrides[name]
+            if isinstance(new, tuple):
+                seq = ast.List if isinstance(old, ast.List) else ast.Tuple
+                value = seq([ast.Constant(v) for v in new], ast.Load())
+            else:
+                value = ast.Constant(new)
+            ast.copy_location(value, old)
+            if pos is None:
+                stmt.value = value
+            else:
+                stmt.value.elts[pos] = value
+            ast.fix_missing_locations(stmt)
         return node
 
 
@@ -204,47 +220,63 @@ class TaskInstance:
         return self.module.Model(*self.init_inputs())
 
     def footprint(self, with_output: bool = True) -> int | None:
-        """Elements in inputs + parameters (+ outputs), measured on the meta device.
-
-        None when the task cannot be built on the meta device at all.
-        """
-        try:
-            with torch.device("meta"):
-                inputs = self.inputs()
-                total = sum(t.numel() for t in _tensors(inputs))
-                model = self.model()
-                total += sum(p.numel() for p in model.parameters())
-                total += sum(b.numel() for b in model.buffers())
-                if with_output:
-                    try:
-                        with torch.no_grad():
-                            total += sum(t.numel() for t in _tensors(model(*inputs)))
-                    except Exception:  # some ops have no meta kernel; inputs still count
-                        pass
-            return total
-        except Exception as e:
-            log.debug("meta footprint failed for %s: %s", self.module.__file__, e)
-            return None
+        """Elements in inputs + parameters (+ outputs), measured without allocating
+        (fake tensors, else the meta device). None when the task cannot be built so."""
+        for kind in ("fake", "meta"):
+            try:
+                with _no_alloc(kind):
+                    inputs = self.inputs()
+                    total = sum(t.numel() for t in _tensors(inputs))
+                    model = self.model()
+                    total += sum(p.numel() for p in model.parameters())
+                    total += sum(b.numel() for b in model.buffers())
+                    if with_output:
+                        try:
+                            with torch.no_grad():
+                                total += sum(t.numel() for t in _tensors(model(*inputs)))
+                        except Exception:  # an op without a fake kernel; inputs still count
+                            pass
+                return total
+            except Exception as e:
+                log.debug("%s footprint failed for %s: %s", kind, self.module.__file__, e)
+        return None
 
     def forward_ok(self) -> bool:
-        """Does the reference accept these sizes? Meta device first, then a real CPU run."""
-        for device in ("meta", "cpu"):
+        """Does the reference accept these sizes? Fake tensors first, then a real CPU run."""
+        for kind in ("fake", "cpu"):
             try:
-                with torch.device(device), torch.no_grad():
+                with _no_alloc(kind), torch.no_grad():
                     self.model(0)(*self.inputs(0))
                 return True
             except Exception as e:
-                log.debug("forward on %s failed for %s: %s", device, self.overrides, e)
-                if device == "cpu":
-                    return False
+                log.debug("forward (%s) failed for %s: %s", kind, self.overrides, e)
         return False
 
 
-def _scaled(value: SizeValue, factor: float) -> SizeValue:
+@contextlib.contextmanager
+def _no_alloc(kind: str):
+    """`fake`: FakeTensorMode (shapes only, handles most ops); `meta`: the meta device;
+    `cpu`: a real run."""
+    if kind == "fake":
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode():
+            yield
+    elif kind == "meta":
+        with torch.device("meta"):
+            yield
+    else:
+        yield
+
+
+def _scaled(value: SizeValue, shift: int) -> SizeValue:
+    """Halve a size `shift` times (never below MIN_SCALABLE). Halving keeps the power-of-two
+    factors that group counts, head counts and tile sizes usually divide."""
+
     def one(v: int) -> int:
         if v < MIN_SCALABLE:
             return v
-        return max(MIN_SCALABLE, int(round(v * factor)))
+        return max(MIN_SCALABLE, (v + (1 << shift) // 2) >> shift)
 
     return tuple(one(v) for v in value) if isinstance(value, tuple) else one(value)
 
@@ -259,36 +291,56 @@ def _odd(value: SizeValue) -> SizeValue:
 
 
 def _shrink(source: str, where: str, budget: int) -> dict[str, SizeValue]:
-    """The largest uniform scale factor whose footprint fits `budget` (bisection in log
-    space: every size shrinks by the same factor, so the task keeps its proportions)."""
+    """Halve sizes until the footprint fits `budget`.
+
+    First every size together (the task keeps its proportions); when a plan is rejected
+    (a group count no longer dividing the channels), each remaining size alone, round by
+    round, keeping only halvings the reference accepts. If nothing fits, the smallest
+    plan that builds is used, with a warning.
+    """
     consts = {k: v for k, v in size_constants(source, where).items() if is_scalable(k, v)}
 
-    def plan(factor: float) -> dict[str, SizeValue]:
-        scaled = {k: _scaled(v, factor) for k, v in consts.items()}
-        return {k: v for k, v in scaled.items() if v != consts[k]}
+    def footprint(shifts: dict[str, int]) -> int | None:
+        overrides = _plan(consts, shifts)
+        return TaskInstance(build_module(source, overrides, where), "plan", overrides).footprint()
 
-    def size(factor: float) -> int:
-        overrides = plan(factor)
-        n = TaskInstance(build_module(source, overrides, where), "plan", overrides).footprint()
-        if n is None:
-            raise ShapeError(
-                f"{where}: cannot measure the task's inputs on the meta device; "
-                "run it in mode 'full' or make get_inputs() device-agnostic"
-            )
-        return n
-
-    if size(1.0) <= budget:
-        return {}
-    lo, hi = -40.0, 0.0  # log2 of the factor: size(2**lo) is at the floor, size(2**hi) > budget
-    if size(2.0**lo) > budget:
-        log.warning(
-            "%s: %d elements at the smallest sizes (budget %d)", where, size(2.0**lo), budget
+    shifts = dict.fromkeys(consts, 0)
+    size = footprint(shifts)
+    if size is None:
+        raise ShapeError(
+            f"{where}: the task cannot be built on the meta device; use shape mode "
+            "'full' or make get_inputs() device-agnostic"
         )
-        return plan(2.0**lo)
-    for _ in range(16):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if size(2.0**mid) <= budget else (lo, mid)
-    return plan(2.0**lo)
+    while size > budget:  # phase 1: all sizes together
+        trial = {k: s + 1 for k, s in shifts.items()}
+        n = footprint(trial) if _plan(consts, trial) != _plan(consts, shifts) else None
+        if n is None:
+            break
+        shifts, size = trial, n
+    frozen: set[str] = set()
+    while size > budget and len(frozen) < len(consts):  # phase 2: one size at a time
+        for k in consts:
+            if k in frozen or size <= budget:
+                continue
+            trial = {**shifts, k: shifts[k] + 1}
+            n = footprint(trial) if _plan(consts, trial) != _plan(consts, shifts) else None
+            if n is None:
+                frozen.add(k)
+            else:
+                shifts, size = trial, n
+    if size > budget:
+        log.warning(
+            "%s: %d elements at the smallest sizes the task accepts (budget %d)",
+            where,
+            size,
+            budget,
+        )
+    return _plan(consts, shifts)
+
+
+def _plan(consts: dict[str, SizeValue], shifts: dict[str, int]) -> dict[str, SizeValue]:
+    scaled = {k: _scaled(v, shifts[k]) for k, v in consts.items()}
+    return {k: v for k, v in scaled.items() if v != consts[k]}
 
 
 def plan_shapes(

@@ -1,0 +1,145 @@
+"""The `tritonrl` command: one sub-command per stage.
+
+    tritonrl tasks list SOURCE... [--json]     one task per line: id, level, name
+    tritonrl tasks check SOURCE... [--device]  run each task's reference solution
+
+SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
+`builtin:level2`, `builtin:all`. Library code logs; this module owns all terminal output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n")[0])
+tasks_app = typer.Typer(no_args_is_help=True, help="List and check tasks.")
+app.add_typer(tasks_app, name="tasks")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")):
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _load(sources: list[str]) -> LoadReport:
+    try:
+        report = load_tasks(sources)
+    except TaskLoadError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    for e in report.errors:
+        err.print(f"[yellow]skipped[/yellow] {e}")
+    return report
+
+
+@tasks_app.command("list")
+def tasks_list(
+    sources: list[str] = typer.Argument(..., help="Files, directories or builtin:..."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+):
+    """Print one task per line (id, level, name). Exit 1 if some file could not be loaded."""
+    report = _load(sources)
+    for t in report.tasks:
+        if as_json:
+            row = {
+                "id": t.id,
+                "level": t.level,
+                "name": t.name,
+                "origin": t.origin,
+                "problem_id": t.problem_id,
+                "has_solution": t.solution is not None,
+            }
+            out.print(json.dumps(row), markup=False)
+        else:
+            out.print(f"{t.id}\t{t.level}\t{t.name}", markup=False)
+    if report.errors:
+        raise typer.Exit(1)
+
+
+def _check_one(task: Task, device: str):
+    # Runs in a fresh worker process: the interpreter flag must precede triton kernels.
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    from tritonrl.tasks.check import check_task
+
+    return check_task(task, device=device)
+
+
+@tasks_app.command("check")
+def tasks_check(
+    sources: list[str] = typer.Argument(..., help="Files, directories or builtin:..."),
+    device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
+    workers: int = typer.Option(0, help="Parallel processes (0: one per CPU core)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per task."),
+):
+    """Run every task's reference solution against its reference on several input sets.
+
+    Exits non-zero if any task fails, lacks a solution, or could not be loaded.
+    """
+    from tritonrl.tasks.check import resolve_device
+
+    try:
+        device = resolve_device(device)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    report = _load(sources)
+    workers = workers or os.cpu_count() or 1
+    results = []
+    ctx = multiprocessing.get_context("spawn")
+    progress = Progress(
+        TextColumn("checking"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=as_json or not sys.stderr.isatty(),
+    )
+    with progress, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        bar = progress.add_task("check", total=len(report.tasks))
+        futures = [pool.submit(_check_one, t, device) for t in report.tasks]
+        for fut in as_completed(futures):
+            r = fut.result()
+            results.append(r)
+            progress.advance(bar)
+            if as_json:
+                row = {
+                    "task": r.task,
+                    "ok": r.ok,
+                    "seconds": round(r.seconds, 3),
+                    "error": r.error,
+                    "runs": r.runs,
+                    "device": device,
+                }
+                out.print(json.dumps(row), markup=False)
+            else:
+                status = "[green]PASS[/green]" if r.ok else "[red]FAIL[/red]"
+                out.print(
+                    f"{status} {r.task} ({r.seconds:.1f}s)" + (f": {r.error}" if r.error else "")
+                )
+    failed = [r for r in results if not r.ok]
+    if not as_json:
+        out.print(f"{len(results) - len(failed)} passed, {len(failed)} failed on {device}")
+    if failed or report.errors or not results:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()
