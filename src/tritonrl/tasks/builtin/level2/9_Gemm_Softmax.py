@@ -1,0 +1,29 @@
+"""Linear layer (GEMM + bias) followed by a softmax over each row."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = softmax(x @ W^T + b, dim=1)."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.linear(x), dim=1)
+
+
+batch_size = 64
+in_features = 128
+out_features = 96
+
+
+def get_inputs():
+    # Scaled so that the logits have a spread of several units per row.
+    return [3.0 * torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
