@@ -66,9 +66,9 @@ def tasks_list(
                 "problem_id": t.problem_id,
                 "has_solution": t.solution is not None,
             }
-            out.print(json.dumps(row), markup=False)
+            typer.echo(json.dumps(row))
         else:
-            out.print(f"{t.id}\t{t.level}\t{t.name}", markup=False)
+            typer.echo(f"{t.id}\t{t.level}\t{t.name}")
     if report.errors:
         raise typer.Exit(1)
 
@@ -128,7 +128,7 @@ def tasks_check(
                     "runs": r.runs,
                     "device": device,
                 }
-                out.print(json.dumps(row), markup=False)
+                typer.echo(json.dumps(row))
             else:
                 status = "[green]PASS[/green]" if r.ok else "[red]FAIL[/red]"
                 out.print(

@@ -134,7 +134,7 @@ def load_directory(root: str | Path, prefix: str = "", solutions: Path | None = 
                 origin = task_id if prefix else None
                 report.tasks.append(load_file(path, level, task_id, solution, origin))
             except TaskLoadError as e:
-                log.warning("skipping %s", e)
+                log.info("skipping %s", e)
                 report.errors.append(e)
     return report
 

@@ -1,0 +1,5 @@
+"""`python -m tritonrl` is the `tritonrl` command."""
+
+from tritonrl.cli import app
+
+app()
