@@ -1,7 +1,8 @@
 """The `tritonrl` command: one sub-command per stage.
 
     tritonrl tasks list SOURCE... [--json]     one task per line: id, level, name
-    tritonrl tasks check SOURCE... [--device]  run each task's reference solution
+    tritonrl tasks check SOURCE... [--device]  each task's solution through the verifier
+    tritonrl verify TASK KERNEL [--json]       verify one candidate (code or completion)
 
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
 `builtin:level2`, `builtin:all`. Library code logs; this module owns all terminal output.
@@ -15,6 +16,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -139,6 +141,77 @@ def tasks_check(
         out.print(f"{len(results) - len(failed)} passed, {len(failed)} failed on {device}")
     if failed or report.errors or not results:
         raise typer.Exit(1)
+
+
+def _one_task(spec: str) -> Task:
+    report = _load([spec])
+    if len(report.tasks) != 1:
+        err.print(
+            f"[red]error:[/red] {spec!r} names {len(report.tasks)} tasks; give exactly one "
+            "(a file, or an id such as builtin:level1/1_ReLU)"
+        )
+        raise typer.Exit(2)
+    return report.tasks[0]
+
+
+def _read_kernel(kernel: str) -> bytes:
+    """KERNEL is a file, `-` for stdin, or the code itself."""
+    if kernel == "-":
+        return sys.stdin.buffer.read()
+    path = Path(kernel)
+    try:
+        if path.is_file():
+            return path.read_bytes()
+    except OSError:
+        pass  # a long code string is not a path
+    if "\n" in kernel or "ModelNew" in kernel:
+        return kernel.encode()
+    err.print(
+        f"[red]error:[/red] KERNEL {kernel!r}: no such file (give a file, - for stdin, "
+        "or the code itself)"
+    )
+    raise typer.Exit(2)
+
+
+@app.command("verify")
+def verify_cmd(
+    task: str = typer.Argument(..., help="One task: a file or an id like builtin:level1/1_ReLU."),
+    kernel: str = typer.Argument(..., help="Candidate file (code or completion), or - for stdin."),
+    device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
+    policy: str = typer.Option("strict", help="strict (all compute in Triton) or partial."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+):
+    """Verify one candidate kernel. Exit 0 whenever a verdict was reached, 2 for bad usage."""
+    from tritonrl.config import VerifyConfig
+    from tritonrl.verify import verify
+
+    the_task = _one_task(task)
+    code = _read_kernel(kernel)
+    try:
+        config = VerifyConfig(device=device, policy=policy)
+        from tritonrl.tasks.check import resolve_device
+
+        resolve_device(device)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    result = verify(the_task, code, config)
+    if as_json:
+        typer.echo(result.to_json())
+        return
+    verdict = "[green]correct[/green]" if result.correct else "[red]not correct[/red]"
+    out.print(f"{result.task}: {verdict}, stage {result.stage}, reward {result.reward:.3f}")
+    if result.error:
+        out.print(f"  error: {result.error}", markup=False)
+    if result.flags:
+        out.print(f"  flags: {', '.join(result.flags)}", markup=False)
+    for o in result.input_sets:
+        out.print(
+            f"  {o.name}: {'ok' if o.ok else 'FAIL'} {o.detail if not o.ok else ''}", markup=False
+        )
+    if result.speedup is not None:
+        lo, hi = result.speedup_ci or (result.speedup, result.speedup)
+        out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
 
 
 if __name__ == "__main__":

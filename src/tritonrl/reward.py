@@ -1,0 +1,52 @@
+"""Reward schemes over a `VerifyResult`.
+
+* `staged` (default): 0 if extraction, static checks or any cheating check fail;
+  0.3 compiled; 0.5 tiny run correct; 0.7 all input sets correct;
+  0.7 + 0.3 * min(speedup / 2, 1) when timed.
+* `tritonrl`: correct + alpha * clip(speedup, 0, 2), alpha = 0.1 (the TritonRL paper).
+* `kevin`: 0.3 * correct + speedup * correct (Kevin-32B's report).
+
+A cheating flag makes every scheme 0. The speedup used is the one the result reports
+(the timing code decides how noise is handled). The trainer adapters live in
+`tritonrl.verify.adapters`; this module only scores.
+"""
+
+from __future__ import annotations
+
+from tritonrl.verify.result import VerifyResult
+
+SCHEMES = ("staged", "tritonrl", "kevin")
+
+
+def staged_reward(r: VerifyResult) -> float:
+    if r.cheated or not r.compiled:
+        return 0.0
+    if not r.tiny_correct:
+        return 0.3
+    if not r.correct:
+        return 0.5
+    if r.speedup is None:
+        return 0.7
+    return 0.7 + 0.3 * min(max(r.speedup, 0.0) / 2.0, 1.0)
+
+
+def tritonrl_reward(r: VerifyResult, alpha: float = 0.1) -> float:
+    if r.cheated or not r.correct:
+        return 0.0
+    return 1.0 + alpha * min(max(r.speedup or 0.0, 0.0), 2.0)
+
+
+def kevin_reward(r: VerifyResult) -> float:
+    if r.cheated or not r.correct:
+        return 0.0
+    return 0.3 + (r.speedup or 0.0)
+
+
+def compute_reward(r: VerifyResult, scheme: str = "staged", alpha: float = 0.1) -> float:
+    if scheme == "staged":
+        return staged_reward(r)
+    if scheme == "tritonrl":
+        return tritonrl_reward(r, alpha)
+    if scheme == "kevin":
+        return kevin_reward(r)
+    raise ValueError(f"unknown reward scheme {scheme!r}; choose one of {SCHEMES}")

@@ -1,0 +1,213 @@
+"""`verify(task, candidate, config) -> VerifyResult`: the staged funnel (extension 2).
+
+    extract -> static checks -> compile/import (sandbox) -> tiny run -> every input set
+            -> timing (CUDA, correct kernels only)
+
+Each stage records its time and, when the funnel is on, a failing stage ends the
+evaluation. The trusted side (this process) builds inputs, runs the reference, compares
+outputs and decides; the candidate only ever runs in the sandboxed worker
+(`tritonrl.verify.worker`), which never sees a reference output.
+
+Never raises for a bad candidate: every outcome is a `VerifyResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from tritonrl.config import VerifyConfig
+from tritonrl.extract import try_extract
+from tritonrl.reward import compute_reward
+from tritonrl.tasks.check import compare_outputs, resolve_device
+from tritonrl.tasks.task import Task
+from tritonrl.verify.inputs import PreparedSet, plan_input_sets, prepare_set
+from tritonrl.verify.result import InputSetOutcome, VerifyResult
+from tritonrl.verify.session import WorkerError, WorkerSession
+from tritonrl.verify.static import static_check
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _stage(result: VerifyResult, name: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
+
+
+def verify(task: Task, candidate: str | bytes, config: VerifyConfig | None = None) -> VerifyResult:
+    """Verify one candidate (raw code or a whole model completion) for `task`."""
+    config = config or VerifyConfig()
+    device = resolve_device(config.device)
+    result = VerifyResult(task=task.id, device=device)
+    try:
+        _run_funnel(task, candidate, config, result)
+    except Exception as e:  # a verifier bug must still give a verdict, never a traceback
+        log.exception("verifier error on %s", task.id)
+        result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
+    result.reward = compute_reward(result, config.reward_scheme, config.tritonrl_alpha)
+    return result
+
+
+def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult) -> None:
+    with _stage(result, "extract"):
+        code, error = try_extract(candidate)
+    if code is None:
+        result.fail("extract", error or "no code found")
+        return
+    result.stage = "static"
+    with _stage(result, "static"):
+        findings = static_check(code, config.policy, frozenset(config.allowed_torch_ops))
+    for f in findings:
+        result.flag(f.flag, f"line {f.line}: {f.detail}")
+    if result.cheated and config.funnel:
+        result.fail("static", f"static checks: {findings[0].flag} (line {findings[0].line})")
+        return
+    with _stage(result, "prepare"):
+        sets = _prepare_sets(task, config, result)
+    if sets is None:
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
+    try:
+        _write_job(workdir, code, sets)
+        with WorkerSession(workdir, config, result.device) as session:
+            _run_in_worker(session, task, sets, config, result)
+            result.sandbox = {"enforced": session.enforced, "missing": session.missing}
+    except WorkerError as e:
+        result.timed_out = result.timed_out or e.timed_out
+        result.fail(result.stage, str(e))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _prepare_sets(task: Task, config: VerifyConfig, result: VerifyResult) -> list | None:
+    sets = []
+    for spec in plan_input_sets(task, result.device, config.num_input_sets, config.multi_input):
+        try:
+            sets.append(prepare_set(task, spec, result.device))
+        except Exception as e:  # the task's own code failed: not the candidate's fault
+            result.fail(
+                "compile", f"reference failed on input set {spec.name}: {type(e).__name__}: {e}"
+            )
+            return None
+    return sets
+
+
+def _write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
+    (workdir / "candidate.py").write_text(code, encoding="utf-8")
+    (workdir / "sets").mkdir()
+    for s in sets:
+        payload = {
+            "init_inputs": s.init_inputs,
+            "inputs": s.inputs,
+            "state_dict": s.state_dict,
+            "seed": s.spec.param_seed,
+            "dtype": str(s.spec.dtype).removeprefix("torch.") if s.spec.dtype else None,
+        }
+        torch.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
+
+
+def _record_flags(result: VerifyResult, flags: dict[str, str] | None) -> None:
+    for name, detail in (flags or {}).items():
+        result.flag(name, detail)
+
+
+def _run_in_worker(
+    session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult
+):
+    result.stage = "compile"
+    with _stage(result, "compile"):
+        reply = session.call(
+            {
+                "op": "load",
+                "device": result.device,
+                "policy": config.policy,
+                "allowed": list(config.allowed_torch_ops),
+            }
+        )
+    if not reply.get("ok"):
+        result.fail("compile", reply.get("error", "candidate failed to load"))
+        return
+    result.compiled = True
+    _record_flags(result, reply.get("flags"))
+    result.stage = "correctness"
+    all_ok = True
+    for s in sets:
+        stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
+        with _stage(result, stage_name):
+            ok, detail = _check_set(session, s, result)
+        result.input_sets.append(InputSetOutcome(s.spec.name, ok, detail))
+        if s.spec.name == "tiny":
+            result.tiny_correct = ok and not result.cheated
+        all_ok = all_ok and ok
+        if (not ok or result.cheated) and config.funnel:
+            result.fail(
+                "correctness",
+                f"input set {s.spec.name}: {detail}"
+                if not ok
+                else f"run-time check: {', '.join(result.flags)}",
+            )
+            return
+    result.correct = all_ok and not result.cheated
+    if not result.correct:
+        failed = [o for o in result.input_sets if not o.ok]
+        result.fail(
+            "correctness",
+            f"input set {failed[0].name}: {failed[0].detail}"
+            if failed
+            else f"run-time check: {', '.join(result.flags)}",
+        )
+        if config.funnel and config.skip_timing_on_failure:
+            return
+    if result.device == "cuda" and config.timing:
+        result.stage = "performance"
+        with _stage(result, "performance"):
+            _time(session, task, sets, config, result)
+    result.stage = "done" if result.correct else result.stage
+
+
+def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> tuple[bool, str]:
+    reply = session.call({"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of})
+    if not reply.get("ok"):
+        return False, reply.get("error", "forward failed")
+    _record_flags(result, reply.get("flags"))
+    out_path = session.workdir / "out" / f"{s.spec.name}.pt"
+    if not out_path.is_file():
+        return False, "no outputs were produced"
+    try:
+        # weights_only: the file was written by untrusted code; no pickled objects.
+        got = torch.load(out_path, weights_only=True)
+    except Exception as e:
+        return False, f"unreadable outputs: {type(e).__name__}"
+    reason = compare_outputs(s.expected, got)
+    if reason and s.spec.refill_of:
+        reason += f" (inputs refilled in place after {s.spec.refill_of}: stale cached result?)"
+        result.flag("output_caching", reason)
+    return reason is None, reason or ("ok" + (f" ({s.note})" if s.note else ""))
+
+
+def _time(session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult):
+    from tritonrl.verify.timing import speedup_interval, summarize, time_reference
+
+    main = next(s for s in sets if s.spec.name == "seed_a")
+    reply = session.call(
+        {"op": "time", "set": "seed_a", "warmup": config.warmup, "trials": config.trials}
+    )
+    if not reply.get("ok"):
+        result.notes.append(f"timing failed: {reply.get('error')}")
+        return
+    _record_flags(result, reply.get("flags"))
+    new = summarize(reply["times_ms"])
+    ref = summarize(time_reference(task, main, config.warmup, config.trials))
+    result.runtime_ms, result.ref_runtime_ms = new["mean"], ref["mean"]
+    result.speedup = ref["mean"] / new["mean"]
+    result.speedup_ci = speedup_interval(ref, new)

@@ -1,0 +1,164 @@
+"""Multi-input testing (extension 1): the input sets a candidate must pass, and their
+expected outputs, built on the trusted side.
+
+Per evaluation, with seeds drawn from the OS (never the common 0/42/1234 a kernel could
+precompute for):
+
+    tiny     shapes shrunk to a small budget        (the funnel's cheap first run)
+    seed_a   the task's inputs, secret seed A       (full size on CUDA, CPU budget else)
+    seed_b   secret seed B, written INTO seed_a's buffers in place, so a kernel that
+             caches results by pointer, shape or content returns stale outputs
+    shifted  values rescaled and sign-flipped: x -> -1.7 x + 0.5 mean|x|, so a
+             `torch.rand` task also sees negatives and other magnitudes
+    odd      every size moved to an odd value (boundary masks, shape specialisation)
+    <dtype>  the inputs in another dtype, only when the task module lists it in
+             `DTYPES = ["float32", "float16", ...]`
+
+The reference runs here, in the caller's process; its outputs never enter the
+candidate's process. Integer inputs (indices, labels) are never transformed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tritonrl.tasks.shapes import instantiate
+from tritonrl.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class InputSet:
+    name: str
+    mode: str  # shape mode for tritonrl.tasks.shapes
+    seed: int
+    shift: bool = False
+    dtype: torch.dtype | None = None
+    refill_of: str | None = None  # write into that earlier set's buffers in place
+    model_seed: int | None = None  # parameters' seed when not `seed` (a refill keeps its model)
+
+    @property
+    def param_seed(self) -> int:
+        return self.seed if self.model_seed is None else self.model_seed
+
+
+@dataclass
+class PreparedSet:
+    """An input set made concrete: what the worker gets and what the verdict compares."""
+
+    spec: InputSet
+    init_inputs: list
+    inputs: list  # CPU tensors / Python values
+    state_dict: dict[str, torch.Tensor]
+    expected: Any  # reference outputs, CPU
+    overrides: dict = field(default_factory=dict)
+    note: str | None = None
+
+
+def plan_input_sets(
+    task: Task, device: str, count: int = 5, multi_input: bool = True
+) -> list[InputSet]:
+    """The input sets for one evaluation, in funnel order (tiny first)."""
+    seed = lambda: secrets.randbits(31)  # noqa: E731 - fresh secret seed per set
+    main = "full" if device == "cuda" else "small"
+    if not multi_input:
+        return [InputSet("tiny", "tiny", seed()), InputSet("seed_a", main, seed())]
+    seed_a = InputSet("seed_a", main, seed())
+    sets = [
+        InputSet("tiny", "tiny", seed()),
+        seed_a,
+        InputSet("seed_b", main, seed(), refill_of="seed_a", model_seed=seed_a.seed),
+        InputSet("shifted", main, seed(), shift=True),
+        InputSet("odd", "odd", seed()),
+    ]
+    for name in _declared_dtypes(task):
+        sets.append(InputSet(name, main, seed(), dtype=_DTYPES[name]))
+    extra = 0
+    while len(sets) < count:  # more sets on request: further secret seeds
+        extra += 1
+        sets.append(InputSet(f"seed_{extra + 2}", main, seed()))
+    return sets[: max(count, 2)] if count < len(sets) else sets
+
+
+def _declared_dtypes(task: Task) -> list[str]:
+    import ast
+
+    for node in ast.parse(task.source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "DTYPES" for t in node.targets
+        ):
+            try:
+                names = ast.literal_eval(node.value)
+            except ValueError:
+                return []
+            return [n for n in names if n in _DTYPES]
+    return []
+
+
+def _float_tensors_map(obj: Any, fn) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return fn(obj) if obj.is_floating_point() else obj
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_float_tensors_map(x, fn) for x in obj)
+    return obj
+
+
+def _shift(t: torch.Tensor) -> torch.Tensor:
+    return t * -1.7 + 0.5 * t.abs().mean()
+
+
+def _finite(out: Any) -> bool:
+    if isinstance(out, torch.Tensor):
+        return not out.is_floating_point() or bool(torch.isfinite(out).all())
+    if isinstance(out, (list, tuple)):
+        return all(_finite(x) for x in out)
+    return True
+
+
+def _to(obj: Any, device: str) -> Any:
+    return _float_tensors_map(obj, lambda t: t.to(device)) if device != "cpu" else obj
+
+
+def _run_reference(inst, init, inputs, seed, device, dtype):
+    torch.manual_seed(seed)
+    model = inst.module.Model(*init)
+    if dtype is not None:
+        model = model.to(dtype)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model = model.to(device)
+    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in _to(inputs, device)]
+    with torch.no_grad():
+        out = model(*args)
+    return state, _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out
+
+
+def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
+    """Build inputs and expected outputs for one set (raises if the reference fails)."""
+    inst = instantiate(task, spec.mode)
+    init = inst.init_inputs()
+    inputs = inst.inputs(spec.seed)
+    if spec.dtype is not None:
+        inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
+    note = None
+    if spec.shift:
+        shifted = _float_tensors_map(inputs, _shift)
+        state, expected = _run_reference(inst, init, shifted, spec.param_seed, device, spec.dtype)
+        if _finite(expected):
+            inputs = shifted
+        else:  # e.g. log/sqrt tasks: keep the signs, change magnitudes only
+            inputs = _float_tensors_map(inputs, lambda t: t * 3.0)
+            note = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
+            state, expected = _run_reference(
+                inst, init, inputs, spec.param_seed, device, spec.dtype
+            )
+    else:
+        state, expected = _run_reference(inst, init, inputs, spec.param_seed, device, spec.dtype)
+    return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note)

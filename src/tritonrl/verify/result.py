@@ -1,0 +1,90 @@
+"""`VerifyResult`: the typed verdict on one candidate, and its JSON form.
+
+The verifier never raises for a bad candidate: every failure is a result with the
+`stage` it reached, a short `error` string and, for cheating or safety findings, names
+in `flags`. The reward is derived from the result by `tritonrl.reward`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# The funnel's stages in order; `stage` is the last one reached.
+STAGES = ("extract", "static", "compile", "correctness", "performance", "done")
+
+# Flags that are findings about the candidate's honesty or safety. Any of them makes the
+# reward 0. Informational notes (e.g. a sandbox mechanism missing on this host) go to
+# `notes`, never to `flags`.
+CHEAT_FLAGS = frozenset(
+    {
+        "torch_compile", "hidden_code", "ctypes", "subprocess", "threading", "introspection",
+        "monkeypatch", "try_except_launch", "torch_compute", "nn_compute_layer", "io",
+        "reference_access", "no_triton_kernel", "timing_tamper", "side_stream",
+        # run-time findings
+        "torch_fallback", "no_launch", "input_mutation", "output_aliases_input",
+        "output_type", "background_thread", "timer_tampering", "output_caching",
+        "impossible_speed", "sandbox_violation", "forged_verdict",
+    }
+)  # fmt: skip
+
+
+@dataclass
+class InputSetOutcome:
+    """One input set's verdict (its name says which: tiny, seed_a, shifted, odd, ...)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class VerifyResult:
+    task: str
+    device: str
+    stage: str = "extract"
+    compiled: bool = False
+    tiny_correct: bool = False
+    correct: bool = False
+    flags: list[str] = field(default_factory=list)
+    error: str | None = None
+    timed_out: bool = False
+    runtime_ms: float | None = None
+    ref_runtime_ms: float | None = None
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    reward: float = 0.0
+    stage_times: dict[str, float] = field(default_factory=dict)
+    input_sets: list[InputSetOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sandbox: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def cheated(self) -> bool:
+        return any(f in CHEAT_FLAGS for f in self.flags)
+
+    def flag(self, name: str, detail: str | None = None) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+        if detail:
+            self.notes.append(f"{name}: {detail}")
+
+    def fail(self, stage: str, error: str) -> VerifyResult:
+        self.stage, self.error = stage, _short(error)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup_ci"] = list(self.speedup_ci) if self.speedup_ci else None
+        d["stage_times"] = {k: round(v, 4) for k, v in self.stage_times.items()}
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+
+def _short(text: str, limit: int = 500) -> str:
+    """Errors are short strings: the first lines of a long message, capped."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,153 @@
+"""One sandboxed worker process, driven command by command from the trusted side.
+
+`WorkerSession` starts `python -m tritonrl.verify.worker` inside the sandbox of
+`tritonrl.verify.sandbox` (same mechanisms, limits and process-tree kill as
+`run_sandboxed`), sends JSON commands on its stdin and reads one JSON reply per command
+from its stdout, under one wall-clock deadline for the whole session. Anything the
+worker says is untrusted: a reply that is not one bounded JSON object, a worker that
+exits or is killed, or a deadline passed ends the session with a `WorkerError` whose
+message says why (timeout, memory, a signal, the tail of its stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import tritonrl
+from tritonrl.config import VerifyConfig
+from tritonrl.verify import sandbox as sb
+
+MAX_REPLY_BYTES = 4 << 20
+STDERR_CAP = 64 << 10
+
+
+class WorkerError(Exception):
+    """The worker gave no usable reply; `timed_out` when the deadline passed."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def sandbox_config(config: VerifyConfig, device: str) -> sb.SandboxConfig:
+    package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
+    return sb.SandboxConfig(
+        timeout_s=config.timeout_s,
+        memory_mb=config.memory_mb,
+        max_procs=config.max_procs,
+        strict=config.sandbox_strict,
+        gpu=device == "cuda",
+        env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
+        extra_ro_paths=(package_root,),
+    )
+
+
+class WorkerSession:
+    def __init__(self, workdir: Path, config: VerifyConfig, device: str):
+        self.workdir = Path(workdir).resolve()
+        self.config = sandbox_config(config, device)
+        self.enforced: list[str] = []
+        self.missing: list[str] = []
+
+    def __enter__(self) -> WorkerSession:
+        cfg = self.config
+        plan = sb._plan(cfg, sb.probe())
+        self.cgroup = sb._start_cgroup(plan, cfg)
+        self.enforced, self.missing = list(plan.enforced), list(plan.missing)
+        argv = [sys.executable, "-m", "tritonrl.verify.worker"]
+        inner = sb._inner_spec(plan, cfg, self.workdir, argv)
+        outer = {"cgroup_procs": self.cgroup.procs_file if self.cgroup else None, "inner": inner}
+        if plan.bwrap:
+            inner_cmd = sb._trampoline_cmd("inner", inner)
+            outer["bwrap"] = sb._bwrap_argv(plan, cfg, self.workdir, argv, inner_cmd)
+        else:
+            outer["fallback"] = sb._fallback_spec(plan)
+        self.deadline = time.monotonic() + cfg.timeout_s
+        self.proc = subprocess.Popen(
+            sb._trampoline_cmd("outer", outer),
+            cwd=self.workdir,
+            env=sb._child_env(cfg, self.workdir),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self.stderr = sb._Capture(STDERR_CAP)
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self.buffer = bytearray()
+        return self
+
+    def _drain_stderr(self) -> None:
+        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):
+            self.stderr.feed(chunk)
+
+    def call(self, cmd: dict) -> dict:
+        """Send one command; return the worker's reply (a dict), or raise WorkerError."""
+        try:
+            self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died() from None
+        while b"\n" not in self.buffer:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerError(f"timed out after {self.config.timeout_s:.0f} s", timed_out=True)
+            if not self.sel.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise self._died()
+            self.buffer += chunk
+            if len(self.buffer) > MAX_REPLY_BYTES:
+                raise WorkerError("the worker sent an oversized reply (forged or corrupt)")
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise WorkerError("the worker sent garbage instead of a reply") from None
+        if not isinstance(reply, dict):
+            raise WorkerError("the worker sent a reply that is not an object")
+        return reply
+
+    def _died(self) -> WorkerError:
+        try:
+            raw = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            raw = None
+        self._stderr_thread.join(timeout=1)
+        err = self.stderr.text()
+        code = sb._returncode(raw) if raw is not None else None
+        why = sb._why_killed(False, code, err) if code is not None else None
+        tail = err.strip().splitlines()[-1][:300] if err.strip() else ""
+        what = f"killed ({why})" if why else f"exited with status {code}"
+        return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write(b'{"op": "exit"}\n')
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            sb._kill_tree(self.proc, self.cgroup)
+            self.proc.wait()
+            self._stderr_thread.join(timeout=2)
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                stream.close()
+            self.sel.close()
+            if self.cgroup is not None:
+                self.cgroup.remove()

@@ -1,0 +1,212 @@
+"""The verifier's worker: runs ONE candidate inside the sandbox, driven by the trusted
+side one command at a time.
+
+    python -m tritonrl.verify.worker       (cwd = the work dir the sandbox confines)
+
+The work dir holds `candidate.py` and `sets/<name>.pt` (init inputs, inputs, reference
+parameters, seed) written by the trusted side. Commands arrive as JSON lines on stdin;
+each gets one JSON line back on a private copy of the original stdout (the candidate's
+own prints go to stderr):
+
+    {"op": "load", "device": "cpu", "policy": "strict", "allowed": []}
+    {"op": "run", "set": "seed_b", "refill_of": "seed_a"}   -> outputs in out/<set>.pt
+    {"op": "time", "set": "seed_a", "warmup": 10, "trials": 50}   (CUDA only)
+    {"op": "exit"}
+
+The guards (`tritonrl.verify.guards`) are installed BEFORE the candidate is imported.
+What this worker reports is NOT trusted: the candidate shares its process and could
+forge any reply. Correctness is decided by the trusted side from the saved outputs and
+reference outputs that never enter this process; the guard findings here are a second
+line behind the static checks, which flag the introspection and monkeypatching a forger
+would need. The reference `Model` is never loaded here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _reply(channel, **payload: Any) -> None:
+    channel.write(json.dumps(payload) + "\n")
+    channel.flush()
+
+
+def _short_error(e: BaseException) -> str:
+    """`Type: message` plus the candidate's innermost line, never a whole traceback."""
+    frames = [
+        f for f in traceback.extract_tb(e.__traceback__) if f.filename.endswith("candidate.py")
+    ]
+    where = f" (candidate.py line {frames[-1].lineno})" if frames else ""
+    return f"{type(e).__name__}: {str(e)[:300]}{where}"
+
+
+def _to(obj: Any, device: str) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(x, device) for x in obj)
+    return obj
+
+
+def _detach_cpu(obj: Any) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        # Exact type is checked before this; a plain copy cannot carry lazy behaviour.
+        return torch.Tensor(obj.detach().cpu().clone()) if type(obj) is torch.Tensor else None
+    if isinstance(obj, (list, tuple)):
+        return [_detach_cpu(x) for x in obj]
+    return obj
+
+
+class Worker:
+    def __init__(self, channel):
+        self.channel = channel
+        self.module = None
+        self.device = "cpu"
+        self.policy = "strict"
+        self.allowed: frozenset[str] = frozenset()
+        self.cache: dict[str, tuple[Any, list]] = {}  # set name -> (model, input buffers)
+
+    # -- commands ---------------------------------------------------------------------
+    def load(self, cmd: dict) -> dict:
+        from tritonrl.verify import guards
+
+        self.device = cmd.get("device", "cpu")
+        self.policy = cmd.get("policy", "strict")
+        self.allowed = frozenset(cmd.get("allowed", ()))
+        # Everything a candidate could tamper with is captured before it is imported.
+        self.timers = guards.capture_timers()
+        self.launches = guards.LaunchCounter()
+        self.launches.install()
+        self.threads = guards.thread_snapshot()
+        start = time.perf_counter()
+        try:
+            spec = importlib.util.spec_from_file_location(
+                "candidate", Path("candidate.py").resolve()
+            )
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["candidate"] = module
+            spec.loader.exec_module(module)
+        except BaseException as e:  # noqa: BLE001 - any failure to import is the verdict
+            return {"ok": False, "error": _short_error(e)}
+        if not isinstance(getattr(module, "ModelNew", None), type):
+            return {"ok": False, "error": "the code defines no class ModelNew"}
+        self.module = module
+        flags = self._common_flags()
+        return {"ok": True, "seconds": time.perf_counter() - start, "flags": flags}
+
+    def run(self, cmd: dict) -> dict:
+        import torch
+
+        from tritonrl.verify import guards
+
+        name = cmd["set"]
+        data = torch.load(Path("sets") / f"{name}.pt", weights_only=True)
+        try:
+            if cmd.get("refill_of"):
+                model, inputs = self.cache[cmd["refill_of"]]
+                guards.refill_(inputs, _to(data["inputs"], self.device))
+            else:
+                model = self._build(data)
+                inputs = _to(data["inputs"], self.device)
+            before = guards.snapshot_inputs(inputs)
+            self.launches.reset()
+            with torch.no_grad(), guards.OpAudit(self.launches) as audit:
+                out = model(*inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as e:  # noqa: BLE001 - a crashing forward is a verdict
+            return {"ok": False, "error": _short_error(e)}
+        flags: dict[str, str] = {}
+        if self.launches.count == 0:
+            flags["no_launch"] = "forward launched no Triton kernel"
+        ops = audit.violations(self.policy, self.allowed)
+        if ops:
+            flags["torch_fallback"] = "torch computed inside forward: " + ", ".join(sorted(ops)[:8])
+        mutated = guards.inputs_mutated(before, inputs)
+        if mutated:
+            flags["input_mutation"] = "; ".join(mutated)
+        for problem in guards.check_output_types(out, inputs):
+            key = "output_aliases_input" if "alias" in problem else "output_type"
+            flags[key] = problem
+        flags.update(self._common_flags())
+        self.cache[name] = (model, inputs)
+        Path("out").mkdir(exist_ok=True)
+        if "output_type" not in flags:
+            torch.save(_detach_cpu(out), Path("out") / f"{name}.pt")
+        return {"ok": True, "launches": self.launches.count, "flags": flags}
+
+    def time(self, cmd: dict) -> dict:
+        from tritonrl.verify.timing import time_callable
+
+        model, inputs = self.cache[cmd["set"]]
+        times = time_callable(lambda: model(*inputs), cmd.get("warmup", 10), cmd.get("trials", 50))
+        return {"ok": True, "times_ms": times, "flags": self._common_flags()}
+
+    # -- helpers ----------------------------------------------------------------------
+    def _build(self, data: dict):
+        import torch
+
+        torch.manual_seed(data["seed"])
+        model = self.module.ModelNew(*data["init_inputs"])
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError("ModelNew(...) is not a torch.nn.Module")
+        ref_state = data["state_dict"]
+        own = model.state_dict()
+        # Same parameter layout as the reference: load its values so both compute with
+        # identical weights (seeding alone breaks when the layouts differ).
+        if set(own) == set(ref_state) and all(own[k].shape == ref_state[k].shape for k in own):
+            model.load_state_dict(ref_state)
+        dtype = data.get("dtype")
+        if dtype is not None:
+            model = model.to(getattr(torch, dtype))
+        return model.to(self.device)
+
+    def _common_flags(self) -> dict[str, str]:
+        from tritonrl.verify import guards
+
+        flags = {}
+        tampered = guards.timers_intact(self.timers)
+        if tampered:
+            flags["timer_tampering"] = "; ".join(tampered)
+        threads = guards.new_threads(self.threads)
+        if threads:
+            flags["background_thread"] = "; ".join(threads)
+        return flags
+
+
+def main() -> None:
+    # Replies go to a private copy of stdout; fd 1 becomes stderr so that anything the
+    # candidate prints cannot be mistaken for a reply.
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    worker = Worker(channel)
+    handlers = {"load": worker.load, "run": worker.run, "time": worker.time}
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd.get("op") == "exit":
+            break
+        handler = handlers.get(cmd.get("op"))
+        if handler is None:
+            _reply(channel, ok=False, error=f"unknown op {cmd.get('op')!r}")
+            continue
+        if cmd.get("op") != "load" and worker.module is None:
+            _reply(channel, ok=False, error="no candidate loaded")
+            continue
+        _reply(channel, **handler(cmd))
+    channel.close()
+
+
+if __name__ == "__main__":
+    main()
