@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import typer
@@ -75,25 +75,35 @@ def tasks_list(
         raise typer.Exit(1)
 
 
-def _check_one(task: Task, device: str):
-    # Runs in a fresh worker process: the interpreter flag must precede triton kernels.
-    if device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"
-    from tritonrl.tasks.check import check_task
+def _check_one(task: Task, device: str) -> dict:
+    """A task's own solution through the full verifier: correct, with no flag."""
+    from tritonrl.config import VerifyConfig
+    from tritonrl.verify import verify
 
-    return check_task(task, device=device)
+    start = time.perf_counter()
+    if task.solution is None:
+        return {"task": task.id, "ok": False, "error": "task has no reference solution",
+                "flags": [], "input_sets": [], "seconds": 0.0, "device": device}  # fmt: skip
+    r = verify(task, task.solution, VerifyConfig(device=device))
+    ok = r.correct and not r.flags
+    error = r.error or (f"flags: {', '.join(r.flags)}" if r.flags else None)
+    return {
+        "task": task.id, "ok": ok, "error": error, "flags": r.flags, "reward": r.reward,
+        "input_sets": [f"{o.name}: {o.detail}" for o in r.input_sets],
+        "seconds": round(time.perf_counter() - start, 3), "device": r.device,
+    }  # fmt: skip
 
 
 @tasks_app.command("check")
 def tasks_check(
     sources: list[str] = typer.Argument(..., help="Files, directories or builtin:..."),
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
-    workers: int = typer.Option(0, help="Parallel processes (0: one per CPU core)."),
+    workers: int = typer.Option(0, help="Verifications at once (0: one per CPU core)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task."),
 ):
-    """Run every task's reference solution against its reference on several input sets.
-
-    Exits non-zero if any task fails, lacks a solution, or could not be loaded.
+    """Verify every task's reference solution with the full verifier (sandbox, every input
+    set, every cheating check). Exits 1 if any is refused or flagged, lacks a solution, or
+    could not be loaded.
     """
     from tritonrl.tasks.check import resolve_device
 
@@ -103,40 +113,25 @@ def tasks_check(
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     report = _load(sources)
-    workers = workers or os.cpu_count() or 1
     results = []
-    ctx = multiprocessing.get_context("spawn")
     progress = Progress(
-        TextColumn("checking"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=as_json or not sys.stderr.isatty(),
-    )
-    with progress, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, disable=as_json or not sys.stderr.isatty(),
+    )  # fmt: skip
+    with progress, ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
         bar = progress.add_task("check", total=len(report.tasks))
         futures = [pool.submit(_check_one, t, device) for t in report.tasks]
         for fut in as_completed(futures):
-            r = fut.result()
-            results.append(r)
+            row = fut.result()
+            results.append(row)
             progress.advance(bar)
             if as_json:
-                row = {
-                    "task": r.task,
-                    "ok": r.ok,
-                    "seconds": round(r.seconds, 3),
-                    "error": r.error,
-                    "runs": r.runs,
-                    "device": device,
-                }
                 typer.echo(json.dumps(row))
             else:
-                status = "[green]PASS[/green]" if r.ok else "[red]FAIL[/red]"
-                out.print(
-                    f"{status} {r.task} ({r.seconds:.1f}s)" + (f": {r.error}" if r.error else "")
-                )
-    failed = [r for r in results if not r.ok]
+                status = "[green]PASS[/green]" if row["ok"] else "[red]FAIL[/red]"
+                error = f": {row['error']}" if row["error"] else ""
+                out.print(f"{status} {row['task']} ({row['seconds']:.1f}s){error}")
+    failed = [r for r in results if not r["ok"]]
     if not as_json:
         out.print(f"{len(results) - len(failed)} passed, {len(failed)} failed on {device}")
     if failed or report.errors or not results:

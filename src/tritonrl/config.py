@@ -19,6 +19,9 @@ class VerifyConfig:
     # the ops named in allowed_torch_ops (aten names, e.g. "aten::mm" or "mm").
     policy: str = "strict"
     allowed_torch_ops: list[str] = field(default_factory=list)
+    # Static (AST) cheating checks. Off only to test or ablate the run-time layer: every
+    # category that can be caught at run time must be caught there too.
+    static_checks: bool = True
     # Extension 1, multi-input testing.
     multi_input: bool = True
     num_input_sets: int = 5

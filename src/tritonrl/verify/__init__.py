@@ -2,10 +2,25 @@
 
     from tritonrl.verify import verify
     result = verify(task, completion_text)      # -> VerifyResult, never raises
+
+Names are imported lazily so that light modules (`result`, the worker's `guards`) load
+without the whole funnel.
 """
 
-from tritonrl.config import VerifyConfig
-from tritonrl.verify.funnel import verify
-from tritonrl.verify.result import VerifyResult
-
 __all__ = ["VerifyConfig", "VerifyResult", "verify"]
+
+
+def __getattr__(name: str):
+    if name == "verify":
+        from tritonrl.verify.funnel import verify
+
+        return verify
+    if name == "VerifyResult":
+        from tritonrl.verify.result import VerifyResult
+
+        return VerifyResult
+    if name == "VerifyConfig":
+        from tritonrl.config import VerifyConfig
+
+        return VerifyConfig
+    raise AttributeError(f"module 'tritonrl.verify' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,8 +141,18 @@ def _run_reference(inst, init, inputs, seed, device, dtype):
     return state, _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out
 
 
+# Inputs and parameters come from torch's global RNG under a seed: verifications running
+# in threads of one process (the trainer adapters) must not interleave there.
+_RNG_LOCK = threading.Lock()
+
+
 def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
     """Build inputs and expected outputs for one set (raises if the reference fails)."""
+    with _RNG_LOCK:
+        return _prepare_set(task, spec, device)
+
+
+def _prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
     inst = instantiate(task, spec.mode)
     init = inst.init_inputs()
     inputs = inst.inputs(spec.seed)

@@ -88,6 +88,8 @@ class Worker:
         self.timers = guards.capture_timers()
         self.launches = guards.LaunchCounter()
         self.launches.install()
+        self.compile_calls: list[str] = []
+        self._ban_compilers()
         self.threads = guards.thread_snapshot()
         start = time.perf_counter()
         try:
@@ -182,7 +184,24 @@ class Worker:
         threads = guards.new_threads(self.threads)
         if threads:
             flags["background_thread"] = "; ".join(threads)
+        if self.compile_calls:
+            flags["torch_compile"] = "called " + ", ".join(sorted(set(self.compile_calls)))
         return flags
+
+    def _ban_compilers(self) -> None:
+        """Row 20, compiler as author: the compiler entry points record the call and fail."""
+        import torch
+        import torch._dynamo
+
+        def banned(name: str):
+            def call(*args, **kwargs):
+                self.compile_calls.append(name)
+                raise RuntimeError(f"{name} is not allowed: the kernel must be written in Triton")
+
+            return call
+
+        torch.compile = banned("torch.compile")
+        torch._dynamo.optimize = banned("torch._dynamo.optimize")
 
 
 def main() -> None:

@@ -1,0 +1,155 @@
+"""The verifier as a reward for trainers: TRL reward functions and verl's `compute_score`.
+
+TRL (`GRPOTrainer(reward_funcs=[...])`):
+
+    reward = make_trl_reward(tasks)                  # sync
+    reward = make_trl_reward(tasks, asynchronous=True)  # async: TRL awaits it beside others
+
+Each dataset row carries a `task_id` column (the name is configurable) naming the task
+its prompt was built from. The function returns one float per completion and, when the
+trainer passes them (TRL >= 1.x does), logs per-completion details through `log_extra`
+(stage, flags, error) and batch rates through `log_metric`. The details of the last
+batch are also kept as `reward.scorer.last_details`.
+
+verl (`custom_reward_function.path` pointing at this module, `name: compute_score`):
+`compute_score(data_source, solution_str, ground_truth, extra_info)` where
+`ground_truth` is a task id (`builtin:level1/1_ReLU`, a file path) or a reference
+source in the KernelBench format; it returns a dict with `score` and the details.
+
+Candidates are verified concurrently (one sandboxed worker process each); this module
+does not schedule GPUs (the worker pool of the timing issue does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import Task, load_source
+from tritonrl.verify.funnel import verify
+from tritonrl.verify.result import VerifyResult
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes plain strings or, for conversational data, a list of messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    return str(completion)
+
+
+def _details(r: VerifyResult) -> dict[str, Any]:
+    return {"task": r.task, "reward": r.reward, "stage": r.stage, "correct": r.correct,
+            "flags": list(r.flags), "error": r.error, "speedup": r.speedup}  # fmt: skip
+
+
+class _Scorer:
+    def __init__(self, tasks: Iterable[Task] | dict[str, Task], config, task_key, workers):
+        self.tasks = dict(tasks) if isinstance(tasks, dict) else {t.id: t for t in tasks}
+        self.config = config or VerifyConfig()
+        self.task_key = task_key
+        self.pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, "tritonrl-verify")
+        self.last_details: list[dict[str, Any]] = []
+
+    def _task(self, task_id: str) -> Task:
+        if task_id not in self.tasks:
+            raise KeyError(
+                f"reward: unknown task id {task_id!r}; the dataset's {self.task_key!r} column "
+                f"must name one of the {len(self.tasks)} tasks given to make_trl_reward"
+            )
+        return self.tasks[task_id]
+
+    def jobs(self, completions, kwargs) -> list[tuple[Task, str]]:
+        if self.task_key not in kwargs:
+            raise KeyError(
+                f"reward: the dataset has no {self.task_key!r} column; add one naming each "
+                f"row's task, or pass task_key= to make_trl_reward"
+            )
+        ids = kwargs[self.task_key]
+        return [(self._task(i), completion_text(c)) for i, c in zip(ids, completions, strict=True)]
+
+    def report(self, results: list[VerifyResult], kwargs) -> list[float]:
+        details = [_details(r) for r in results]
+        log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
+        if log_extra:
+            log_extra("verify_stage", [d["stage"] for d in details])
+            log_extra("verify_flags", [",".join(d["flags"]) for d in details])
+            log_extra("verify_error", [d["error"] or "" for d in details])
+        if log_metric and results:
+            n = len(results)
+            log_metric("verify/correct", sum(r.correct for r in results) / n)
+            log_metric("verify/compiled", sum(r.compiled for r in results) / n)
+            log_metric("verify/cheated", sum(r.cheated for r in results) / n)
+        self.last_details = details
+        return [r.reward for r in results]
+
+
+def make_trl_reward(
+    tasks: Iterable[Task] | dict[str, Task],
+    config: VerifyConfig | None = None,
+    task_key: str = "task_id",
+    workers: int | None = None,
+    asynchronous: bool = False,
+):
+    """A TRL reward function `(prompts, completions, **kwargs) -> list[float]`."""
+    scorer = _Scorer(tasks, config, task_key, workers)
+
+    def run(task: Task, text: str) -> VerifyResult:
+        return verify(task, text, scorer.config)
+
+    if asynchronous:
+
+        async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
+            loop = asyncio.get_running_loop()
+            futures = [loop.run_in_executor(scorer.pool, run, t, c)
+                       for t, c in scorer.jobs(completions, kwargs)]  # fmt: skip
+            return scorer.report(list(await asyncio.gather(*futures)), kwargs)
+
+        reward = tritonrl_verifier
+    else:
+
+        def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
+            jobs = scorer.jobs(completions, kwargs)
+            results = list(scorer.pool.map(lambda job: run(*job), jobs))
+            return scorer.report(results, kwargs)
+
+        reward = tritonrl_verifier
+    reward.scorer = scorer
+    return reward
+
+
+@functools.lru_cache(maxsize=1024)
+def _task_from_ground_truth(ground_truth: str) -> Task:
+    if "class Model" in ground_truth and "get_inputs" in ground_truth:
+        from tritonrl.tasks.difficulty import label_level
+
+        digest = hashlib.sha256(ground_truth.encode()).hexdigest()[:12]
+        level = label_level(ground_truth)
+        return Task(f"inline:{digest}", level, digest, ground_truth, "verl:ground_truth")
+    report = load_source(ground_truth)
+    if len(report.tasks) != 1:
+        raise ValueError(f"ground_truth {ground_truth!r} names {len(report.tasks)} tasks, not one")
+    return report.tasks[0]
+
+
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None
+) -> dict[str, Any]:
+    """verl's custom reward entry point: a dict with `score` plus details for logging."""
+    config = VerifyConfig(**(extra_info or {}).get("verify_config", {}))
+    try:
+        task = _task_from_ground_truth(ground_truth)
+    except Exception as e:  # a bad row must not crash a multi-node run
+        return {"score": 0.0, "stage": "task", "error": f"bad ground_truth: {e}",
+                "correct": False, "flags": "", "speedup": -1.0}  # fmt: skip
+    r = verify(task, solution_str, config)
+    return {"score": r.reward, "stage": r.stage, "correct": r.correct,
+            "flags": ",".join(r.flags), "error": r.error or "",
+            "speedup": r.speedup if r.speedup is not None else -1.0}  # fmt: skip

@@ -1,0 +1,61 @@
+"""The verifier as a TRL reward function and as verl's compute_score."""
+
+import asyncio
+
+import pytest
+
+from tritonrl.tasks import load_builtin
+from tritonrl.verify.adapters import compute_score, make_trl_reward
+
+RELU = load_builtin("level1/1_ReLU").tasks[0]
+GOOD = f"```python\n{RELU.solution}```"
+BAD = GOOD.replace("tl.maximum(x, 0.0)", "tl.abs(x)")
+CHEAT = "```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n" \
+        "    def forward(self, x):\n        return torch.relu(x)\n```"  # fmt: skip
+
+
+def _logs():
+    extra, metrics = {}, {}
+    return (
+        extra,
+        metrics,
+        (lambda k, v: extra.setdefault(k, []).extend(v)),
+        (lambda k, v: metrics.setdefault(k, []).append(v)),
+    )
+
+
+def test_sync_trl_reward_scores_and_logs_each_completion():
+    reward = make_trl_reward([RELU], workers=2)
+    extra, metrics, log_extra, log_metric = _logs()
+    completions = [[{"role": "assistant", "content": c}] for c in (GOOD, BAD, CHEAT)]
+    scores = reward(prompts=["p"] * 3, completions=completions, task_id=[RELU.id] * 3,
+                    log_extra=log_extra, log_metric=log_metric)  # fmt: skip
+    assert scores == pytest.approx([0.7, 0.3, 0.0])
+    assert extra["verify_stage"] == ["done", "correctness", "static"]
+    assert "torch_compute" in extra["verify_flags"][2]
+    assert metrics["verify/correct"] == [pytest.approx(1 / 3)]
+    assert [d["correct"] for d in reward.scorer.last_details] == [True, False, False]
+
+
+def test_async_trl_reward_matches_the_sync_one():
+    reward = make_trl_reward([RELU], asynchronous=True)
+    assert asyncio.iscoroutinefunction(reward)
+    scores = asyncio.run(reward(prompts=["p"], completions=[GOOD], task_id=[RELU.id]))
+    assert scores == pytest.approx([0.7])
+
+
+def test_unknown_task_ids_and_missing_columns_are_clear_errors():
+    reward = make_trl_reward([RELU])
+    with pytest.raises(KeyError, match="unknown task id"):
+        reward(prompts=["p"], completions=[GOOD], task_id=["builtin:level1/nope"])
+    with pytest.raises(KeyError, match="no 'task_id' column"):
+        reward(prompts=["p"], completions=[GOOD])
+
+
+def test_verl_compute_score_by_id_and_by_inline_reference():
+    by_id = compute_score("tritonrl", GOOD, RELU.id, {})
+    assert by_id["score"] == pytest.approx(0.7) and by_id["correct"] is True
+    inline = compute_score("tritonrl", BAD, RELU.source, None)
+    assert inline["score"] == pytest.approx(0.3) and inline["stage"] == "correctness"
+    bad_row = compute_score("tritonrl", GOOD, "builtin:level1/nope", None)
+    assert bad_row["score"] == 0.0 and "bad ground_truth" in bad_row["error"]

@@ -1,0 +1,126 @@
+"""The staged funnel end to end on the CPU: verdicts for good and bad candidates.
+
+Every case goes through the real sandboxed worker and the Triton interpreter.
+"""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import Task, load_builtin
+from tritonrl.verify import verify
+from tritonrl.verify.result import STAGES
+
+RELU = load_builtin("level1/1_ReLU").tasks[0]
+GEMM = load_builtin("level2/1_Gemm_Bias_ReLU").tasks[0]
+
+
+def test_a_correct_solution_passes_every_stage_and_input_set():
+    r = verify(GEMM, GEMM.solution)
+    assert (r.stage, r.compiled, r.tiny_correct, r.correct) == ("done", True, True, True)
+    assert r.flags == [] and r.error is None and r.reward == pytest.approx(0.7)
+    assert [o.name for o in r.input_sets] == ["tiny", "seed_a", "seed_b", "shifted", "odd"]
+    assert r.device == "cpu" and r.speedup is None  # no timing under the interpreter
+    assert {"extract", "static", "compile", "tiny", "correctness"} <= set(r.stage_times)
+    assert "netns" in r.sandbox["enforced"] and r.sandbox["missing"] == []
+    d = json.loads(r.to_json())
+    for key in ("task", "stage", "compiled", "correct", "flags", "error", "timed_out",
+                "runtime_ms", "ref_runtime_ms", "speedup", "reward", "device"):  # fmt: skip
+        assert key in d
+
+
+def test_a_completion_with_reasoning_and_fences_is_extracted():
+    completion = f"<think>relu is max(x, 0)</think>\nHere it is:\n```python\n{RELU.solution}```\n"
+    assert verify(RELU, completion).correct
+
+
+@pytest.mark.parametrize(
+    ("candidate", "stage", "needle"),
+    [
+        ("", "extract", "empty"),
+        ("Sorry, I cannot write that kernel.", "extract", "ModelNew"),
+        ("```python\nclass ModelNew(:\n    pass\n```", "extract", "line"),
+        ("x" * (10 << 20), "extract", "ModelNew"),
+        (b"\xff\xfe\x00 not utf-8 \x80", "extract", "ModelNew"),
+    ],
+    ids=["empty", "no-modelnew", "syntax-error", "10MB", "non-utf8"],
+)
+def test_unusable_completions_get_an_extract_verdict(candidate, stage, needle):
+    r = verify(RELU, candidate)
+    assert r.stage == stage and not r.compiled and r.reward == 0.0
+    assert needle.lower() in r.error.lower()
+
+
+def test_wrong_init_signature_is_a_clear_failure():
+    bad = RELU.solution.replace("def __init__(self):", "def __init__(self, width):")
+    r = verify(RELU, bad)
+    assert r.compiled and not r.correct and r.reward == pytest.approx(0.3)
+    assert "TypeError" in r.error and "width" in r.error
+
+
+def test_wrong_output_shape_and_dtype_name_the_problem():
+    shape = verify(RELU, RELU.solution.replace("return y", "return y[:1]"))
+    assert not shape.correct and "shape" in shape.error
+    dtype = verify(RELU, RELU.solution.replace("return y", "return y.double()"))
+    assert not dtype.correct and "dtype" in dtype.error
+
+
+def test_a_wrong_kernel_stops_at_the_tiny_run():
+    r = verify(RELU, RELU.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)"))
+    assert r.stage == "correctness" and r.compiled and not r.tiny_correct
+    assert [o.name for o in r.input_sets] == ["tiny"]  # the funnel stopped there
+    assert r.reward == pytest.approx(0.3)
+
+
+def test_without_the_funnel_every_input_set_runs():
+    r = verify(RELU, RELU.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)"),
+               VerifyConfig(funnel=False))  # fmt: skip
+    assert len(r.input_sets) == 5 and not any(o.ok for o in r.input_sets)
+
+
+def test_a_task_whose_reference_fails_is_reported_as_such(tmp_path):
+    broken = RELU.source.replace("return torch.relu(x)", "return torch.relu(x) + undefined_name")
+    task = Task("broken", 1, "broken", broken, "mem")
+    r = verify(task, RELU.solution)
+    assert not r.correct and "reference failed" in r.error and "NameError" in r.error
+
+
+def test_a_hanging_candidate_gets_a_verdict_within_the_limit():
+    hang = RELU.solution.replace("x = x.contiguous()", "while True:\n            pass")
+    start = time.monotonic()
+    r = verify(RELU, hang, VerifyConfig(timeout_s=15))
+    assert time.monotonic() - start < 15 + 20  # + the trusted side's own preparation
+    assert r.timed_out and not r.correct and "timed out" in r.error
+    assert verify(RELU, RELU.solution).correct  # the caller is healthy
+
+
+def test_stage_names_are_the_documented_ones():
+    assert STAGES == ("extract", "static", "compile", "correctness", "performance", "done")
+
+
+def _cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "tritonrl", "verify", *args], input=stdin,
+                          capture_output=True, timeout=300)  # fmt: skip
+
+
+def test_cli_json_verdicts_and_exit_codes(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(RELU.solution)
+    r = _cli(RELU.id, str(good), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["correct"] is True
+    # A bad candidate is still a verdict: exit 0, no traceback.
+    r = _cli(RELU.id, "-", "--json", stdin=b"\xff\xfe garbage \x00")
+    assert r.returncode == 0 and b"Traceback" not in r.stderr
+    assert json.loads(r.stdout)["stage"] == "extract"
+    # Bad usage: exit 2 with a message.
+    r = _cli("builtin:level1/999_Nope", str(good))
+    assert r.returncode == 2 and b"no such builtin task" in r.stderr
+    r = _cli(RELU.id, str(tmp_path / "missing.py"))
+    assert r.returncode == 2 and b"no such file" in r.stderr
+    r = _cli(RELU.id, str(good), "--device", "tpu")
+    assert r.returncode == 2 and b"unknown device" in r.stderr
