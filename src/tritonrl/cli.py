@@ -209,5 +209,14 @@ def verify_cmd(
         out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
 
 
+def _register_stages() -> None:
+    """Stage commands that live beside their code (data, training, runs)."""
+    from tritonrl.data.commands import register as register_data
+
+    register_data(app)
+
+
+_register_stages()
+
 if __name__ == "__main__":
     app()

@@ -30,7 +30,7 @@ def test_sync_trl_reward_scores_and_logs_each_completion():
     completions = [[{"role": "assistant", "content": c}] for c in (GOOD, BAD, CHEAT)]
     scores = reward(prompts=["p"] * 3, completions=completions, task_id=[RELU.id] * 3,
                     log_extra=log_extra, log_metric=log_metric)  # fmt: skip
-    assert scores == pytest.approx([0.7, 0.3, 0.0])
+    assert scores[0] >= 0.7 and scores[1:] == pytest.approx([0.3, 0.0])
     assert extra["verify_stage"] == ["done", "correctness", "static"]
     assert "torch_compute" in extra["verify_flags"][2]
     assert metrics["verify/correct"] == [pytest.approx(1 / 3)]
@@ -41,7 +41,7 @@ def test_async_trl_reward_matches_the_sync_one():
     reward = make_trl_reward([RELU], asynchronous=True)
     assert asyncio.iscoroutinefunction(reward)
     scores = asyncio.run(reward(prompts=["p"], completions=[GOOD], task_id=[RELU.id]))
-    assert scores == pytest.approx([0.7])
+    assert scores[0] >= 0.7
 
 
 def test_unknown_task_ids_and_missing_columns_are_clear_errors():
@@ -54,7 +54,7 @@ def test_unknown_task_ids_and_missing_columns_are_clear_errors():
 
 def test_verl_compute_score_by_id_and_by_inline_reference():
     by_id = compute_score("tritonrl", GOOD, RELU.id, {})
-    assert by_id["score"] == pytest.approx(0.7) and by_id["correct"] is True
+    assert by_id["score"] >= 0.7 and by_id["correct"] is True
     inline = compute_score("tritonrl", BAD, RELU.source, None)
     assert inline["score"] == pytest.approx(0.3) and inline["stage"] == "correctness"
     bad_row = compute_score("tritonrl", GOOD, "builtin:level1/nope", None)

@@ -9,12 +9,14 @@ import sys
 import time
 
 import pytest
+import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_builtin
 from tritonrl.verify import verify
 from tritonrl.verify.result import STAGES
 
+HAS_CUDA = torch.cuda.is_available()
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 GEMM = load_builtin("level2/1_Gemm_Bias_ReLU").tasks[0]
 
@@ -22,11 +24,18 @@ GEMM = load_builtin("level2/1_Gemm_Bias_ReLU").tasks[0]
 def test_a_correct_solution_passes_every_stage_and_input_set():
     r = verify(GEMM, GEMM.solution)
     assert (r.stage, r.compiled, r.tiny_correct, r.correct) == ("done", True, True, True)
-    assert r.flags == [] and r.error is None and r.reward == pytest.approx(0.7)
+    assert r.flags == [] and r.error is None
     assert [o.name for o in r.input_sets] == ["tiny", "seed_a", "seed_b", "shifted", "odd"]
-    assert r.device == "cpu" and r.speedup is None  # no timing under the interpreter
+    if HAS_CUDA:  # timed: 0.7 + 0.3 * min(speedup / 2, 1)
+        assert r.device == "cuda" and r.speedup > 0 and r.reward > 0.7
+        assert r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1]
+    else:  # no timing under the interpreter
+        assert r.device == "cpu" and r.speedup is None and r.reward == pytest.approx(0.7)
     assert {"extract", "static", "compile", "tiny", "correctness"} <= set(r.stage_times)
-    assert "netns" in r.sandbox["enforced"] and r.sandbox["missing"] == []
+    assert "netns" in r.sandbox["enforced"]
+    # On CUDA the address-space limit is skipped (the driver reserves a huge one): said so.
+    missing = [m.split(":")[0] for m in r.sandbox["missing"]]
+    assert missing == (["rlimit-as"] if HAS_CUDA else [])
     d = json.loads(r.to_json())
     for key in ("task", "stage", "compiled", "correct", "flags", "error", "timed_out",
                 "runtime_ms", "ref_runtime_ms", "speedup", "reward", "device"):  # fmt: skip

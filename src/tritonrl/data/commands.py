@@ -1,0 +1,189 @@
+"""The data stage's commands, `tritonrl prepare` and `tritonrl distill`.
+
+    tritonrl prepare --source kernelbook|builtin|PATH --max-samples 1000 --out DIR
+                     [--labeler openai:MODEL [--labeler-endpoint URL]] [--run RUN_DIR]
+    tritonrl distill --endpoint URL --model NAME --variations 5 --tasks SOURCE --out DIR
+                     [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR]
+
+`register(app)` adds both to the main Typer app (`tritonrl.cli`). With `--run RUN_DIR`
+(opened, or created when it holds no run yet) the stage is marked running, `--out`
+defaults to `RUN_DIR/<stage>/` (and must lie inside the run), and on success the files
+are recorded in the manifest (`prepare/train`, `prepare/validation`, `prepare/tasks`;
+`distill/train`) with the counts as stage info; a failure marks the stage failed.
+
+Exit status: 0 done, 1 the endpoint failed (distill; the answers so far stay cached),
+2 bad usage or unusable input (nothing written).
+
+What it does NOT do: no work of its own; `tritonrl.data.kernelbook` and
+`tritonrl.data.distill` do it, and this module only parses options and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out_console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `prepare` and `distill` to `app`."""
+    app.command("prepare")(prepare_command)
+    app.command("distill")(distill_command)
+
+
+def _fail(message: str, code: int = 2):
+    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def _start(run_dir: Path | None, out: Path | None, stage: str):
+    """(run or None, output folder); with a run, the stage is marked running."""
+    if run_dir is None:
+        if out is None:
+            _fail("give --out DIR (or --run RUN_DIR to write inside a run)")
+        return None, out
+    try:
+        from tritonrl.runs import Run, RunError
+    except ImportError:
+        _fail("--run needs tritonrl.runs, which this installation does not have")
+    try:
+        run = Run.open_or_create(run_dir)
+        out = out or run.stage_dir(stage)
+        run.relpath(out)  # refuses a folder outside the run
+        run.start_stage(stage)
+    except RunError as e:
+        _fail(f"--run {run_dir}: {e}")
+    return run, out
+
+
+def _finish(run, stage: str, files: dict[str, str], names, info: dict) -> None:
+    if run is None:
+        return
+    for name in names:
+        run.add_artifact(stage, name, files[name])
+    run.set_info(stage, **info)
+    run.finish_stage(stage)
+
+
+def _failed(run, stage: str, message: str, code: int = 2):
+    if run is not None:
+        run.fail_stage(stage, message)
+    _fail(message, code)
+
+
+def _counts_table(title: str, counts: dict) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    for key, value in counts.items():
+        table.add_row(str(key), str(value))
+    return table
+
+
+def prepare_command(
+    source: str = typer.Option("kernelbook", help="kernelbook (HF hub), builtin, or a PATH."),
+    max_samples: int = typer.Option(1000, "--max-samples", help="Most examples kept."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder."),
+    labeler: str | None = typer.Option(
+        None, help="Difficulty labels: the AST heuristic (default) or openai:MODEL."
+    ),
+    labeler_endpoint: str | None = typer.Option(
+        None, help="Endpoint for --labeler (default $TRITONRL_LABELER_ENDPOINT / $OPENAI_BASE_URL)."
+    ),
+    val_fraction: float = typer.Option(0.05, "--val-fraction", help="Share for validation."),
+    seed: int = typer.Option(0, help="Seed of the row order and of the split."),
+    policy: str = typer.Option("strict", help="Prompt policy: strict or partial."),
+    run: Path | None = typer.Option(None, "--run", help="Record the files in this run."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+):
+    """Turn KernelBook (or the builtin tasks) into SFT files and a task list."""
+    from tritonrl.data.kernelbook import KernelBookError, prepare
+
+    handle, out_dir = _start(run, out, "prepare")
+    try:
+        summary = prepare(
+            source, out_dir, max_samples=max_samples, val_fraction=val_fraction, seed=seed,
+            labeler=labeler, labeler_endpoint=labeler_endpoint, policy=policy,
+        )  # fmt: skip
+    except (KernelBookError, ValueError) as e:
+        _failed(handle, "prepare", str(e))
+    info = {k: getattr(summary, k) for k in ("source", "kept", "train", "validation", "dropped")}
+    _finish(handle, "prepare", summary.files, ("train", "validation", "tasks"), info)
+    if as_json:
+        typer.echo(json.dumps(summary.to_dict()))
+        return
+    out_console.print(
+        f"{summary.kept} examples from {summary.rows_read} rows: {summary.train} train, "
+        f"{summary.validation} validation -> {out_dir}"
+    )
+    out_console.print(_counts_table("by level", summary.by_level))
+    if summary.dropped:
+        out_console.print(_counts_table("dropped", summary.dropped))
+
+
+def _load_tasks(spec: str, limit: int | None):
+    from tritonrl.data.kernelbook import load_prepared_tasks
+    from tritonrl.tasks import load_tasks
+
+    if spec.endswith(".jsonl"):
+        tasks = load_prepared_tasks(spec)
+    else:
+        report = load_tasks(spec)
+        for e in report.errors:
+            err.print(f"[yellow]skipped[/yellow] {e}")
+        tasks = report.tasks
+    return tasks[:limit] if limit else tasks
+
+
+def distill_command(
+    endpoint: str = typer.Option(..., help="OpenAI-compatible server, e.g. http://host:8000/v1."),
+    model: str = typer.Option(..., help="Teacher model name on that server."),
+    tasks: str = typer.Option(
+        "builtin:all", "--tasks", help="builtin:..., a task file or folder, or tasks.jsonl."
+    ),
+    variations: int = typer.Option(5, help="Answers asked per task."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (cache inside)."),
+    api_key: str | None = typer.Option(None, envvar="OPENAI_API_KEY", help="Bearer token."),
+    rate_limit: float = typer.Option(1.0, "--rate-limit", help="Requests per second, at most."),
+    max_retries: int = typer.Option(5, "--max-retries", help="Retries on 429/5xx/timeouts."),
+    temperature: float = typer.Option(0.7, help="Sampling temperature."),
+    max_tokens: int = typer.Option(16384, "--max-tokens", help="Longest answer."),
+    timeout: float = typer.Option(600.0, help="Seconds to wait for one answer."),
+    limit: int | None = typer.Option(None, help="Only the first N tasks."),
+    device: str = typer.Option("auto", help="Verifier device: auto, cpu or cuda."),
+    policy: str = typer.Option("strict", help="Verifier and prompt policy: strict or partial."),
+    run: Path | None = typer.Option(None, "--run", help="Record the file in this run."),
+):
+    """Ask a teacher model for kernels; keep the verified-correct ones as SFT data."""
+    from tritonrl.data.distill import DistillError, distill
+    from tritonrl.tasks import TaskLoadError
+    from tritonrl.verify import VerifyConfig
+
+    handle, out_dir = _start(run, out, "distill")
+    try:
+        task_list = _load_tasks(tasks, limit)
+        config = VerifyConfig(device=device, policy=policy)
+        summary = distill(
+            task_list, endpoint, model, out_dir, variations=variations, api_key=api_key,
+            rate_limit_per_s=rate_limit, max_retries=max_retries, verify_config=config,
+            temperature=temperature, max_tokens=max_tokens, timeout_s=timeout,
+        )  # fmt: skip
+    except DistillError as e:
+        cached = f"answers received so far are cached in {out_dir / 'cache'}; rerun to resume"
+        _failed(handle, "distill", f"{e}\n{cached}", 1)
+    except (TaskLoadError, ValueError, TypeError) as e:
+        _failed(handle, "distill", str(e))
+    info = {k: getattr(summary, k) for k in ("model", "answers", "kept", "dropped")}
+    _finish(handle, "distill", summary.files, ("train",), info)
+    out_console.print(
+        f"kept {summary.kept} of {summary.answers} answers for {summary.tasks} tasks "
+        f"({summary.requests} requests, {summary.cache_hits} cached) -> {summary.files['train']}"
+    )
+    if summary.dropped:
+        out_console.print(_counts_table("dropped", summary.dropped))

@@ -1,0 +1,394 @@
+"""KernelBook -> tasks and SFT examples: `prepare(source, out_dir, ...)`.
+
+Sources:
+
+* `kernelbook` - `datasets.load_dataset("GPUMODE/KernelBook", split="train")` from the HF
+  hub (needs network once; the hub cache serves it after that);
+* a PATH - a local `.parquet` / `.jsonl` / `.json` file, or a folder of them, with the
+  same columns (`python_code`, `triton_code`, `entry_point`, `uuid` required;
+  `module_name`, `repo_name`, `synthetic`, `licenses` optional), loaded through `datasets`;
+* `builtin` - the builtin suite, then generated tasks (`tritonrl.tasks.generator`) up to
+  `max_samples`; nothing is downloaded.
+
+Steps: rows are visited in a seeded random order and converted into our contract
+(`tritonrl.data.convert`: reference `Model`, solution `ModelNew`; rows that cannot be are
+dropped and counted by reason); de-duplicated by a hash of the normalised reference (the
+first row wins); at most `max_samples` are kept; labelled with a difficulty level (the
+AST heuristic, or `labeler="openai:MODEL"` through an OpenAI-compatible endpoint; the
+builtin suite keeps its own levels); split into train / validation by a seeded hash of
+the task id (the same tasks land in the same split whatever the row order).
+
+Files written to `out_dir`, each atomically (temp file + `os.replace`; `summary.json`
+last, so a directory with a summary is complete): `train.jsonl` and `validation.jsonl`
+(`{"prompt": [...], "completion": [...], "task_id", "level"}` a line: TRL's
+conversational prompt/completion format, built by `tritonrl.data.prompts.sft_example`),
+`tasks.jsonl` (`id, level, name, source, solution, origin, split`; read back with
+`load_prepared_tasks`) and `summary.json` (`PrepareSummary`).
+
+What it does NOT do: it never runs task or solution code (Inductor's solutions are
+CUDA-only and shape-specialised: they teach the format, the verifier judges what a model
+writes), does not tokenize or truncate (the trainers do), and `GPUMODE/KernelBook` cannot
+be fetched without network: download it once and pass the files as a PATH.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import random
+from collections import Counter
+from pathlib import Path
+
+from tritonrl.data.convert import RowDropped, code_key, convert_row
+from tritonrl.data.prompts import POLICIES, sft_example
+from tritonrl.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+KERNELBOOK_HUB_ID = "GPUMODE/KernelBook"
+REQUIRED_COLUMNS = ("python_code", "triton_code", "entry_point", "uuid")
+METADATA_COLUMNS = ("module_name", "repo_name", "synthetic", "licenses")
+DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
+LABELER_ENDPOINT_ENV = ("TRITONRL_LABELER_ENDPOINT", "OPENAI_BASE_URL")
+
+
+class KernelBookError(ValueError):
+    """Unusable input for `prepare`: the message names what is wrong and how to fix it."""
+
+
+@dataclasses.dataclass
+class PrepareSummary:
+    """What `prepare` read, kept and dropped (also written as `summary.json`)."""
+
+    source: str
+    out_dir: str
+    rows_read: int = 0
+    kept: int = 0
+    train: int = 0
+    validation: int = 0
+    dropped: dict[str, int] = dataclasses.field(default_factory=dict)
+    drop_examples: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    by_level: dict[str, int] = dataclasses.field(default_factory=dict)
+    by_split_level: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    labeler: str = "heuristic"
+    labeler_fallbacks: int = 0
+    max_samples: int = 0
+    val_fraction: float = 0.0
+    seed: int = 0
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def drop(self, reason: str, where: str, detail: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        examples = self.drop_examples.setdefault(reason, [])
+        if len(examples) < 3:
+            examples.append(f"{where}: {detail}"[:300])
+        log.debug("dropped %s (%s): %s", where, reason, detail)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_jsonl(path: str | Path, rows: list[dict]) -> None:
+    """Write `rows` one JSON object a line, atomically (temp file + os.replace)."""
+    _write_atomic(Path(path), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def write_json(path: str | Path, obj) -> None:
+    _write_atomic(Path(path), json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def task_record(task: Task, split: str | None = None) -> dict:
+    record = {"id": task.id, "level": task.level, "name": task.name, "source": task.source}
+    record.update(solution=task.solution, origin=task.origin)
+    return record if split is None else {**record, "split": split}
+
+
+def load_prepared_tasks(path: str | Path) -> list[Task]:
+    """Tasks from a `tasks.jsonl` written by `prepare` (errors name the line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise KernelBookError(f"{path}: no such file; run `tritonrl prepare` to make tasks.jsonl")
+    tasks = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            fields = ("id", "level", "name", "source", "origin")
+            tasks.append(Task(**{k: r[k] for k in fields}, solution=r.get("solution")))
+        except (ValueError, KeyError, TypeError) as e:
+            raise KernelBookError(
+                f"{path}:{n}: not a task record ({type(e).__name__}: {e})"
+            ) from None
+    return tasks
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _data_files(path: Path) -> tuple[list[Path], str]:
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    files = [f for f in files if f.suffix in DATA_SUFFIXES]
+    kinds = {DATA_SUFFIXES[f.suffix] for f in files}
+    if not files:
+        raise KernelBookError(
+            f"{path}: no .parquet, .jsonl or .json data file; --source takes kernelbook, "
+            "builtin, or a local KernelBook export in one of those formats"
+        )
+    if len(kinds) > 1:
+        raise KernelBookError(f"{path}: mixes parquet and JSON files; keep one format a folder")
+    return files, kinds.pop()
+
+
+def load_rows(source: str, cache_dir: str | None = None):
+    """The KernelBook rows of `source` (`kernelbook` or a PATH) as a `datasets.Dataset`,
+    after checking the columns (the error names every missing one)."""
+    try:
+        import datasets
+    except ImportError:
+        raise KernelBookError(
+            "reading KernelBook needs the `datasets` package: pip install 'tritonrl[train]'"
+        ) from None
+    if source == "kernelbook":
+        where = f"{KERNELBOOK_HUB_ID} (HF hub)"
+        load = lambda: datasets.load_dataset(KERNELBOOK_HUB_ID, split="train", cache_dir=cache_dir)
+    else:
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise KernelBookError(
+                f"{source}: no such file or directory; --source takes kernelbook, builtin, or "
+                "a local .parquet/.jsonl/.json file (or folder) with KernelBook's columns"
+            )
+        files, kind = _data_files(path)
+        where = str(path)
+        data_files = [str(f) for f in files]
+        load = lambda: datasets.load_dataset(
+            kind, data_files=data_files, split="train", cache_dir=cache_dir
+        )
+    try:
+        rows = load()
+    except Exception as e:  # network, auth, corrupt files: all end the same way
+        hint = (
+            "; without network, download it elsewhere (`huggingface-cli download --repo-type "
+            f"dataset {KERNELBOOK_HUB_ID}`) and pass the parquet files as --source PATH"
+            if source == "kernelbook"
+            else ""
+        )
+        raise KernelBookError(f"cannot load {where}: {type(e).__name__}: {e}{hint}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in rows.column_names]
+    if missing:
+        raise KernelBookError(
+            f"{where}: missing column(s) {', '.join(missing)} (found: "
+            f"{', '.join(rows.column_names) or 'none'}); KernelBook rows need "
+            f"{', '.join(REQUIRED_COLUMNS)}"
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def parse_labeler(labeler: str | None, endpoint: str | None) -> tuple[str, str] | None:
+    """`openai:MODEL` -> (endpoint, model); None -> None (the AST heuristic)."""
+    if labeler is None or labeler == "heuristic":
+        return None
+    kind, _, model = labeler.partition(":")
+    if kind != "openai" or not model:
+        raise KernelBookError(f"labeler {labeler!r}: use `heuristic` or `openai:MODEL_NAME`")
+    endpoint = endpoint or next(
+        (os.environ[v] for v in LABELER_ENDPOINT_ENV if os.environ.get(v)), None
+    )
+    if not endpoint:
+        raise KernelBookError(
+            f"labeler {labeler!r} needs an endpoint: pass one or set "
+            f"{' or '.join(LABELER_ENDPOINT_ENV)} (e.g. http://localhost:8000/v1)"
+        )
+    return endpoint, model
+
+
+def _label(tasks: list[Task], llm, api_key: str | None, summary: PrepareSummary) -> list[Task]:
+    from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
+
+    out = []
+    for task in progress(tasks, "labelling"):
+        level = None
+        if llm is not None:
+            try:
+                level = label_level_llm(task.source, llm[0], llm[1], api_key=api_key)
+            except LabelError as e:
+                if not out:  # the first call failed: the endpoint is wrong, say so now
+                    raise KernelBookError(f"LLM labeller: {e}") from None
+                summary.labeler_fallbacks += 1
+                log.warning("LLM label for %s failed (%s); using the heuristic", task.id, e)
+        out.append(dataclasses.replace(task, level=level or label_level(task.source)))
+    return out
+
+
+# --------------------------------------------------------------------------- prepare
+
+
+def progress(items, desc: str):
+    """`items` with a tqdm bar when tqdm is installed and stderr is a terminal."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=desc, disable=None, leave=False)
+
+
+def _kernelbook_items(rows, summary: PrepareSummary, max_samples: int, seed: int, policy: str):
+    """Converted, de-duplicated (task, example) pairs in a seeded order, up to max_samples."""
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    items, seen_code, seen_ids = [], set(), set()
+    for index in progress(order, "converting"):
+        if len(items) >= max_samples:
+            break
+        row = rows[index]
+        summary.rows_read += 1
+        where = f"row {index} (uuid {row.get('uuid')})"
+        try:
+            task, example = convert_row(row, policy=policy)
+        except RowDropped as e:
+            summary.drop(e.reason, where, e.detail)
+            continue
+        key = code_key(task.source)
+        if key in seen_code or task.id in seen_ids:
+            what = "reference" if key in seen_code else "uuid"
+            summary.drop("duplicate", where, f"same {what} as an earlier row")
+            continue
+        seen_code.add(key)
+        seen_ids.add(task.id)
+        items.append((task, example))
+    return items
+
+
+def _builtin_items(summary: PrepareSummary, max_samples: int, seed: int, policy: str):
+    from tritonrl.tasks import load_builtin
+    from tritonrl.tasks.generator import generate_tasks
+
+    tasks = load_builtin("all").tasks[:max_samples]
+    if len(tasks) < max_samples:
+        tasks += generate_tasks(max_samples - len(tasks), seed=seed)
+    items, seen = [], set()
+    for task in tasks:
+        summary.rows_read += 1
+        key = code_key(task.source)
+        if key in seen:
+            summary.drop("duplicate", task.id, "same reference as an earlier task")
+            continue
+        seen.add(key)
+        try:
+            items.append((task, sft_example(task.source, task.solution or "", policy=policy)))
+        except ValueError as e:
+            summary.drop("sft_rejected", task.id, str(e))
+    return items
+
+
+def split_ids(ids: list[str], val_fraction: float, seed: int) -> set[str]:
+    """The validation ids: the `round(n * val_fraction)` ids (at least one when the
+    fraction is positive and n >= 2) with the smallest seeded hash. Independent of order."""
+    if val_fraction <= 0 or len(ids) < 2:
+        return set()
+    n_val = min(len(ids) - 1, max(1, round(len(ids) * val_fraction)))
+    ranked = sorted(ids, key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+    return set(ranked[:n_val])
+
+
+def _check_args(max_samples: int, val_fraction: float, policy: str) -> None:
+    if policy not in POLICIES:
+        raise KernelBookError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+    if max_samples < 1:
+        raise KernelBookError(f"max_samples must be at least 1, not {max_samples}")
+    if not 0 <= val_fraction < 1:
+        raise KernelBookError(f"val_fraction must be in [0, 1), not {val_fraction}")
+
+
+def prepare(
+    source: str = "kernelbook",
+    out_dir: str | Path = "data",
+    max_samples: int = 1000,
+    val_fraction: float = 0.05,
+    seed: int = 0,
+    labeler: str | None = None,
+    labeler_endpoint: str | None = None,
+    labeler_api_key: str | None = None,
+    policy: str = "strict",
+    cache_dir: str | None = None,
+) -> PrepareSummary:
+    """Turn `source` into SFT files and a task list in `out_dir` (see the module docstring).
+
+    `labeler_endpoint` defaults to $TRITONRL_LABELER_ENDPOINT, then $OPENAI_BASE_URL;
+    `labeler_api_key` to $OPENAI_API_KEY. `policy` goes into the prompts (`strict` or
+    `partial`). `cache_dir` is the `datasets` cache. Raises `KernelBookError` on bad input
+    before anything is written.
+    """
+    _check_args(max_samples, val_fraction, policy)
+    llm = parse_labeler(labeler, labeler_endpoint)
+    out = Path(out_dir)
+    summary = PrepareSummary(
+        source=source, out_dir=str(out), max_samples=max_samples, val_fraction=val_fraction,
+        seed=seed, labeler=labeler or "heuristic",
+    )  # fmt: skip
+    if source == "builtin":
+        if llm is not None:
+            log.warning("--labeler is ignored for the builtin source: its tasks have levels")
+        summary.labeler = "builtin levels"
+        items = _builtin_items(summary, max_samples, seed, policy)
+    else:
+        items = _kernelbook_items(load_rows(source, cache_dir), summary, max_samples, seed, policy)
+        api_key = labeler_api_key or os.environ.get("OPENAI_API_KEY")
+        tasks = _label([t for t, _ in items], llm, api_key, summary)
+        items = [(t, ex) for t, (_, ex) in zip(tasks, items, strict=True)]
+    if not items:
+        raise KernelBookError(
+            f"{source}: no usable rows ({summary.rows_read} read; dropped: {summary.dropped}); "
+            "nothing written"
+        )
+    _write_outputs(out, items, summary)
+    return summary
+
+
+def _write_outputs(out: Path, items: list, summary: PrepareSummary) -> None:
+    val = split_ids([t.id for t, _ in items], summary.val_fraction, summary.seed)
+    splits: dict[str, list[dict]] = {"train": [], "validation": []}
+    tasks = []
+    for task, example in items:
+        split = "validation" if task.id in val else "train"
+        splits[split].append({**example, "task_id": task.id, "level": task.level})
+        tasks.append(task_record(task, split))
+    summary.kept, summary.train, summary.validation = len(items), *map(len, splits.values())
+    levels = Counter(str(t.level) for t, _ in items)
+    summary.by_level = dict(sorted(levels.items()))
+    summary.by_split_level = {
+        name: dict(sorted(Counter(str(r["level"]) for r in rows).items()))
+        for name, rows in splits.items()
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name, rows in (*splits.items(), ("tasks", tasks)):
+        write_jsonl(out / f"{name}.jsonl", rows)
+        summary.files[name] = str(out / f"{name}.jsonl")
+    summary.files["summary"] = str(out / "summary.json")
+    write_json(out / "summary.json", summary.to_dict())
+    log.info(
+        "prepared %d examples (%d train, %d validation) from %s in %s",
+        summary.kept, summary.train, summary.validation, summary.source, out,
+    )  # fmt: skip
