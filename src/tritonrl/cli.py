@@ -212,8 +212,12 @@ def verify_cmd(
 def _register_stages() -> None:
     """Stage commands that live beside their code (data, training, runs)."""
     from tritonrl.data.commands import register as register_data
+    from tritonrl.runs.commands import register as register_runs
+    from tritonrl.train.commands import register as register_train
 
     register_data(app)
+    register_train(app)
+    register_runs(app)
 
 
 _register_stages()

@@ -1,13 +1,27 @@
 """Configuration dataclasses, one per stage. Every default here is the product default
 of SPEC.md; every field can be changed by the caller.
 
-So far: the verifier. (The YAML files in configs/ and `--section.key value` overrides
-are the data-and-SFT issue's work.)
+Sections: run, data, model, tiny_model, lora, sft, curriculum, verify. `load_config`
+(`tritonrl.config_loader`) fills them from a YAML file in configs/ (the embedded default
+is configs/tiny-cpu.yaml) plus `--section.key value` overrides, converts each value by its
+field's type, and rejects unknown names and option combinations that cannot work
+(`check_config`) before anything runs. The resolved config is what a run's manifest
+records.
+
+Each extension can be switched off for an ablation: multi-input testing
+(verify.multi_input, verify.num_input_sets), the staged funnel (verify.funnel,
+verify.skip_timing_on_failure, verify.tiny_run_first), the curriculum (curriculum.*),
+calibrated timing (verify.timing, verify.warmup, verify.trials; CUDA events are the only
+timer) and the strict sandbox (verify.sandbox_strict).
+
+What it does NOT do: it does not start stages or touch a run directory, and the sections
+of stages not built yet (GRPO, Best-of-N, distillation) are added with those stages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 POLICIES = ("strict", "partial")
 
@@ -28,6 +42,7 @@ class VerifyConfig:
     # Extension 2, the staged funnel: stop at the first failing stage, tiny run first.
     funnel: bool = True
     skip_timing_on_failure: bool = True
+    tiny_run_first: bool = True  # the shrunk-shape run before the full input sets
     # Extension 4, timing (CUDA only).
     timing: bool = True
     warmup: int = 10
@@ -53,3 +68,251 @@ class VerifyConfig:
             raise ValueError("verify.num_input_sets must be at least 2 (tiny + one full set)")
         if self.timeout_s <= 0:
             raise ValueError("verify.timeout_s must be positive")
+
+
+# --------------------------------------------------------------------------- stages
+
+DEVICES = ("auto", "cpu", "cuda")
+SFT_SOURCES = ("auto", "prepare", "builtin")
+REPORTERS = ("tensorboard", "wandb", "none")
+TINY = "tiny"  # model.name_or_path that means: the tiny model, built inside the run
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    keep_last: int = 3  # checkpoints kept per stage (SPEC 6: last K kept)
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # + wandb | none
+    store: str | None = None  # fsspec URL the checkpoints sync to (the store issue's work)
+
+    def __post_init__(self):
+        # The newest checkpoint is recorded in the manifest only after the trainer has
+        # rotated the old ones out: with one kept, a crash there leaves none recorded.
+        _need(self.keep_last >= 2, "run.keep_last must be at least 2 (see config.RunConfig)")
+        bad = [r for r in self.report_to if r not in REPORTERS]
+        _need(not bad, f"run.report_to: unknown {bad}; choose from {', '.join(REPORTERS)}")
+
+
+@dataclass
+class DataConfig:
+    # Where SFT examples come from: the `prepare` stage's files (KernelBook), or the
+    # builtin suite + generator; auto takes prepare's when the manifest records them.
+    sft_source: str = "auto"
+    tasks: list[str] = field(default_factory=lambda: ["builtin:all"])
+    generated_tasks: int = 200  # generator tasks added to the builtin ones
+    generator_seed: int = 0
+    validation_fraction: float = 0.1
+    include_example: bool = True  # the one-shot example in every prompt
+    kernelbook: str = "GPUMODE/KernelBook"  # hub id, or a local parquet/JSONL
+    max_samples: int = 1000
+
+    def __post_init__(self):
+        _need(self.sft_source in SFT_SOURCES, f"data.sft_source must be one of {SFT_SOURCES}")
+        _need(self.generated_tasks >= 0, "data.generated_tasks must be >= 0")
+        _need(
+            0.0 <= self.validation_fraction <= 0.5,
+            "data.validation_fraction must be between 0 and 0.5",
+        )
+        _need(self.max_samples >= 1, "data.max_samples must be >= 1")
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = "Qwen/Qwen2.5-Coder-7B-Instruct"  # hub id, local dir, or "tiny"
+    revision: str | None = None
+    trust_remote_code: bool = False
+
+
+@dataclass
+class TinyModelConfig:
+    """The from-scratch Qwen2-architecture model (about 4M parameters by default)."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 688
+    max_position_embeddings: int = 4096
+    generated_tasks: int = 300  # generator tasks in the tokenizer's training text
+    seed: int = 0
+
+    def __post_init__(self):
+        _need(self.vocab_size >= 512, "tiny_model.vocab_size must be >= 512")
+        _need(
+            self.hidden_size % self.num_heads == 0
+            and (self.hidden_size // self.num_heads) % 2 == 0,
+            "tiny_model.hidden_size must be an even multiple of tiny_model.num_heads",
+        )
+        _need(
+            self.num_kv_heads >= 1 and self.num_heads % self.num_kv_heads == 0,
+            "tiny_model.num_heads must be a multiple of tiny_model.num_kv_heads",
+        )
+        _need(self.num_layers >= 1, "tiny_model.num_layers must be >= 1")
+
+
+@dataclass
+class LoraConfig:
+    """PEFT LoRA for every fine-tuning stage; `enabled: false` trains all parameters."""
+
+    enabled: bool = True
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+
+    def __post_init__(self):
+        _need(self.r >= 1, "lora.r must be >= 1")
+        _need(self.alpha >= 1, "lora.alpha must be >= 1")
+        _need(0.0 <= self.dropout < 1.0, "lora.dropout must be in [0, 1)")
+        _need(
+            bool(self.target_modules) or not self.enabled,
+            "lora.target_modules is empty with lora.enabled true",
+        )
+
+
+@dataclass
+class SftConfig:
+    device: str = "auto"  # auto | cpu | cuda
+    learning_rate: float = 1e-5
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 overrides epochs
+    per_device_batch_size: int = 2
+    gradient_accumulation: int = 4
+    max_length: int = 8192
+    bf16: bool = True
+    load_in_8bit: bool = False  # bitsandbytes, CUDA only, LoRA only
+    gradient_checkpointing: bool = True
+    completion_only_loss: bool = True  # loss on the answer only, not the prompt
+    lr_scheduler: str = "linear"
+    warmup_steps: int = 0
+    save_steps: int = 50
+    eval_steps: int = 50
+    logging_steps: int = 10
+
+    def __post_init__(self):
+        _need(self.device in DEVICES, f"sft.device must be one of {DEVICES}, not {self.device!r}")
+        _need(self.learning_rate > 0, "sft.learning_rate must be positive")
+        _need(self.epochs > 0 or self.max_steps > 0, "sft.epochs or sft.max_steps must be > 0")
+        for name in ("per_device_batch_size", "gradient_accumulation", "save_steps"):
+            _need(getattr(self, name) >= 1, f"sft.{name} must be >= 1")
+        for name in ("eval_steps", "logging_steps"):
+            _need(getattr(self, name) >= 1, f"sft.{name} must be >= 1")
+        _need(self.max_length >= 64, "sft.max_length must be >= 64 tokens")
+        _need(self.warmup_steps >= 0, "sft.warmup_steps must be >= 0")
+
+
+@dataclass
+class CurriculumConfig:
+    """Extension 3: the share of level-2 tasks in RL grows once level 1 is learnt."""
+
+    enabled: bool = True
+    start: float = 0.1  # initial share of level-2 tasks
+    end: float = 0.5  # final share
+    trigger: float = 0.4  # rolling level-1 accuracy that starts the growth
+    window: int = 64  # rollouts in the rolling accuracy
+    step: float = 0.1  # growth of the share each time the trigger is passed
+
+    def __post_init__(self):
+        _need(
+            0.0 <= self.start <= self.end <= 1.0,
+            "curriculum.start and curriculum.end need 0 <= start <= end <= 1",
+        )
+        _need(0.0 < self.trigger < 1.0, "curriculum.trigger must be in (0, 1)")
+        _need(self.window >= 1, "curriculum.window must be >= 1")
+        _need(0.0 < self.step <= 1.0, "curriculum.step must be in (0, 1]")
+
+
+@dataclass
+class Config:
+    """The whole resolved config; one attribute per YAML section."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    tiny_model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    sft: SftConfig = field(default_factory=SftConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
+
+    @property
+    def uses_tiny_model(self) -> bool:
+        return self.model.name_or_path == TINY
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    cuda_available: bool | None = None,
+) -> Config:
+    """The resolved, checked config: defaults <- YAML `path` (None: configs/tiny-cpu.yaml)
+    <- `--section.key value` overrides. See `tritonrl.config_loader`."""
+    from tritonrl.config_loader import load_config as _load
+
+    return _load(path, overrides, cuda_available)
+
+
+# --------------------------------------------------------------------------- clashes
+
+
+def _cuda(cuda_available: bool | None) -> bool:
+    if cuda_available is not None:
+        return cuda_available
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def sft_device(config: Config, cuda_available: bool | None = None) -> str:
+    """`cpu` or `cuda`: where SFT runs (sft.device, with auto resolved)."""
+    if config.sft.device == "auto":
+        return "cuda" if _cuda(cuda_available) else "cpu"
+    return config.sft.device
+
+
+def check_config(config: Config, cuda_available: bool | None = None) -> None:
+    """Reject option combinations that cannot work, naming both options."""
+    sft, lora = config.sft, config.lora
+    if sft.device == "cuda" and not _cuda(cuda_available):
+        raise ValueError("sft.device is 'cuda' but no CUDA device is visible: use --sft.device cpu")
+    device = sft_device(config, cuda_available)
+    where = (
+        f"sft.device is 'auto', which resolves to {device}"
+        if sft.device == "auto"
+        else f"sft.device is {sft.device!r}"
+    )
+    if sft.load_in_8bit and device != "cuda":
+        raise ValueError(
+            f"sft.load_in_8bit needs CUDA (bitsandbytes) but {where}: set --sft.load_in_8bit false"
+        )
+    if sft.load_in_8bit and not lora.enabled:
+        raise ValueError(
+            "sft.load_in_8bit is on but lora.enabled is false: 8-bit weights cannot be trained "
+            "in full; set --lora.enabled true or --sft.load_in_8bit false"
+        )
+    if sft.bf16 and device != "cuda":
+        raise ValueError(f"sft.bf16 is on but {where}: set --sft.bf16 false for the CPU")
+    tiny = config.tiny_model
+    if config.uses_tiny_model and sft.max_length > tiny.max_position_embeddings:
+        raise ValueError(
+            f"sft.max_length ({sft.max_length}) exceeds tiny_model.max_position_embeddings "
+            f"({tiny.max_position_embeddings}): lower the one or raise the other"
+        )
+    data = config.data
+    if data.sft_source == "builtin" and not data.tasks and data.generated_tasks == 0:
+        raise ValueError(
+            "data.sft_source is 'builtin' but data.tasks is empty and data.generated_tasks is "
+            "0: there is nothing to train on"
+        )
+    if "none" in config.run.report_to and len(config.run.report_to) > 1:
+        raise ValueError("run.report_to lists 'none' together with other reporters")

@@ -95,7 +95,10 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
 
 def _prepare_sets(task: Task, config: VerifyConfig, result: VerifyResult) -> list | None:
     sets = []
-    for spec in plan_input_sets(task, result.device, config.num_input_sets, config.multi_input):
+    specs = plan_input_sets(
+        task, result.device, config.num_input_sets, config.multi_input, config.tiny_run_first
+    )
+    for spec in specs:
         try:
             sets.append(prepare_set(task, spec, result.device))
         except Exception as e:  # the task's own code failed: not the candidate's fault
@@ -150,7 +153,7 @@ def _run_in_worker(
         with _stage(result, stage_name):
             ok, detail = _check_set(session, s, result)
         result.input_sets.append(InputSetOutcome(s.spec.name, ok, detail))
-        if s.spec.name == "tiny":
+        if s is sets[0]:  # the tiny run, or the first full set when it is switched off
             result.tiny_correct = ok and not result.cheated
         all_ok = all_ok and ok
         if (not ok or result.cheated) and config.funnel:

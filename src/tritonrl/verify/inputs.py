@@ -65,28 +65,40 @@ class PreparedSet:
 
 
 def plan_input_sets(
-    task: Task, device: str, count: int = 5, multi_input: bool = True
+    task: Task, device: str, count: int = 5, multi_input: bool = True, tiny_first: bool = True
 ) -> list[InputSet]:
-    """The input sets for one evaluation, in funnel order (tiny first)."""
+    """The input sets for one evaluation, in funnel order (tiny first unless switched off)."""
+    sets = _plan(task, device, count, multi_input)
+    return sets if tiny_first else [s for s in sets if s.name != "tiny"]
+
+
+def _plan(task: Task, device: str, count: int, multi_input: bool) -> list[InputSet]:
     seed = lambda: secrets.randbits(31)  # noqa: E731 - fresh secret seed per set
+
+    # The parameters' seed is a secret of its own: the worker seeds torch's global RNG
+    # with it before building ModelNew, and with the input seed there a candidate could
+    # regenerate its inputs in __init__ and precompute the answers (HACKS.md #15).
+    def mk(name: str, mode: str, **kw) -> InputSet:
+        return InputSet(name, mode, seed(), model_seed=kw.pop("model_seed", seed()), **kw)
+
     main = "full" if device == "cuda" else "small"
     if not multi_input:
-        return [InputSet("tiny", "tiny", seed()), InputSet("seed_a", main, seed())]
-    seed_a = InputSet("seed_a", main, seed())
+        return [mk("tiny", "tiny"), mk("seed_a", main)]
+    seed_a = mk("seed_a", main)
     sets = [
-        InputSet("tiny", "tiny", seed()),
+        mk("tiny", "tiny"),
         seed_a,
-        InputSet("seed_b", main, seed(), refill_of="seed_a", model_seed=seed_a.seed),
-        InputSet("shifted", main, seed(), shift=True),
-        InputSet("odd", "odd", seed()),
+        mk("seed_b", main, refill_of="seed_a", model_seed=seed_a.param_seed),
+        mk("shifted", main, shift=True),
+        mk("odd", "odd"),
     ]
     for name in _declared_dtypes(task):
-        sets.append(InputSet(name, main, seed(), dtype=_DTYPES[name]))
+        sets.append(mk(name, main, dtype=_DTYPES[name]))
     extra = 0
     while len(sets) < count:  # more sets on request: further secret seeds
         extra += 1
-        sets.append(InputSet(f"seed_{extra + 2}", main, seed()))
-    return sets[: max(count, 2)] if count < len(sets) else sets
+        sets.append(mk(f"seed_{extra + 2}", main))
+    return sets if count >= len(sets) else sets[: max(count, 2)]
 
 
 def _declared_dtypes(task: Task) -> list[str]:
@@ -125,7 +137,12 @@ def _finite(out: Any) -> bool:
 
 
 def _to(obj: Any, device: str) -> Any:
-    return _float_tensors_map(obj, lambda t: t.to(device)) if device != "cpu" else obj
+    """Every tensor (integer index tensors too) to `device`."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(x, device) for x in obj)
+    return obj
 
 
 def _run_reference(inst, init, inputs, seed, device, dtype):

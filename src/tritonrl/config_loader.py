@@ -1,0 +1,201 @@
+"""Reading configs: YAML files and `--section.key value` overrides into a checked `Config`.
+
+    load_config("configs/qwen7b-1gpu.yaml", ["--sft.max_steps", "10", "--lora.r=8"])
+
+Precedence: dataclass defaults <- the YAML file <- overrides. Each value is converted by
+its dataclass field's type (bool accepts true/false/yes/no/on/off/1/0; lists accept YAML
+`[a, b]` or `a,b`; `X | None` accepts null/none); an unknown section or key is a
+ValueError that names it and lists the valid ones; then every section's own checks and
+`tritonrl.config.check_config` (option clashes) run, before anything starts.
+
+What it does NOT do: it does not write the config anywhere (the run manifest does) and it
+does not look at the environment beyond `torch.cuda.is_available()` for the clash checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+import yaml
+
+from tritonrl.config import Config, check_config
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/
+DEFAULT_CONFIG = "tiny-cpu"
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def sections() -> dict[str, type]:
+    """YAML section name -> its dataclass."""
+    return {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]
+
+
+def coerce(value: Any, tp: Any, where: str) -> Any:
+    """`value` (from YAML, or an override's text) as type `tp`, or a ValueError naming
+    `where` (`section.key`), the value and the type expected."""
+    args = get_args(tp)
+    if type(None) in args:  # X | None
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none")):
+            return None
+        tp = next(a for a in args if a is not type(None))
+    if get_origin(tp) is list:
+        if isinstance(value, str):
+            text = value.strip()
+            value = (
+                yaml.safe_load(text)
+                if text.startswith("[")
+                else [part.strip() for part in text.split(",") if part.strip()]
+            )
+        if not isinstance(value, list):
+            raise ValueError(f"{where} must be a list, not {value!r}")
+        return [coerce(v, get_args(tp)[0], f"{where}[{i}]") for i, v in enumerate(value)]
+    try:
+        return _scalar(value, tp)
+    except (TypeError, ValueError):
+        name = getattr(tp, "__name__", str(tp))
+        raise ValueError(f"{where} must be {name}, not {value!r}") from None
+
+
+def _scalar(value: Any, tp: type) -> Any:
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ValueError
+    if isinstance(value, bool):
+        raise TypeError  # bool is an int in Python, not in a config
+    if tp is int:
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            return int(value.strip())
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    if tp is float and isinstance(value, (int, float, str)):
+        return float(value)  # also "1e-5", which YAML 1.1 reads as a string
+    if tp is str and isinstance(value, str):
+        return value
+    raise TypeError
+
+
+def parse_overrides(args: Sequence[str]) -> list[tuple[str, str, str]]:
+    """`["--sft.max_steps", "4", "--lora.enabled=false"]` -> [(section, key, text), ...]."""
+    parsed, i = [], 0
+    while i < len(args):
+        token = args[i]
+        if not token.startswith("--") or "." not in token:
+            raise ValueError(
+                f"override {token!r} is not of the form --section.key VALUE "
+                "(e.g. --sft.max_steps 10 or --lora.enabled=false)"
+            )
+        name, sep, text = token[2:].partition("=")
+        if not sep:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                raise ValueError(f"override --{name} has no value (e.g. --{name} VALUE)")
+            text, i = args[i + 1], i + 1
+        section, _, key = name.partition(".")
+        parsed.append((section, key, text))
+        i += 1
+    return parsed
+
+
+def _check_name(section: str, key: str | None, source: str) -> None:
+    known = sections()
+    if section not in known:
+        raise ValueError(
+            f"{source}: unknown section {section!r}; valid sections: {', '.join(known)}"
+        )
+    if key is not None:
+        names = [f.name for f in fields(known[section])]
+        if key not in names:
+            raise ValueError(
+                f"{source}: unknown key {section}.{key}; valid keys of {section}: "
+                f"{', '.join(names)}"
+            )
+
+
+def _read_yaml(path: Path) -> dict[str, dict]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"config {path} cannot be read as YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path}: the top level must be a mapping of sections")
+    for section, values in data.items():
+        _check_name(str(section), None, str(path))
+        if not isinstance(values, dict):
+            raise ValueError(f"config {path}: section {section!r} must be a mapping of keys")
+        for key in values:
+            _check_name(section, str(key), str(path))
+    return data
+
+
+def config_path(name: str | Path | None) -> Path:
+    """A config file: a path, or the name of one in configs/ (`tiny-cpu`, `qwen7b-1gpu`)."""
+    name = DEFAULT_CONFIG if name is None else name
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    named = CONFIG_DIR / f"{name}.yaml"
+    if path.suffix == "" and named.is_file():
+        return named
+    available = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
+    raise ValueError(
+        f"config {str(name)!r}: no such file; give a YAML path or one of: "
+        f"{', '.join(available) or '(configs/ not found: pass a path)'}"
+    )
+
+
+def config_from_dict(
+    data: dict[str, dict], source: str = "config", cuda_available: bool | None = None
+) -> Config:
+    """A checked `Config` from `{section: {key: value}}` (YAML, or a manifest's config)."""
+    for section in data:
+        _check_name(section, None, source)
+    built = {}
+    for section, cls in sections().items():
+        types = get_type_hints(cls)
+        values = {}
+        for key, value in (data.get(section) or {}).items():
+            _check_name(section, key, source)
+            values[key] = coerce(value, types[key], f"{section}.{key}")
+        built[section] = cls(**values)
+    config = Config(**built)
+    check_config(config, cuda_available)
+    return config
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    cuda_available: bool | None = None,
+) -> Config:
+    """The resolved config: dataclass defaults <- YAML file <- `--section.key value`
+    overrides, converted by field type and checked (`check_config`). `path` None is the
+    embedded default (configs/tiny-cpu.yaml). `cuda_available` None asks torch."""
+    file = config_path(path)
+    data = _read_yaml(file)
+    for section, key, text in parse_overrides(overrides):
+        _check_name(section, key, "override")
+        data.setdefault(section, {})[key] = text
+    return config_from_dict(data, str(file), cuda_available)
+
+
+def config_to_dict(config: Config) -> dict[str, dict]:
+    return asdict(config)
+
+
+def diff_configs(old: dict, new: dict) -> list[str]:
+    """`section.key: old -> new` for every value that differs."""
+    changes = []
+    for section in sorted(set(old) | set(new)):
+        a, b = old.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                changes.append(f"{section}.{key}: {a.get(key)!r} -> {b.get(key)!r}")
+    return changes

@@ -1,0 +1,388 @@
+"""The run directory and its `manifest.json`: the single source of truth for a run.
+
+A run directory holds every artifact a run writes (datasets, checkpoints, adapters,
+reports) and one `manifest.json` that says, for each stage, its status (pending, running,
+done, failed), its step, its artifacts (paths relative to the run directory), when it
+started and finished, and its error; plus the resolved config, the versions of python,
+torch, triton, transformers, trl and peft, and `resumed_from`.
+
+A stage finds its inputs ONLY through `Run.artifact(stage, name)`, never by guessing a
+path: the prototype this replaces lost its RL weights because one script saved them to
+`rl_best_of_n` and another read `rl_final`. A missing artifact is an error that names the
+stage, the artifact and what IS recorded.
+
+Writes are atomic (temp file + fsync + `os.replace` + fsync of the directory) and the
+manifest is written last: an artifact is recorded only once it exists on disk, so a crash
+at any moment leaves a manifest that is readable and refers only to complete files.
+Every change re-reads the manifest under an exclusive `flock`, so two processes (a trainer
+and a sync thread's process) do not lose each other's updates.
+
+What it does NOT do: it does not write the artifacts themselves (the stages do, with
+`atomic_write_bytes` or a temp dir + rename), copy anything to an object store, or decide
+which stage runs next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import logging
+import os
+import platform
+import re
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, is_dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tritonrl.runs.atomic import atomic_write_json
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+LOCK = ".manifest.lock"
+FORMAT = 1
+STATUSES = ("pending", "running", "done", "failed")
+# The stages a new run lists as pending; a stage not listed here is added when it starts.
+PIPELINE = ("prepare", "sft", "rl", "eval")
+VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
+_STAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
+
+
+class RunError(ValueError):
+    """A run directory or manifest that cannot be used as asked; the message says why."""
+
+
+class ArtifactNotFound(RunError, LookupError):
+    """`Run.artifact` was asked for something the manifest does not record (or whose file
+    is gone)."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of python and the training stack (None for a package not installed)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _plain(config: Any) -> dict:
+    if config is None:
+        return {}
+    if is_dataclass(config) and not isinstance(config, type):
+        return asdict(config)
+    if isinstance(config, dict):
+        return json.loads(json.dumps(config))  # a deep copy that must be JSON
+    raise TypeError(f"config must be a dataclass or a dict, not {type(config).__name__}")
+
+
+def _new_stage() -> dict:
+    return {
+        "status": "pending",
+        "step": 0,
+        "artifacts": {},
+        "info": {},
+        "started_at": None,
+        "finished_at": None,
+        "error": None,
+    }
+
+
+def _alive_elsewhere(owner: dict) -> bool:
+    """Whether `owner` ({host, pid}) is another live process on this host."""
+    if owner.get("host") != socket.gethostname() or owner.get("pid") in (None, os.getpid()):
+        return False
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _check_stage_name(name: str) -> None:
+    if not isinstance(name, str) or not _STAGE_NAME.match(name):
+        raise RunError(
+            f"stage name {name!r} is not valid: use letters, digits, '_' or '-', "
+            "starting with a letter (e.g. 'sft')"
+        )
+
+
+class Run:
+    """One run directory. Create it with `Run.create`, open it with `Run.open`.
+
+    `data` is the manifest as last read or written; every method that changes it
+    re-reads the manifest under the lock first, then writes it back atomically.
+    """
+
+    def __init__(self, path: Path, data: dict):
+        self.path = path
+        self.data = data
+
+    # ------------------------------------------------------------------ open / create
+
+    @classmethod
+    def create(
+        cls, path: str | Path, config: Any = None, stages: tuple[str, ...] = PIPELINE
+    ) -> Run:
+        """A new run in `path` (created if needed; it may exist but must hold no
+        manifest). `config` (a dataclass or dict) is stored resolved."""
+        path = Path(path).expanduser().resolve()
+        if (path / MANIFEST).exists():
+            raise RunError(
+                f"{path} already holds a run ({MANIFEST} exists): open it with Run.open, or "
+                "choose a new run directory"
+            )
+        if path.exists() and not path.is_dir():
+            raise RunError(f"{path} exists and is not a directory; choose a run directory path")
+        for name in stages:
+            _check_stage_name(name)
+        path.mkdir(parents=True, exist_ok=True)
+        stamp = now()
+        data = {
+            "format": FORMAT,
+            "created_at": stamp,
+            "updated_at": stamp,
+            "resumed_from": None,
+            "versions": versions(),
+            "config": _plain(config),
+            "stages": {name: _new_stage() for name in stages},
+        }
+        run = cls(path, data)
+        with run._locked():
+            if (path / MANIFEST).exists():  # another process won the race
+                raise RunError(f"{path} already holds a run ({MANIFEST} exists)")
+            atomic_write_json(path / MANIFEST, data)
+        log.info("created run %s", path)
+        return run
+
+    @classmethod
+    def open(cls, path: str | Path) -> Run:
+        """The run in `path`; a clear `RunError` when there is none or it is unreadable."""
+        path = Path(path).expanduser().resolve()
+        return cls(path, cls._read(path))
+
+    @classmethod
+    def open_or_create(cls, path: str | Path, config: Any = None) -> Run:
+        path = Path(path).expanduser()
+        return cls.open(path) if (path / MANIFEST).exists() else cls.create(path, config)
+
+    @staticmethod
+    def _read(path: Path) -> dict:
+        file = path / MANIFEST
+        if not file.is_file():
+            what = "does not exist" if not path.exists() else f"has no {MANIFEST}"
+            raise RunError(
+                f"{path} {what}: it is not a run directory (create one with `tritonrl sft "
+                "--run DIR` or Run.create)"
+            )
+        try:
+            data = json.loads(file.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise RunError(f"{file} cannot be read as JSON: {e}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("stages"), dict):
+            raise RunError(f"{file} is not a tritonrl manifest (no 'stages' mapping)")
+        if data.get("format", FORMAT) > FORMAT:
+            raise RunError(
+                f"{file} has manifest format {data['format']}, newer than this tritonrl "
+                f"({FORMAT}): upgrade tritonrl"
+            )
+        return data
+
+    def reload(self) -> dict:
+        self.data = self._read(self.path)
+        return self.data
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.path / LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _update(self, change: Callable[[dict], None]) -> None:
+        """Re-read the manifest, apply `change`, write it back: all under the lock."""
+        with self._locked():
+            data = self._read(self.path)
+            change(data)
+            data["updated_at"] = now()
+            atomic_write_json(self.path / MANIFEST, data)
+            self.data = data
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def config(self) -> dict:
+        return self.data["config"]
+
+    @property
+    def stages(self) -> dict[str, dict]:
+        return self.data["stages"]
+
+    def stage(self, name: str) -> dict:
+        if name not in self.stages:
+            raise RunError(
+                f"run {self.path} has no stage {name!r}; its stages are "
+                f"{', '.join(self.stages) or '(none)'}"
+            )
+        return self.stages[name]
+
+    def status(self, name: str) -> str:
+        return self.stages[name]["status"] if name in self.stages else "pending"
+
+    def has_artifact(self, stage: str, name: str) -> bool:
+        return name in self.stages.get(stage, {}).get("artifacts", {})
+
+    def artifact(self, stage: str, name: str) -> Path:
+        """The absolute path of artifact `name` of `stage`, as the manifest records it.
+
+        Raises `ArtifactNotFound` naming the stage, the artifact and what IS recorded when
+        the manifest has no such entry or the file it names is gone.
+        """
+        if stage not in self.stages:
+            raise ArtifactNotFound(
+                f"no artifact {stage}/{name} in {self.path / MANIFEST}: the run has no stage "
+                f"{stage!r} (stages: {', '.join(self.stages) or 'none'})"
+            )
+        recorded = self.stages[stage]["artifacts"]
+        if name not in recorded:
+            listing = ", ".join(f"{stage}/{k}" for k in recorded) or "none"
+            raise ArtifactNotFound(
+                f"no artifact {stage}/{name} in {self.path / MANIFEST}: stage {stage!r} is "
+                f"{self.stages[stage]['status']} and records: {listing}"
+            )
+        full = self.path / recorded[name]
+        if not full.exists():
+            raise ArtifactNotFound(
+                f"artifact {stage}/{name} is recorded as {recorded[name]!r} but {full} does "
+                "not exist: the run directory is incomplete (restore it from the store)"
+            )
+        return full
+
+    def status_dict(self) -> dict:
+        """`{"stages": {name: {"status", "step", ...}}, "resumed_from": ...}`."""
+        stages = {name: dict(record) for name, record in self.stages.items()}
+        return {"stages": stages, "resumed_from": self.data.get("resumed_from")}
+
+    # ------------------------------------------------------------------ changing
+
+    def relpath(self, path: str | Path) -> str:
+        """`path` relative to the run dir; absolute paths must lie inside it."""
+        p = Path(path)
+        full = (p if p.is_absolute() else self.path / p).resolve()
+        try:
+            rel = full.relative_to(self.path)
+        except ValueError:
+            raise RunError(
+                f"artifact path {str(path)!r} lies outside the run directory {self.path}: "
+                "write artifacts inside the run directory"
+            ) from None
+        if str(rel) == ".":
+            raise RunError("an artifact must be a file or directory inside the run, not the run")
+        return rel.as_posix()
+
+    def start_stage(self, name: str) -> None:
+        """Mark `name` running (added when not listed), by this process. A done stage
+        cannot restart; nor can a stage that a live process on this host is running."""
+        _check_stage_name(name)
+
+        def change(data: dict) -> None:
+            record = data["stages"].setdefault(name, _new_stage())
+            if record["status"] == "done":
+                raise RunError(
+                    f"stage {name!r} of run {self.path} is already done; start a new run "
+                    "directory to run it again"
+                )
+            owner = record.get("owner") or {}
+            if record["status"] == "running" and _alive_elsewhere(owner):
+                raise RunError(
+                    f"stage {name!r} of run {self.path} is running in process {owner['pid']} "
+                    "on this host; wait for it or stop it first"
+                )
+            record.update(status="running", started_at=now(), finished_at=None, error=None)
+            record["owner"] = {"host": socket.gethostname(), "pid": os.getpid()}
+
+        self._update(change)
+
+    def set_step(self, name: str, step: int) -> None:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise RunError(f"step of stage {name!r} must be a non-negative int, not {step!r}")
+
+        def change(data: dict) -> None:
+            self._record(data, name)["step"] = step
+
+        self._update(change)
+
+    def add_artifact(self, stage: str, name: str, path: str | Path) -> None:
+        """Record artifact `name` of `stage` at `path` (inside the run dir; it must already
+        exist: the manifest is written last)."""
+        rel = self.relpath(path)
+        if not (self.path / rel).exists():
+            raise RunError(
+                f"artifact {stage}/{name}: {self.path / rel} does not exist; write the "
+                "artifact before recording it"
+            )
+
+        def change(data: dict) -> None:
+            self._record(data, stage)["artifacts"][name] = rel
+
+        self._update(change)
+
+    def set_info(self, stage: str, **info: Any) -> None:
+        """Record JSON-able facts about a stage (losses, the base model, counts)."""
+        json.dumps(info, allow_nan=False)  # fail here, not half-way through a write
+
+        def change(data: dict) -> None:
+            self._record(data, stage)["info"].update(info)
+
+        self._update(change)
+
+    def finish_stage(self, name: str) -> None:
+
+        def change(data: dict) -> None:
+            self._record(data, name).update(status="done", finished_at=now())
+
+        self._update(change)
+
+    def fail_stage(self, name: str, error: str) -> None:
+        """Mark `name` failed with a short error string (artifacts already recorded stay)."""
+        text = str(error).strip() or "unknown error"
+
+        def change(data: dict) -> None:
+            self._record(data, name, create=True).update(
+                status="failed", finished_at=now(), error=text[:2000]
+            )
+
+        self._update(change)
+
+    def _record(self, data: dict, name: str, create: bool = False) -> dict:
+        if name not in data["stages"]:
+            if not create:
+                raise RunError(
+                    f"run {self.path} has no stage {name!r}; start it first "
+                    f"(stages: {', '.join(data['stages']) or 'none'})"
+                )
+            _check_stage_name(name)
+            data["stages"][name] = _new_stage()
+        return data["stages"][name]
+
+    def stage_dir(self, name: str) -> Path:
+        """`RUN/<name>/`, created: where a stage writes its artifacts."""
+        _check_stage_name(name)
+        d = self.path / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d

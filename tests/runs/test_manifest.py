@@ -1,0 +1,263 @@
+"""The run manifest: lifecycle, artifact lookup errors, atomic writes under a real crash,
+no lost updates between processes, and the `status` command's output."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tritonrl.runs import MANIFEST, PIPELINE, ArtifactNotFound, Run, RunError
+from tritonrl.runs.commands import register
+
+
+def _file(run: Run, rel: str, text: str = "x") -> str:
+    path = run.path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return rel
+
+
+def test_create_records_config_versions_and_pending_stages(tmp_path):
+    run = Run.create(tmp_path / "r", {"sft": {"learning_rate": 1e-5}})
+    again = Run.open(tmp_path / "r")
+    assert again.config == {"sft": {"learning_rate": 1e-5}}
+    assert again.data["resumed_from"] is None
+    assert set(again.data["versions"]) == {
+        "python",
+        "torch",
+        "triton",
+        "transformers",
+        "trl",
+        "peft",
+    }
+    assert again.data["versions"]["torch"].startswith("2.")
+    assert list(again.stages) == list(PIPELINE)
+    assert all(s["status"] == "pending" and s["step"] == 0 for s in again.stages.values())
+    assert run.path == again.path
+
+
+def test_create_refuses_an_existing_run_and_open_refuses_a_non_run(tmp_path):
+    Run.create(tmp_path / "r")
+    with pytest.raises(RunError, match="already holds a run"):
+        Run.create(tmp_path / "r")
+    with pytest.raises(RunError, match="does not exist: it is not a run directory"):
+        Run.open(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunError, match="has no manifest.json"):
+        Run.open(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / MANIFEST).write_text("{not json")
+    with pytest.raises(RunError, match="cannot be read as JSON"):
+        Run.open(tmp_path / "bad")
+
+
+def test_stage_lifecycle(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.set_step("sft", 50)
+    run.add_artifact("sft", "checkpoint", _file(run, "sft/checkpoints/checkpoint-50/w"))
+    run.add_artifact("sft", "adapter", run.path / _file(run, "sft/final/a"))  # absolute ok
+    run.set_info("sft", first_loss=2.5)
+    run.finish_stage("sft")
+    stage = Run.open(run.path).stage("sft")
+    assert stage["status"] == "done" and stage["step"] == 50
+    assert stage["artifacts"] == {
+        "checkpoint": "sft/checkpoints/checkpoint-50/w",
+        "adapter": "sft/final/a",
+    }
+    assert stage["info"] == {"first_loss": 2.5}
+    assert stage["started_at"] and stage["finished_at"] and stage["error"] is None
+    assert run.artifact("sft", "adapter") == run.path / "sft/final/a"
+    with pytest.raises(RunError, match="already done; start a new run"):
+        run.start_stage("sft")
+
+
+def test_a_new_stage_is_added_when_it_starts(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("best_of_n")
+    assert Run.open(run.path).stages["best_of_n"]["status"] == "running"
+    with pytest.raises(RunError, match="not valid"):
+        run.start_stage("../escape")
+
+
+def test_fail_stage_keeps_artifacts_and_error(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.add_artifact("sft", "checkpoint", _file(run, "sft/ck"))
+    run.fail_stage("sft", "RuntimeError: out of memory")
+    stage = Run.open(run.path).stage("sft")
+    assert stage["status"] == "failed"
+    assert stage["error"] == "RuntimeError: out of memory"
+    assert stage["artifacts"] == {"checkpoint": "sft/ck"}
+    run.start_stage("sft")  # a failed stage may run again (resume)
+    assert Run.open(run.path).stage("sft")["error"] is None
+
+
+def test_artifact_lookup_names_stage_artifact_and_what_is_recorded(tmp_path):
+    """The prototype's bug: RL saved to `rl_best_of_n`, eval read `rl_final`."""
+    run = Run.create(tmp_path / "r")
+    run.start_stage("rl")
+    run.add_artifact("rl", "best_of_n", _file(run, "rl/best_of_n/model"))
+    with pytest.raises(ArtifactNotFound) as e:
+        run.artifact("rl", "final")
+    message = str(e.value)
+    assert "rl/final" in message and "rl/best_of_n" in message and "running" in message
+    with pytest.raises(ArtifactNotFound, match="has no stage 'grpo'.*stages: prepare"):
+        run.artifact("grpo", "model")
+    with pytest.raises(ArtifactNotFound, match="records: none"):
+        run.artifact("sft", "adapter")
+    (run.path / "rl/best_of_n/model").unlink()
+    with pytest.raises(ArtifactNotFound, match="does not exist"):
+        run.artifact("rl", "best_of_n")
+
+
+def test_add_artifact_refuses_missing_files_and_paths_outside_the_run(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    with pytest.raises(RunError, match="does not exist; write the artifact before"):
+        run.add_artifact("sft", "model", "sft/final")
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_text("x")
+    with pytest.raises(RunError, match="outside the run directory"):
+        run.add_artifact("sft", "model", outside)
+    with pytest.raises(RunError, match="outside the run directory"):
+        run.add_artifact("sft", "model", "../elsewhere.bin")
+    with pytest.raises(RunError, match="no stage 'nope'"):
+        run.add_artifact("nope", "model", _file(run, "f"))
+    assert Run.open(run.path).stage("sft")["artifacts"] == {}
+
+
+def test_a_value_that_cannot_be_written_leaves_the_manifest_as_it_was(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    before = (run.path / MANIFEST).read_bytes()
+    with pytest.raises(ValueError):
+        run.set_info("sft", loss=float("nan"))  # not JSON
+    assert (run.path / MANIFEST).read_bytes() == before
+    assert sorted(p.name for p in run.path.iterdir()) == [".manifest.lock", MANIFEST]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from tritonrl.runs import Run
+    run = Run.open(sys.argv[1])
+    i = 0
+    while True:
+        i += 1
+        run.set_info("sft", blob=str(i % 10) * (1_000_000 + 100_000 * (i % 7)), i=i)
+    """
+)
+
+
+def test_a_crash_mid_write_leaves_a_readable_manifest(tmp_path):
+    """A writer rewrites a ~1 MB manifest in a loop; it is read meanwhile and killed with
+    SIGKILL. Every read, and the manifest after the kill, is whole JSON."""
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(run.path)])
+    reads = 0
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            try:
+                data = json.loads((run.path / MANIFEST).read_text())
+            except FileNotFoundError:  # pragma: no cover - replace never removes it
+                pytest.fail("manifest missing during a rewrite")
+            info = data["stages"]["sft"]["info"]
+            if info:
+                assert info["blob"] == info["blob"][0] * len(info["blob"])
+                reads += 1
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert reads > 0, "the writer never wrote"
+    info = Run.open(run.path).stage("sft")["info"]
+    assert len(info["blob"]) == 1_000_000 + 100_000 * (info["i"] % 7)
+
+
+ADDER = textwrap.dedent(
+    """
+    import sys
+    from tritonrl.runs import Run
+    run = Run.open(sys.argv[1])
+    for i in range(25):
+        run.set_info("sft", **{f"{sys.argv[2]}{i}": i})
+    """
+)
+
+
+def test_concurrent_writers_lose_no_update(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    procs = [subprocess.Popen([sys.executable, "-c", ADDER, str(run.path), tag]) for tag in "ab"]
+    assert [p.wait() for p in procs] == [0, 0]
+    assert len(Run.open(run.path).stage("sft")["info"]) == 50
+
+
+def test_a_stage_running_in_a_live_process_cannot_start_twice(tmp_path):
+    run = Run.create(tmp_path / "r")
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time; from tritonrl.runs import Run; Run.open(sys.argv[1])"
+            ".start_stage('sft'); print('started', flush=True); time.sleep(60)",
+            str(run.path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "started"
+        with pytest.raises(RunError, match=f"running in process {child.pid}"):
+            run.start_stage("sft")
+    finally:
+        child.kill()
+        child.wait()
+    run.start_stage("sft")  # its owner is gone: a resume may take it over
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main():  # a group, so that `status` is a sub-command as in tritonrl
+        pass
+
+    register(app)
+    return app
+
+
+def test_status_json_shape(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.set_step("sft", 7)
+    result = CliRunner().invoke(_app(), ["status", str(run.path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"stages", "resumed_from"}
+    assert data["resumed_from"] is None
+    assert list(data["stages"]) == list(PIPELINE)
+    assert data["stages"]["sft"]["status"] == "running"
+    assert data["stages"]["sft"]["step"] == 7
+    assert data["stages"]["eval"]["status"] == "pending"
+
+
+def test_status_table_and_errors(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.fail_stage("sft", "boom [bad markup")
+    result = CliRunner().invoke(_app(), ["status", str(run.path)])
+    assert result.exit_code == 0, result.output
+    assert "failed" in result.stdout and "boom [bad markup" in result.stdout
+    missing = CliRunner().invoke(_app(), ["status", str(tmp_path / "none")])
+    assert missing.exit_code == 2
+    assert "not a run directory" in missing.output

@@ -1,0 +1,229 @@
+"""Config: SPEC defaults, the two YAML files, typed overrides, unknown names, clashes."""
+
+from dataclasses import asdict
+
+import pytest
+
+from tritonrl.config import (
+    Config,
+    CurriculumConfig,
+    LoraConfig,
+    SftConfig,
+    VerifyConfig,
+    load_config,
+)
+from tritonrl.config_loader import (
+    config_from_dict,
+    config_path,
+    diff_configs,
+    parse_overrides,
+)
+
+
+def test_dataclass_defaults_are_the_spec_defaults():
+    sft, lora, cur, ver = SftConfig(), LoraConfig(), CurriculumConfig(), VerifyConfig()
+    assert (sft.learning_rate, sft.epochs, sft.per_device_batch_size) == (1e-5, 1.0, 2)
+    assert (sft.gradient_accumulation, sft.max_length, sft.bf16) == (4, 8192, True)
+    assert (sft.save_steps, sft.load_in_8bit) == (50, False)
+    assert (lora.enabled, lora.r, lora.alpha, lora.dropout) == (True, 16, 32, 0.05)
+    assert lora.target_modules == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+    assert (cur.enabled, cur.start, cur.end, cur.trigger) == (True, 0.1, 0.5, 0.4)
+    assert (ver.multi_input, ver.num_input_sets) == (True, 5)
+    assert (ver.funnel, ver.skip_timing_on_failure, ver.tiny_run_first) == (True, True, True)
+    assert (ver.timing, ver.warmup, ver.trials) == (True, 10, 50)
+    assert ver.sandbox_strict is True
+    assert Config().model.name_or_path == "Qwen/Qwen2.5-Coder-7B-Instruct"
+
+
+def test_the_embedded_default_is_tiny_cpu():
+    config = load_config(None)
+    assert config.uses_tiny_model
+    assert config.lora.enabled is False
+    assert (config.sft.device, config.sft.bf16, config.sft.save_steps) == ("cpu", False, 2)
+    assert config.verify.device == "cpu"
+    assert config_path(None).name == "tiny-cpu.yaml"
+
+
+def test_qwen7b_recipe():
+    config = load_config("qwen7b-1gpu", cuda_available=True)
+    assert config.model.name_or_path == "Qwen/Qwen2.5-Coder-7B-Instruct"
+    assert asdict(config.lora) == asdict(LoraConfig())
+    sft = config.sft
+    assert (sft.learning_rate, sft.epochs, sft.per_device_batch_size) == (1e-5, 1.0, 2)
+    assert (sft.gradient_accumulation, sft.max_length, sft.bf16) == (4, 8192, True)
+
+
+def test_overrides_are_converted_by_field_type():
+    config = load_config(
+        None,
+        [
+            "--sft.max_steps",
+            "7",
+            "--sft.learning_rate",
+            "2e-4",
+            "--lora.enabled=true",
+            "--lora.target_modules",
+            "q_proj,v_proj",
+            "--run.report_to",
+            "[none]",
+            "--model.revision",
+            "null",
+            "--verify.policy",
+            "partial",
+            "--verify.allowed_torch_ops",
+            "mm",
+            "--curriculum.enabled",
+            "off",
+        ],
+    )
+    assert config.sft.max_steps == 7 and isinstance(config.sft.max_steps, int)
+    assert config.sft.learning_rate == 2e-4
+    assert config.lora.enabled is True
+    assert config.lora.target_modules == ["q_proj", "v_proj"]
+    assert config.run.report_to == ["none"]
+    assert config.model.revision is None
+    assert config.verify.allowed_torch_ops == ["mm"]
+    assert config.curriculum.enabled is False
+
+
+def test_every_extension_can_be_switched_off():
+    config = load_config(
+        None,
+        [
+            "--verify.multi_input",
+            "false",
+            "--verify.funnel",
+            "false",
+            "--verify.tiny_run_first",
+            "false",
+            "--curriculum.enabled",
+            "false",
+            "--verify.timing",
+            "false",
+            "--verify.sandbox_strict",
+            "false",
+        ],
+    )
+    v = config.verify
+    assert not (v.multi_input or v.funnel or v.tiny_run_first or v.timing or v.sandbox_strict)
+    assert not config.curriculum.enabled
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["--sft.max_steps", "ten"], "sft.max_steps must be int, not 'ten'"),
+        (["--lora.enabled", "maybe"], "lora.enabled must be bool"),
+        (["--sft.lr", "1"], r"unknown key sft.lr; valid keys of sft: device, learning_rate"),
+        (["--sftt.max_steps", "1"], r"unknown section 'sftt'; valid sections: run, data"),
+        (["--sft.max_steps"], r"--sft.max_steps has no value"),
+        (["sft.max_steps", "3"], r"not of the form --section.key VALUE"),
+        (["--lora.r", "0"], "lora.r must be >= 1"),
+        (["--verify.allowed_torch_ops", "mm"], "use policy 'partial'"),
+        (["--curriculum.start", "0.6"], "0 <= start <= end <= 1"),
+    ],
+)
+def test_bad_overrides_name_what_is_wrong(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(None, overrides)
+
+
+def test_unknown_names_in_a_yaml_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sft:\n  learning_rat: 1.0e-5\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: unknown key sft.learning_rat"):
+        load_config(bad)
+    bad.write_text("optimizer:\n  lr: 1\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: unknown section 'optimizer'"):
+        load_config(bad)
+    bad.write_text("- just a list\n")
+    with pytest.raises(ValueError, match="top level must be a mapping"):
+        load_config(bad)
+    with pytest.raises(ValueError, match="no such file; give a YAML path or one of: .*tiny-cpu"):
+        load_config("no-such-config")
+
+
+def test_yaml_scalars_are_checked_and_converted(tmp_path):
+    good = tmp_path / "c.yaml"
+    good.write_text("sft:\n  device: cpu\n  bf16: false\n  learning_rate: 1e-5\n")
+    assert load_config(good).sft.learning_rate == 1e-5  # YAML 1.1 reads 1e-5 as text
+    good.write_text("sft:\n  device: cpu\n  bf16: false\n  max_steps: true\n")
+    with pytest.raises(ValueError, match="sft.max_steps must be int, not True"):
+        load_config(good)
+
+
+@pytest.mark.parametrize(
+    "overrides, cuda, names",
+    [
+        (
+            ["--sft.load_in_8bit", "true", "--lora.enabled", "true"],
+            False,
+            ("sft.load_in_8bit", "sft.device"),
+        ),
+        (
+            ["--sft.load_in_8bit", "true", "--sft.device", "cuda"],
+            True,
+            ("sft.load_in_8bit", "lora.enabled"),
+        ),
+        (["--sft.bf16", "true"], False, ("sft.bf16", "sft.device")),
+        (["--sft.bf16", "true", "--sft.device", "auto"], False, ("sft.bf16", "sft.device")),
+        (["--sft.device", "cuda"], False, ("sft.device", "no CUDA")),
+        (
+            ["--sft.max_length", "8192"],
+            False,
+            ("sft.max_length", "tiny_model.max_position_embeddings"),
+        ),
+        (
+            ["--data.sft_source", "builtin", "--data.tasks", "", "--data.generated_tasks", "0"],
+            False,
+            ("data.tasks", "data.generated_tasks"),
+        ),
+    ],
+)
+def test_clashing_options_are_refused_up_front(overrides, cuda, names):
+    with pytest.raises(ValueError) as e:
+        load_config(None, overrides, cuda_available=cuda)
+    for name in names:
+        assert name in str(e.value)
+
+
+def test_cuda_options_pass_where_cuda_is_present():
+    config = load_config(
+        None,
+        [
+            "--sft.device",
+            "cuda",
+            "--sft.bf16",
+            "true",
+            "--sft.load_in_8bit",
+            "true",
+            "--lora.enabled",
+            "true",
+        ],
+        cuda_available=True,
+    )
+    assert config.sft.load_in_8bit and config.sft.bf16
+
+
+def test_resolved_config_round_trips_and_diffs():
+    config = load_config(None, ["--sft.max_steps", "3"])
+    again = config_from_dict(asdict(config))
+    assert again == config
+    other = asdict(load_config(None, ["--sft.max_steps", "4"]))
+    assert diff_configs(asdict(config), other) == ["sft.max_steps: 3 -> 4"]
+
+
+def test_parse_overrides_forms():
+    assert parse_overrides(["--a.b", "1", "--c.d=x=y", "--e.f", "-2"]) == [
+        ("a", "b", "1"),
+        ("c", "d", "x=y"),
+        ("e", "f", "-2"),
+    ]

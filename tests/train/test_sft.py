@@ -1,0 +1,258 @@
+"""SFT for real on the CPU: the tiny model trained by TRL's SFTTrainer in a run directory.
+
+Full-parameter SFT with the tiny-cpu config (the loss must fall, the model must reload
+and generate), LoRA SFT on `prepare` files (the adapter reloads with PeftModel), a
+failure recorded in the manifest, and a resume after SIGKILL from the recorded checkpoint.
+"""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import asdict
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tritonrl.config import load_config
+from tritonrl.data.prompts import build_prompt, sft_example
+from tritonrl.runs import ArtifactNotFound, Run, RunError
+from tritonrl.tasks import load_builtin
+from tritonrl.tasks.generator import generate_tasks
+from tritonrl.train.commands import register
+from tritonrl.train.sft import load_sft_model, run_sft
+from tritonrl.train.sft_data import (
+    builtin_examples,
+    read_examples,
+    split_rows,
+    write_jsonl,
+)
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("trl")
+peft = pytest.importorskip("peft")
+log = logging.getLogger(__name__)
+
+# The tiny-cpu config, cut to a size that trains in well under a minute on 2 cores.
+SMALL = ["--data.generated_tasks", "20", "--tiny_model.generated_tasks", "50"]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main():
+        pass
+
+    register(app)
+    return app
+
+
+def _generate(model, tokenizer, n: int = 6) -> str:
+    import torch
+
+    task = load_builtin("level1/1_ReLU").tasks[0]
+    inputs = tokenizer(
+        build_prompt(task.source, tokenizer, include_example=False), return_tensors="pt"
+    )
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=n, do_sample=False)
+    assert out.shape[1] == inputs["input_ids"].shape[1] + n
+    return tokenizer.decode(out[0, inputs["input_ids"].shape[1] :])
+
+
+def test_full_parameter_sft_on_the_cpu(tmp_path):
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    args = ["sft", "--run", str(run_dir), "--sft.max_steps", "12", "--sft.eval_steps", "6", *SMALL]
+    result = CliRunner().invoke(_app(), args)
+    seconds = time.monotonic() - started
+    assert result.exit_code == 0, result.output
+    assert seconds < 150, f"SFT took {seconds:.0f}s"
+
+    run = Run.open(run_dir)
+    sft = run.stage("sft")
+    assert sft["status"] == "done" and sft["step"] == 12 and sft["error"] is None
+    assert run.stage("tiny_model")["status"] == "done"
+    info = sft["info"]
+    assert info["data_source"] == "builtin" and info["lora"] is False
+    n_tasks = len(load_builtin("all").tasks) + 20
+    assert info["train_examples"] + info["validation_examples"] == n_tasks
+    history = json.loads(run.artifact("sft", "log_history").read_text())
+    losses = [h["loss"] for h in history if "loss" in h]
+    assert len(losses) == 12
+    log.warning("SFT %.0fs, loss %.3f -> %.3f", seconds, losses[0], losses[-1])
+    assert losses[-1] < losses[0] - 0.5, losses
+    assert info["first_loss"] == losses[0] and info["last_loss"] == losses[-1]
+    evals = [h for h in history if "eval_loss" in h]
+    assert [h["step"] for h in evals] == [6, 12] and info["eval_loss"] == evals[-1]["eval_loss"]
+    assert evals[-1]["eval_loss"] < losses[0]
+
+    checkpoints = sorted(p.name for p in (run_dir / "sft/checkpoints").glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-10", "checkpoint-12"]  # every 2 steps, last 2 kept
+    assert run.artifact("sft", "checkpoint") == run_dir / "sft/checkpoints/checkpoint-12"
+    assert list(run.artifact("sft", "tensorboard").glob("events.out.tfevents.*"))
+    assert not (run_dir / "sft/checkpoints/runs").exists()  # no stray default log dir
+
+    model_dir = run.artifact("sft", "model")
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(run.artifact("sft", "tokenizer"))
+    _generate(model, tokenizer)
+    model, tokenizer = load_sft_model(run_dir)
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    _generate(model, tokenizer)
+
+    again = CliRunner().invoke(_app(), args)
+    assert again.exit_code == 2 and "already done" in again.output
+
+
+def _prepare_stage(run: Run, n_train: int = 6, n_val: int = 2) -> None:
+    """What `tritonrl prepare` records: prompt/completion JSONL files."""
+    tasks = generate_tasks(n_train + n_val, seed=500)
+    rows = [sft_example(t.source, t.solution, include_example=False) for t in tasks]
+    run.start_stage("prepare")
+    d = run.stage_dir("prepare")
+    run.add_artifact("prepare", "train", write_jsonl(d / "train.jsonl", rows[:n_train]))
+    run.add_artifact("prepare", "validation", write_jsonl(d / "validation.jsonl", rows[n_train:]))
+    run.finish_stage("prepare")
+
+
+def test_lora_sft_on_prepared_examples(tmp_path):
+    overrides = [
+        "--lora.enabled",
+        "true",
+        "--sft.max_steps",
+        "4",
+        "--sft.learning_rate",
+        "5e-3",
+        "--run.report_to",
+        "[none]",
+        *SMALL,
+    ]
+    config = load_config(None, overrides)
+    run = Run.create(tmp_path / "run", asdict(config))
+    _prepare_stage(run)
+    result = run_sft(config, run.path)
+    assert result.lora and result.steps == 4
+
+    run = Run.open(run.path)
+    info = run.stage("sft")["info"]
+    assert info["data_source"] == "prepare"
+    assert (info["train_examples"], info["validation_examples"]) == (6, 2)
+    assert not run.has_artifact("sft", "model") and not run.has_artifact("sft", "tensorboard")
+    adapter = run.artifact("sft", "adapter")
+    assert (adapter / "adapter_config.json").is_file()
+    assert not (adapter / "model.safetensors").exists()  # the adapter only
+
+    base = transformers.AutoModelForCausalLM.from_pretrained(run.artifact("tiny_model", "model"))
+    model = peft.PeftModel.from_pretrained(base, adapter)
+    trained = [p for n, p in model.named_parameters() if "lora_B" in n]
+    assert trained and any(p.abs().sum() > 0 for p in trained)  # B starts at zero
+    tokenizer = transformers.AutoTokenizer.from_pretrained(run.artifact("sft", "tokenizer"))
+    _generate(model, tokenizer)
+    loaded, _ = load_sft_model(run)
+    assert isinstance(loaded, peft.PeftModel)
+
+    with pytest.raises(ValueError, match=r"different config; differing: sft.max_steps: 4 -> 5"):
+        run_sft(load_config(None, [*overrides, "--sft.max_steps", "5"]), run.path)
+
+
+def test_missing_prepare_files_fail_the_stage_with_a_clear_error(tmp_path):
+    config = load_config(None, ["--data.sft_source", "prepare"])
+    with pytest.raises(ArtifactNotFound, match="no artifact prepare/train"):
+        run_sft(config, tmp_path / "run")
+    sft = Run.open(tmp_path / "run").stage("sft")
+    assert sft["status"] == "failed" and "prepare/train" in sft["error"]
+    assert not (tmp_path / "run" / "tiny_model").exists()  # failed before building models
+
+
+KILLED = textwrap.dedent(
+    """
+    import sys
+    from tritonrl.config import load_config
+    from tritonrl.train.sft import run_sft
+    run_sft(load_config(None, sys.argv[2:]), sys.argv[1])
+    """
+)
+
+
+def test_resume_after_a_kill_continues_from_the_recorded_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    overrides = ["--sft.max_steps", "8", "--run.report_to", "[none]", *SMALL]
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(run_dir), *overrides],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if Run.open(run_dir).has_artifact("sft", "checkpoint"):
+                    break
+            except RunError:
+                pass
+            time.sleep(0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    run = Run.open(run_dir)
+    assert run.stage("sft")["status"] == "running"  # killed: nobody marked it
+    checkpoint = run.stage("sft")["artifacts"]["checkpoint"]
+    done_before = int(checkpoint.rsplit("-", 1)[1])
+    assert done_before < 8
+
+    result = run_sft(load_config(None, overrides), run_dir)
+    assert result.steps == 8
+    sft = Run.open(run_dir).stage("sft")
+    assert sft["status"] == "done" and sft["info"]["resumed_from_checkpoint"] == checkpoint
+    with pytest.raises(RunError):
+        run_sft(load_config(None, overrides), run_dir)
+
+
+def test_builtin_examples_split_and_files(tmp_path):
+    config = load_config(None, ["--data.tasks", "builtin:level1", "--data.generated_tasks", "4"])
+    rows = builtin_examples(config)
+    n_level1 = len(load_builtin("level1").tasks)
+    assert len(rows) == n_level1 + 4
+    assert all(r["completion"][0]["role"] == "assistant" for r in rows)
+    train, val = split_rows(rows, 0.1, seed=0)
+    assert len(val) == round(0.1 * len(rows)) and len(train) == len(rows) - len(val)
+    assert {r["task_id"] for r in train}.isdisjoint({r["task_id"] for r in val})
+    assert split_rows(rows, 0.1, seed=0) == (train, val)
+    path = write_jsonl(tmp_path / "t.jsonl", train)
+    assert read_examples(path) == [
+        {"prompt": r["prompt"], "completion": r["completion"]} for r in train
+    ]
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("{not json", r"bad.jsonl:2: not JSON"),
+        ('{"prompt": []}', r"bad.jsonl:2: an SFT example needs 'prompt' and 'completion'"),
+        (
+            '{"prompt": [{"role": "user", "content": "q"}], "completion": "a"}',
+            r"bad.jsonl:2: 'completion' must be a non-empty list",
+        ),
+        (
+            '{"prompt": [{"role": "user", "content": "q"}], '
+            '"completion": [{"role": "user", "content": "a"}]}',
+            r"bad.jsonl:2: the completion must end with an assistant message",
+        ),
+    ],
+)
+def test_bad_example_files_name_the_line(tmp_path, line, message):
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    good = json.dumps(sft_example(relu.source, relu.solution))
+    path = tmp_path / "bad.jsonl"
+    path.write_text(good + "\n" + line + "\n")
+    with pytest.raises(ValueError, match=message):
+        read_examples(path)
