@@ -89,6 +89,7 @@ def _check_one(task: Task, device: str) -> dict:
     error = r.error or (f"flags: {', '.join(r.flags)}" if r.flags else None)
     return {
         "task": task.id, "ok": ok, "error": error, "flags": r.flags, "reward": r.reward,
+        "speedup": r.speedup, "speedup_ci": r.speedup_ci,
         "input_sets": [f"{o.name}: {o.detail}" for o in r.input_sets],
         "seconds": round(time.perf_counter() - start, 3), "device": r.device,
     }  # fmt: skip
