@@ -223,6 +223,17 @@ class Run:
             atomic_write_json(self.path / MANIFEST, data)
             self.data = data
 
+    def adopt_config(self, config: Any) -> None:
+        """Record the resolved config of a run created without one (a `prepare` run
+        started before any configured stage); refuse if one is already recorded."""
+
+        def change(data: dict) -> None:
+            if data.get("config"):
+                raise RunError(f"run {self.path} already has a config")
+            data["config"] = _plain(config)
+
+        self._update(change)
+
     # ------------------------------------------------------------------ reading
 
     @property

@@ -64,6 +64,9 @@ def open_run(run_dir: str | Path, config: Config) -> Run:
         if (Path(run_dir) / "manifest.json").exists():
             raise
         return Run.create(run_dir, resolved)
+    if not run.config:  # created by a stage without a config (prepare): adopt ours
+        run.adopt_config(resolved)
+        return run
     changes = diff_configs(run.config, resolved)
     if changes:
         raise ValueError(
