@@ -184,9 +184,9 @@ def _run_in_worker(
 
 def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> tuple[bool, str]:
     reply = session.call({"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of})
+    _record_flags(result, reply.get("flags"))
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
-    _record_flags(result, reply.get("flags"))
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"
     if not out_path.is_file():
         return False, "no outputs were produced"

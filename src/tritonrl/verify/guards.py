@@ -5,7 +5,12 @@ Each guard answers rows of /work/shared/HACKS.md (named in its docstring):
 * `install_hooks()` patches, at class level, Triton's launch entry points (the
   interpreter's `GridExecutor`, `JITFunction.run` and `CompiledKernel.__getitem__` on GPU,
   the autotuner's benchmark loop)
-  and torch's host round-trips (`Tensor.numpy`, `Tensor.tolist`, `torch.from_numpy`). Call
+  and torch's host round-trips (`Tensor.numpy`, `tolist`, DLPack, `__array__`, pickling,
+  `torch.from_numpy` / `frombuffer` / `save` / `load`, the text of a tensor, `ctypes`
+  raw-address copies), the ways to switch the op audit's dispatch mode off (#1, #13),
+  and thread starts (#10); it also adds a Python audit hook (which cannot be removed)
+  that logs escape attempts, native memory access and gc/frame scans (`audit_findings`,
+  #21, #23, #4). Call
   it BEFORE the candidate module is imported, so that a candidate cannot keep a reference
   to an unpatched entry point. It is idempotent and changes no behaviour.
 * `LaunchCounter` counts Triton kernel launches (#2).
@@ -38,7 +43,11 @@ the patched methods, patch `time`). That is why the static checks flag introspec
 private torch API and monkeypatching, why `timers_intact` re-checks identities after
 the candidate ran, and why verdicts are computed on the trusted side from data the
 candidate never touched. Inductor-compiled kernels launch through their own launchers
-and are not counted as launches (the static check refuses torch.compile).
+and are not counted as launches (the static check refuses torch.compile). Host compute
+on raw memory that needs none of the hooked entry points (numpy over an object with
+`__array_interface__` at `data_ptr()`, the private `torch._C.TensorBase.numpy`) is not
+seen at run time; the static checks refuse the `sys.modules` / private-API access it
+needs (tests/verify/hostile/c01_array_interface_host.py).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ import inspect
 import logging
 import math
 import os
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -322,6 +332,70 @@ def _wrap_host(name: str, original: Callable) -> Callable:
     return call
 
 
+def _wrap_text(name: str, original: Callable) -> Callable:
+    """Tensor.__repr__ / __str__ / __format__: the text of a tensor is a host read of its
+    values (torch even disables dispatch modes to format it), so formatting more than a
+    few elements is recorded as `host::<name>` (a debug print of a scalar is not)."""
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _STATE.pause and _AUDITS:
+            try:
+                big = self.numel() > SCALAR_READ_BUDGET
+            except Exception:  # not a plain tensor: count it
+                big = True
+            if big:
+                for audit in list(_AUDITS):
+                    audit.ops[f"host::{name}"] += 1
+        return original(self, *args, **kwargs)
+
+    return call
+
+
+def _torch_internal(depth: int = 2) -> bool:
+    """Whether the caller `depth` frames up is torch's own code (not the candidate's)."""
+    try:
+        frame = sys._getframe(depth)
+    except ValueError:
+        return False
+    return frame.f_code.co_filename.startswith(_TORCH_DIR)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _wrap_dispatch_escape(name: str, original: Callable) -> Callable:
+    """Ways to switch Python dispatch modes off (or pop them) so that ops run unseen by
+    the op audit; torch's own uses (exiting a mode, printing a tensor) are fine, a call
+    from anywhere else while an audit is active marks it tampered (HACKS.md #1, #13)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _AUDITS and not _STATE.pause and not _torch_internal():
+            for audit in list(_AUDITS):
+                audit.tampered.append(f"{name} was called")
+        return original(*args, **kwargs)
+
+    return call
+
+
+def _wrap_thread_start(original: Callable) -> Callable:
+    """_thread.start_new_thread (threading keeps its own alias): a thread started by
+    candidate code is recorded even if it is gone by the time threads are counted
+    (HACKS.md #10). Threads started inside Triton's launch machinery are not."""
+
+    def call(function: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _STATE.pause:
+            owner = getattr(function, "__self__", None)
+            if isinstance(owner, threading.Thread):
+                target = getattr(owner, "_target", None)
+                what = f"{owner.name!r} ({getattr(target, '__qualname__', 'run')})"
+            else:
+                what = getattr(function, "__qualname__", type(function).__name__)
+            _audit_finding(f"background_thread: a thread was started: {what}")
+        return original(function, *args, **kwargs)
+
+    return call
+
+
 def _patch(owner: Any, attr: str, make: Callable[[Callable], Callable]) -> None:
     original = inspect.getattr_static(owner, attr, None)
     if original is None:
@@ -357,11 +431,179 @@ def install_hooks() -> list[str]:
         except ImportError:  # pragma: no cover
             log.warning("triton.compiler.compiler.CompiledKernel missing: not hooked")
         _install_interpreter_hooks()
-        for name in ("numpy", "tolist"):
-            _patch(torch.Tensor, name, lambda orig, n=name: _wrap_host(n, orig))
-        _patch(torch, "from_numpy", lambda orig: _wrap_host("from_numpy", orig))
+        _install_host_hooks()
+        _install_dispatch_hooks()
+        import _thread
+
+        _patch(_thread, "start_new_thread", _wrap_thread_start)
+        if hasattr(threading, "_start_new_thread"):
+            _patch(threading, "_start_new_thread", _wrap_thread_start)
+        _install_audit_hook()
         log.debug("installed hooks: %s", sorted(_PATCHES))
         return list(_PATCHES)
+
+
+def _install_host_hooks() -> None:
+    """Host round-trips of tensor data that the dispatcher never sees (#1): numpy,
+    lists, DLPack (zero-copy sharing with numpy or anything else), raw buffers, pickling
+    and the text of a tensor."""
+    import torch.utils.dlpack
+
+    for name in ("numpy", "tolist", "__dlpack__", "__array__", "__reduce_ex__"):
+        _patch(torch.Tensor, name, lambda orig, n=name: _wrap_host(n, orig))
+    for name in ("__repr__", "__str__", "__format__"):
+        _patch(torch.Tensor, name, lambda orig, n=name: _wrap_text(n, orig))
+    for name in ("from_numpy", "from_dlpack", "frombuffer", "save", "load"):
+        _patch(torch, name, lambda orig, n=name: _wrap_host(n, orig))
+    for name in ("to_dlpack", "from_dlpack"):
+        if inspect.getattr_static(torch.utils.dlpack, name, None) is not None:
+            _patch(torch.utils.dlpack, name, lambda orig, n=name: _wrap_host(n, orig))
+    _patch(torch.UntypedStorage, "tolist", lambda orig: _wrap_host("storage.tolist", orig))
+    if hasattr(torch._C, "_to_dlpack"):
+        _patch(torch._C, "_to_dlpack", lambda orig: _wrap_host("_to_dlpack", orig))
+    import ctypes
+
+    for name in ("memmove", "memset", "cast"):  # raw addresses raise no audit event
+        _patch(ctypes, name, lambda orig, n=name: _wrap_host(f"ctypes.{n}", orig))
+
+
+def _install_dispatch_hooks() -> None:
+    from torch.utils import _python_dispatch as pd
+
+    for name in ("_disable_current_modes", "_pop_mode", "_pop_mode_temporarily"):
+        if hasattr(pd, name):
+            _patch(pd, name, lambda orig, n=name: _wrap_dispatch_escape(n, orig))
+    for name in (
+        "_pop_torch_dispatch_stack", "_unset_dispatch_mode", "_set_dispatch_mode",
+        "_DisableTorchDispatch", "_ExcludeDispatchKeyGuard",
+        "_dispatch_tls_set_dispatch_key_excluded", "_DisablePythonDispatcher",
+    ):  # fmt: skip
+        if hasattr(torch._C, name):
+            make = lambda orig, n=f"torch._C.{name}": _wrap_dispatch_escape(n, orig)  # noqa: E731
+            _patch(torch._C, name, make)
+
+
+# ----- audit hook: escapes, native memory, introspection ------------------------------
+
+# Flag-prefixed problems seen by the audit hook or the thread-start hook, in order.
+_AUDIT_FINDINGS: list[str] = []
+_AUDIT_LIMIT = 32
+_AUDIT_ROOT: list[str] = []  # the working directory when the hook was installed
+
+_PROCESS_EVENTS = frozenset(
+    {
+        "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+        "os.forkpty", "os.kill", "os.killpg", "pty.spawn", "os.startfile",
+    }
+)  # fmt: skip
+_NETWORK_EVENTS = frozenset(
+    {
+        "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+        "socket.gethostbyname", "socket.gethostbyaddr", "urllib.Request", "http.client.connect",
+    }
+)  # fmt: skip
+_CTYPES_EVENTS = frozenset(
+    {
+        "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer",
+        "ctypes.addressof", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle",
+        "ctypes.call_function", "ctypes.create_string_buffer", "ctypes.create_unicode_buffer",
+        "ctypes.PyObj_FromPtr", "ctypes.seh_exception",
+    }
+)  # fmt: skip
+_INTROSPECTION_EVENTS = frozenset(
+    {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
+)
+_WATCHED = _PROCESS_EVENTS | _NETWORK_EVENTS | _CTYPES_EVENTS | _INTROSPECTION_EVENTS | {"open"}
+# Programs Triton runs itself on a GPU machine to find the driver and build its launcher
+# (possibly outside a launch, when candidate code first touches `triton.runtime.driver`).
+# Under the CPU interpreter nothing legitimate starts a process.
+_TOOLCHAIN = frozenset(
+    {"ldconfig", "gcc", "cc", "clang", "c++", "g++", "ptxas", "nvcc", "nvidia-smi", "nvdisasm",
+     "cuobjdump", "nvlink", "fatbinary"}
+)  # fmt: skip
+_TOOLCHAIN_OK: list[bool] = []  # set when the hook is installed: CUDA visible or not
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _audit_finding(problem: str) -> None:
+    with _LOCK:
+        if problem not in _AUDIT_FINDINGS and len(_AUDIT_FINDINGS) < _AUDIT_LIMIT:
+            _AUDIT_FINDINGS.append(problem)
+
+
+def audit_findings() -> list[str]:
+    """What the audit hook and the thread-start hook saw since `install_hooks()`, as
+    flag-prefixed problems: `sandbox_violation` (processes, network, writes outside the
+    working directory: attempts, whether or not the sandbox let them through),
+    `ctypes` (native memory access), `introspection` (gc / frame scans),
+    `background_thread` (a thread was started). Python audit hooks cannot be removed,
+    so candidate code cannot switch this off; it could still forge the worker's report
+    of it (see the module docstring)."""
+    with _LOCK:
+        return list(_AUDIT_FINDINGS)
+
+
+def _program(event: str, args: tuple) -> str:
+    try:
+        if event == "subprocess.Popen":
+            exe, argv = args[0], args[1]
+            first = exe or (argv if isinstance(argv, (str, bytes)) else list(argv)[0])
+        elif event in ("os.exec", "os.posix_spawn", "os.spawn"):
+            first = args[0] if event != "os.spawn" else args[1]
+        elif event == "os.system":
+            first = os.fsdecode(args[0]).split()[0]
+        else:
+            return ""
+        return os.path.basename(os.fsdecode(first))
+    except Exception:  # an odd argument: name nothing, flag it
+        return "?"
+
+
+def _is_write_outside(args: tuple) -> str | None:
+    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    if isinstance(path, int) or path is None:
+        return None
+    writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+        isinstance(flags, int) and flags & _WRITE_FLAGS
+    )
+    if not writes:
+        return None
+    full = os.path.abspath(os.fsdecode(path))
+    root = _AUDIT_ROOT[0] if _AUDIT_ROOT else os.getcwd()
+    if full == "/dev/null" or full == root or full.startswith(root.rstrip(os.sep) + os.sep):
+        return None
+    return full
+
+
+def _audit_hook(event: str, args: tuple) -> None:
+    if event not in _WATCHED or _STATE.pause:
+        return
+    try:
+        if event == "open":
+            outside = _is_write_outside(args)
+            if outside:
+                _audit_finding(f"sandbox_violation: write outside the work dir: {outside}")
+        elif event in _PROCESS_EVENTS:
+            prog = _program(event, args)
+            if not (_TOOLCHAIN_OK and _TOOLCHAIN_OK[0] and prog in _TOOLCHAIN):
+                _audit_finding(f"sandbox_violation: {event}({prog or ''})")
+        elif event in _NETWORK_EVENTS:
+            _audit_finding(f"sandbox_violation: network access ({event})")
+        elif event in _CTYPES_EVENTS:
+            _audit_finding(f"ctypes: native code or raw memory access ({event})")
+            for audit in list(_AUDITS):  # in forward, raw memory is a host round-trip
+                audit.ops[f"host::{event}"] += 1
+        elif event in _INTROSPECTION_EVENTS:
+            _audit_finding(f"introspection: {event}")
+    except Exception:  # an audit hook must never break the audited call
+        pass
+
+
+def _install_audit_hook() -> None:
+    if not _AUDIT_ROOT:
+        _AUDIT_ROOT.append(os.getcwd())
+        _TOOLCHAIN_OK.append(torch.cuda.is_available())
+        sys.addaudithook(_audit_hook)
 
 
 def _install_interpreter_hooks() -> None:
@@ -489,6 +731,8 @@ class OpAudit(TorchDispatchMode):
     def __exit__(self, *exc: object) -> None:
         if _get_current_dispatch_mode() is not self:
             self.tampered.append("the audit is no longer the active dispatch mode")
+        if "__torch_dispatch__" in vars(self):
+            self.tampered.append("the audit's __torch_dispatch__ was replaced on the instance")
         with _LOCK:
             if self in _AUDITS:
                 _AUDITS.remove(self)
@@ -786,6 +1030,12 @@ TIMER_NAMES = (
     "tritonrl.verify.guards.refill_", "tritonrl.verify.guards.run_guarded",
     "tritonrl.verify.guards.OpAudit.violations", "tritonrl.verify.guards.OpAudit.__exit__",
     "tritonrl.verify.guards.LaunchCounter.__exit__", "tritonrl.verify.guards.LaunchCounter.count",
+    # what the worker runs on outputs and inputs after forward, outside the op audit
+    "torch.Tensor", "torch.Tensor.detach", "torch.Tensor.contiguous", "torch.Tensor.reshape",
+    "torch.Tensor.view", "torch.Tensor.untyped_storage", "torch.save", "torch.load",
+    "torch.no_grad", "json.dumps", "tritonrl.verify.guards.OpAudit.__torch_dispatch__",
+    "tritonrl.verify.guards.OpAudit.__enter__", "tritonrl.verify.guards.audit_findings",
+    "tritonrl.verify.guards.timers_intact",
 )  # fmt: skip
 _ABSENT = object()
 

@@ -333,7 +333,11 @@ _NON_TENSOR_TORCH = frozenset(
 )  # fmt: skip
 # nn.Module subclasses that hold things without computing.
 _NN_CONTAINERS = frozenset({"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
-_BUILTIN_COMPUTE = frozenset({"sum", "max", "min", "abs", "pow", "round", "divmod", "sorted"})
+# Builtins that compute on a tensor, or read all its values on the host (its text).
+_BUILTIN_COMPUTE = frozenset(
+    {"sum", "max", "min", "abs", "pow", "round", "divmod", "sorted", "repr", "str", "format",
+     "ascii", "bytes", "bytearray", "memoryview"}
+)  # fmt: skip
 _BINOP_NAMES = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floor_divide",
     ast.Mod: "remainder", ast.Pow: "pow", ast.LShift: "bitwise_left_shift",

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 
-def _reply(channel, **payload: Any) -> None:
-    channel.write(json.dumps(payload) + "\n")
+def _reply(channel, _dumps=json.dumps, **payload: Any) -> None:
+    # json.dumps is bound when this module loads, before any candidate code.
+    channel.write(_dumps(payload) + "\n")
     channel.flush()
 
 
@@ -142,7 +143,8 @@ class Worker:
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001 - a crashing forward is a verdict
-            return {"ok": False, "error": _short_error(e)}
+            # findings stand even when forward then fails (a banned compiler, an escape)
+            return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         flags: dict[str, str] = {}
         if self.launches.count == 0:
             flags["no_launch"] = "forward launched no Triton kernel"
@@ -200,6 +202,10 @@ class Worker:
             flags["background_thread"] = "; ".join(threads)
         if self.compile_calls:
             flags["torch_compile"] = "called " + ", ".join(sorted(set(self.compile_calls)))
+        # Escape attempts, raw memory, gc scans, threads started (the audit hook's log).
+        for problem in guards.audit_findings():
+            flag, _, detail = problem.partition(": ")
+            flags[flag] = f"{flags[flag]}; {detail}" if flag in flags else detail
         return flags
 
     def _ban_compilers(self) -> None:
@@ -226,18 +232,21 @@ def main() -> None:
     sys.stdout = sys.stderr
     worker = Worker(channel)
     handlers = {"load": worker.load, "run": worker.run, "time": worker.time}
+    # Local references: a candidate that rebinds the module's globals (`__main__._reply`)
+    # does not reach the reply path (HACKS.md #13, #14).
+    reply = _reply
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd.get("op") == "exit":
             break
         handler = handlers.get(cmd.get("op"))
         if handler is None:
-            _reply(channel, ok=False, error=f"unknown op {cmd.get('op')!r}")
+            reply(channel, ok=False, error=f"unknown op {cmd.get('op')!r}")
             continue
         if cmd.get("op") != "load" and worker.module is None:
-            _reply(channel, ok=False, error="no candidate loaded")
+            reply(channel, ok=False, error="no candidate loaded")
             continue
-        _reply(channel, **handler(cmd))
+        reply(channel, **handler(cmd))
     channel.close()
 
 
