@@ -36,7 +36,7 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_funnel.py \
         tests/verify/test_adapters.py 2>&1 | tee "$OUT/pytest_funnel_cuda.txt" | tail -15 || rc=1 ;;
     hostile)
-      python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \
+      TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \
         | tee "$OUT/pytest_hostile_cuda.txt" | tail -25 || rc=1 ;;
     sft)
       python3 bench/sft_tiny.py --out "$OUT" --device cuda --generated 1000 --batch 8 \

@@ -69,7 +69,7 @@ CPU_CORRECT_REWARD = 0.7
 # and tear-down, on a shared 2-core machine.
 VERDICT_SLACK_S = 45.0
 PORT = 47613  # the socket escape kernel's target (hostile/c23_socket_connect.py)
-PARALLEL = 2
+PARALLEL = int(os.environ.get("TRITONRL_TEST_PARALLEL", "2"))  # verifications at once
 
 RUNTIME_WORDS = ("compile", "timeout", "incorrect", "correct")
 ESCAPES = ("write", "socket", "process", "pip", "forkbomb")

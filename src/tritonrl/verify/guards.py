@@ -575,6 +575,24 @@ def _is_write_outside(args: tuple) -> str | None:
     return full
 
 
+def _from_candidate() -> bool:
+    """Is the innermost Python frame outside the ctypes package in a file of the work
+    dir (the candidate's)? Libraries the candidate calls are not attributed to it: the
+    static layer flags a ctypes import, this catches the direct use."""
+    import ctypes
+
+    skip = os.path.dirname(ctypes.__file__)
+    frame = sys._getframe(2)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(skip) or frame.f_code.co_filename == __file__
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    root = _AUDIT_ROOT[0] if _AUDIT_ROOT else os.getcwd()
+    return os.path.abspath(frame.f_code.co_filename).startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _audit_hook(event: str, args: tuple) -> None:
     if event not in _WATCHED or _STATE.pause:
         return
@@ -590,6 +608,8 @@ def _audit_hook(event: str, args: tuple) -> None:
         elif event in _NETWORK_EVENTS:
             _audit_finding(f"sandbox_violation: network access ({event})")
         elif event in _CTYPES_EVENTS:
+            if not _from_candidate():
+                return  # Triton's and torch's own driver loading (dlopen/dlsym on CUDA)
             _audit_finding(f"ctypes: native code or raw memory access ({event})")
             for audit in list(_AUDITS):  # in forward, raw memory is a host round-trip
                 audit.ops[f"host::{event}"] += 1
