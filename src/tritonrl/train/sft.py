@@ -159,10 +159,21 @@ def _reporters(config: Config) -> list[str]:
 
 def trainer_args(config: Config, out_dir: Path, device: str, has_validation: bool):
     """TRL's `SFTConfig` from ours."""
+    import dataclasses
+
     from trl import SFTConfig
 
     sft = config.sft
+    # transformers 5.x renamed gradient_checkpointing to activation_checkpointing (the
+    # GPU image's 5.17 has the old name, 5.23 the new): pass whichever this one has.
+    fields = {f.name for f in dataclasses.fields(SFTConfig)}
+    ckpt = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in fields
+        else ("gradient_checkpointing")
+    )
     return SFTConfig(
+        **{ckpt: sft.gradient_checkpointing},
         output_dir=str(out_dir),
         learning_rate=sft.learning_rate,
         num_train_epochs=sft.epochs,
@@ -173,7 +184,6 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
         max_length=sft.max_length,
         bf16=sft.bf16,
         use_cpu=device == "cpu",
-        activation_checkpointing=sft.gradient_checkpointing,  # the new name in transformers 5
         completion_only_loss=sft.completion_only_loss,
         lr_scheduler_type=sft.lr_scheduler,
         warmup_steps=sft.warmup_steps,
