@@ -7,12 +7,13 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from tritonrl.config import VerifyConfig
-from tritonrl.tasks import Task, load_builtin
+from tritonrl.tasks import Task, load_builtin, load_source
 from tritonrl.verify import verify
 from tritonrl.verify.result import STAGES
 
@@ -133,3 +134,20 @@ def test_cli_json_verdicts_and_exit_codes(tmp_path):
     assert r.returncode == 2 and b"no such file" in r.stderr
     r = _cli(RELU.id, str(good), "--device", "tpu")
     assert r.returncode == 2 and b"unknown device" in r.stderr
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_task_declaring_another_dtype_gets_an_input_set_in_it():
+    task = load_source(str(FIXTURES / "1_ScaleShift_TwoDtypes.py")).tasks[0]
+    solution = (FIXTURES / "scale_shift_solution.py").read_text()
+    r = verify(task, solution)
+    assert r.correct, r.error
+    assert [o.name for o in r.input_sets][-1] == "float16"
+    # A kernel that always returns float32 passes the float32 sets, not the float16 one.
+    fp32_only = solution.replace("y = torch.empty_like(x)",
+                                 "y = torch.empty(x.shape, dtype=torch.float32)")  # fmt: skip
+    r = verify(task, fp32_only, VerifyConfig(funnel=False))
+    failed = [o.name for o in r.input_sets if not o.ok]
+    assert failed == ["float16"] and "dtype" in r.error

@@ -91,14 +91,13 @@ def _plan(task: Task, device: str, count: int, multi_input: bool) -> list[InputS
         mk("seed_b", main, refill_of="seed_a", model_seed=seed_a.param_seed),
         mk("shifted", main, shift=True),
         mk("odd", "odd"),
-    ]
-    for name in _declared_dtypes(task):
-        sets.append(mk(name, main, dtype=_DTYPES[name]))
+    ][: max(count, 2)]
     extra = 0
     while len(sets) < count:  # more sets on request: further secret seeds
         extra += 1
         sets.append(mk(f"seed_{extra + 2}", main))
-    return sets if count >= len(sets) else sets[: max(count, 2)]
+    # Other dtypes the task declares come on top of the count: they test another thing.
+    return sets + [mk(name, main, dtype=_DTYPES[name]) for name in _declared_dtypes(task)]
 
 
 def _declared_dtypes(task: Task) -> list[str]:
