@@ -27,7 +27,7 @@ from tritonrl.extract import try_extract
 from tritonrl.reward import compute_reward
 from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
-from tritonrl.verify.inputs import PreparedSet, plan_input_sets, prepare_set
+from tritonrl.verify.inputs import TRUSTED_LOCK, PreparedSet, plan_input_sets, prepare_set
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import WorkerError, WorkerSession
 from tritonrl.verify.static import static_check
@@ -59,13 +59,13 @@ def verify(task: Task, candidate: str | bytes, config: VerifyConfig | None = Non
 
 
 def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult) -> None:
-    with _stage(result, "extract"):
+    with _stage(result, "extract"), TRUSTED_LOCK:
         code, error = try_extract(candidate)
     if code is None:
         result.fail("extract", error or "no code found")
         return
     result.stage = "static"
-    with _stage(result, "static"):
+    with _stage(result, "static"), TRUSTED_LOCK:
         findings = (
             static_check(code, config.policy, frozenset(config.allowed_torch_ops))
             if config.static_checks

@@ -157,14 +157,16 @@ def _run_reference(inst, init, inputs, seed, device, dtype):
     return state, _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out
 
 
-# Inputs and parameters come from torch's global RNG under a seed: verifications running
-# in threads of one process (the trainer adapters) must not interleave there.
-_RNG_LOCK = threading.Lock()
+# The trusted side's work that is not thread-safe runs under one lock when verifications
+# run in threads of one process (the trainer adapters): inputs and parameters come from
+# torch's global RNG under a seed, and CPython 3.11's `ast.parse` can fail with
+# "AST constructor recursion depth mismatch" when threads parse at once (gh-106905).
+TRUSTED_LOCK = threading.Lock()
 
 
 def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
     """Build inputs and expected outputs for one set (raises if the reference fails)."""
-    with _RNG_LOCK:
+    with TRUSTED_LOCK:
         return _prepare_set(task, spec, device)
 
 

@@ -1,16 +1,18 @@
 """One sandboxed worker process, driven command by command from the trusted side.
 
 `WorkerSession` starts `python -m tritonrl.verify.worker` inside the sandbox of
-`tritonrl.verify.sandbox` (same mechanisms, limits and process-tree kill as
-`run_sandboxed`), sends JSON commands on its stdin and reads one JSON reply per command
-from its stdout, under one wall-clock deadline for the whole session. Anything the
-worker says is untrusted: a reply that is not one bounded JSON object, a worker that
-exits or is killed, or a deadline passed ends the session with a `WorkerError` whose
-message says why (timeout, memory, a signal, the tail of its stderr).
+`tritonrl.verify.sandbox` (`spawn_sandboxed`: the same mechanisms, limits and
+process-tree kill as `run_sandboxed`), sends JSON commands on its stdin and reads one
+JSON reply per command from its stdout, under one wall-clock deadline for the whole
+session. Anything the worker says is untrusted: a reply that is not one bounded JSON
+object, a worker that exits or is killed, or a deadline passed ends the session with a
+`WorkerError` whose message says why (timeout, memory, a signal, the tail of its
+stderr).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -57,30 +59,13 @@ class WorkerSession:
         self.missing: list[str] = []
 
     def __enter__(self) -> WorkerSession:
-        cfg = self.config
-        plan = sb._plan(cfg, sb.probe())
-        self.cgroup = sb._start_cgroup(plan, cfg)
-        self.enforced, self.missing = list(plan.enforced), list(plan.missing)
         argv = [sys.executable, "-m", "tritonrl.verify.worker"]
-        inner = sb._inner_spec(plan, cfg, self.workdir, argv)
-        outer = {"cgroup_procs": self.cgroup.procs_file if self.cgroup else None, "inner": inner}
-        if plan.bwrap:
-            inner_cmd = sb._trampoline_cmd("inner", inner)
-            outer["bwrap"] = sb._bwrap_argv(plan, cfg, self.workdir, argv, inner_cmd)
-        else:
-            outer["fallback"] = sb._fallback_spec(plan)
-        self.deadline = time.monotonic() + cfg.timeout_s
-        self.proc = subprocess.Popen(
-            sb._trampoline_cmd("outer", outer),
-            cwd=self.workdir,
-            env=sb._child_env(cfg, self.workdir),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
-        self.stderr = sb._Capture(STDERR_CAP)
+        # What is not enforced goes into the verdict (VerifyResult.sandbox), not the log.
+        self.child = sb.spawn_sandboxed(argv, self.workdir, self.config, stdin=subprocess.PIPE)
+        self.proc = self.child.proc
+        self.enforced, self.missing = list(self.child.enforced), list(self.child.missing)
+        self.deadline = self.child.started + self.config.timeout_s
+        self.stderr = sb.Capture(STDERR_CAP)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
         self.sel = selectors.DefaultSelector()
@@ -122,14 +107,12 @@ class WorkerSession:
         return reply
 
     def _died(self) -> WorkerError:
-        try:
-            raw = self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            raw = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)
         self._stderr_thread.join(timeout=1)
         err = self.stderr.text()
-        code = sb._returncode(raw) if raw is not None else None
-        why = sb._why_killed(False, code, err) if code is not None else None
+        code = self.child.returncode
+        why = sb.describe_exit(code, err) if code is not None else None
         tail = err.strip().splitlines()[-1][:300] if err.strip() else ""
         what = f"killed ({why})" if why else f"exited with status {code}"
         return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
@@ -143,11 +126,10 @@ class WorkerSession:
         except (OSError, subprocess.TimeoutExpired):
             pass
         finally:
-            sb._kill_tree(self.proc, self.cgroup)
+            self.child.kill()
             self.proc.wait()
             self._stderr_thread.join(timeout=2)
             for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 stream.close()
             self.sel.close()
-            if self.cgroup is not None:
-                self.cgroup.remove()
+            self.child.close()

