@@ -146,8 +146,8 @@ def test_a_task_declaring_another_dtype_gets_an_input_set_in_it():
     assert r.correct, r.error
     assert [o.name for o in r.input_sets][-1] == "float16"
     # A kernel that always returns float32 passes the float32 sets, not the float16 one.
-    fp32_only = solution.replace("y = torch.empty_like(x)",
-                                 "y = torch.empty(x.shape, dtype=torch.float32)")  # fmt: skip
+    fp32 = "y = torch.empty(x.shape, dtype=torch.float32, device=x.device)"
+    fp32_only = solution.replace("y = torch.empty_like(x)", fp32)
     r = verify(task, fp32_only, VerifyConfig(funnel=False))
     failed = [o.name for o in r.input_sets if not o.ok]
     assert failed == ["float16"] and "dtype" in r.error
