@@ -79,7 +79,13 @@ def _probe_bwrap() -> tuple[str, str]:
     if os.geteuid() == 0:
         cmd += ["--cap-drop", "ALL"]
     cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--size", "1048576"]
-    cmd += ["--tmpfs", "/tmp", "--", sys.executable, "-I", "-S", "-c", ""]
+    cmd += ["--tmpfs", "/tmp"]
+    # The interpreter itself (not a virtualenv's link to it, which may lie under the
+    # private /tmp); bound back when even the real binary lives under /tmp.
+    exe = os.path.realpath(sys.executable)
+    if exe.startswith("/tmp/"):
+        cmd += ["--ro-bind", os.path.dirname(exe), os.path.dirname(exe)]
+    cmd += ["--", exe, "-I", "-S", "-c", ""]
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
