@@ -1,9 +1,10 @@
 """Check a task's reference Triton solution against its reference `Model`.
 
-This is the task author's tool (`tritonrl tasks check`): it runs *trusted* solutions that
-ship with a task, in this process, on a few input sets (two seeds at the planned size,
-one at odd sizes). Untrusted candidates go through `tritonrl.verify`, which sandboxes
-them; nothing here defends against a hostile kernel.
+A fast in-process check for task authors and the generator's tests: it runs *trusted*
+solutions that ship with a task, in this process, on a few input sets (two seeds at the
+planned size, one at odd sizes). `tritonrl tasks check` and every untrusted candidate go
+through `tritonrl.verify`, which sandboxes them; nothing here defends against a hostile
+kernel. It also holds the output comparison and per-dtype tolerances the verifier uses.
 
 On a machine without CUDA the solution runs under the Triton interpreter
 (`TRITON_INTERPRET=1`), which must be set before a kernel is defined: `check_task`
