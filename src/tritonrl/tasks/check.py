@@ -102,11 +102,13 @@ def compare_outputs(ref: Any, new: Any) -> str | None:
     return None
 
 
-def _to(obj: Any, device: str) -> Any:
+def to_device(obj: Any, device: str) -> Any:
+    """Every tensor in `obj` (nested lists and tuples too, integer tensors included) moved
+    to `device`; other values as they are."""
     if isinstance(obj, torch.Tensor):
         return obj.to(device)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_to(x, device) for x in obj)
+        return type(obj)(to_device(x, device) for x in obj)
     return obj
 
 
@@ -139,7 +141,7 @@ def check_task(task: Task, device: str = "cpu", seeds: tuple[int, ...] = (1, 2))
                 ref_model = inst.module.Model(*init).to(device)
                 torch.manual_seed(seed)
                 new_model = solution.ModelNew(*init).to(device)
-                inputs = _to(inst.inputs(seed), device)
+                inputs = to_device(inst.inputs(seed), device)
                 with torch.no_grad():
                     ref = ref_model(
                         *[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from tritonrl.tasks.check import to_device
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.tasks.task import Task
 
@@ -135,15 +136,6 @@ def _finite(out: Any) -> bool:
     return True
 
 
-def _to(obj: Any, device: str) -> Any:
-    """Every tensor (integer index tensors too) to `device`."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to(x, device) for x in obj)
-    return obj
-
-
 def _run_reference(inst, init, inputs, seed, device, dtype):
     torch.manual_seed(seed)
     model = inst.module.Model(*init)
@@ -151,7 +143,7 @@ def _run_reference(inst, init, inputs, seed, device, dtype):
         model = model.to(dtype)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     model = model.to(device)
-    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in _to(inputs, device)]
+    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in to_device(inputs, device)]
     with torch.no_grad():
         out = model(*args)
     return state, _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out

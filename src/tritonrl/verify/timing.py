@@ -65,11 +65,12 @@ def time_reference(task, prepared, warmup: int = 10, trials: int = 50) -> list[f
     """Time the reference `Model` on one prepared input set, in the trusted process."""
     import torch
 
+    from tritonrl.tasks.check import to_device
     from tritonrl.tasks.shapes import TaskInstance, build_module
 
     inst = TaskInstance(build_module(task.source, prepared.overrides, task.origin), "timing")
     torch.manual_seed(prepared.spec.param_seed)
     model = inst.module.Model(*prepared.init_inputs).to("cuda")
-    inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in prepared.inputs]
+    inputs = to_device(prepared.inputs, "cuda")
     with torch.no_grad():
         return time_callable(lambda: model(*inputs), warmup, trials)

@@ -48,16 +48,6 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:300]}{where}"
 
 
-def _to(obj: Any, device: str) -> Any:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to(x, device) for x in obj)
-    return obj
-
-
 def _detach_cpu(obj: Any) -> Any:
     import torch
 
@@ -125,6 +115,7 @@ class Worker:
     def run(self, cmd: dict) -> dict:
         import torch
 
+        from tritonrl.tasks.check import to_device
         from tritonrl.verify import guards
 
         name = cmd["set"]
@@ -132,10 +123,10 @@ class Worker:
         try:
             if cmd.get("refill_of"):
                 model, inputs = self.cache[cmd["refill_of"]]
-                guards.refill_(inputs, _to(data["inputs"], self.device))
+                guards.refill_(inputs, to_device(data["inputs"], self.device))
             else:
                 model = self._build(data)
-                inputs = _to(data["inputs"], self.device)
+                inputs = to_device(data["inputs"], self.device)
             before = guards.snapshot_inputs(inputs)
             self.launches.reset()
             with torch.no_grad(), guards.OpAudit(self.launches) as audit:
