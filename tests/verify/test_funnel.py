@@ -4,6 +4,7 @@ Every case goes through the real sandboxed worker and the Triton interpreter.
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -90,6 +91,26 @@ def test_without_the_funnel_every_input_set_runs():
     r = verify(RELU, RELU.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)"),
                VerifyConfig(funnel=False))  # fmt: skip
     assert len(r.input_sets) == 5 and not any(o.ok for o in r.input_sets)
+
+
+def test_the_worker_shows_no_caller_path_or_argv_to_probe(monkeypatch):
+    # A phase probe (HACKS.md #16) reads words from PATH and argv. CI once ran from a
+    # checkout under /check/, which made every call look like a check: the worker must
+    # see the same neutral argv and a fixed system PATH whatever the caller's are.
+    monkeypatch.setenv("PATH", "/opt/check/test/bin:" + os.environ.get("PATH", ""))
+    probe = RELU.solution.replace(
+        "    def forward(self, x",
+        "    def forward(self, x, _probe=None):\n"
+        "        import os, sys\n"
+        "        assert sys.argv == ['tritonrl-worker'], sys.argv\n"
+        "        assert 'check' not in os.environ['PATH'], os.environ['PATH']\n"
+        "        return self._forward(x)\n\n"
+        "    def _forward(self, x",
+        1,
+    )
+    assert "_forward" in probe
+    r = verify(RELU, probe, VerifyConfig(static_checks=False))
+    assert r.correct, r.error
 
 
 def test_a_task_whose_reference_fails_is_reported_as_such(tmp_path):

@@ -221,6 +221,9 @@ def main() -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    # The same neutral argv for every call: the install path (which may hold words like
+    # "check" or "test") tells the candidate nothing about the phase (HACKS.md #16).
+    sys.argv = ["tritonrl-worker"]
     worker = Worker(channel)
     handlers = {"load": worker.load, "run": worker.run, "time": worker.time}
     # Local references: a candidate that rebinds the module's globals (`__main__._reply`)

@@ -40,10 +40,17 @@ _SANDBOX_UID = 65534  # "nobody" inside bwrap's user namespace
 _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
+# A fixed system PATH, not the caller's: the caller's may name a virtualenv or checkout
+# whose path the candidate could read as a sign of the phase (HACKS.md #16). The worker
+# is started by absolute path; the system compilers Triton needs live here.
+# `SandboxConfig.env` can still set PATH where a compiler lives elsewhere.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def child_env(config: SandboxConfig, workdir: Path) -> dict[str, str]:
     w = str(workdir)
     env = {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "PATH": SYSTEM_PATH,
         "HOME": w,
         "TMPDIR": w,
         "LANG": os.environ.get("LANG", "C.UTF-8"),
