@@ -43,10 +43,21 @@ class VerifyConfig:
     funnel: bool = True
     skip_timing_on_failure: bool = True
     tiny_run_first: bool = True  # the shrunk-shape run before the full input sets
-    # Extension 4, timing (CUDA only).
+    # Extension 4, calibrated timing (CUDA only): candidate and reference interleaved in
+    # the worker, trials extended past `trials` until the relative standard error of each
+    # trimmed mean is under `target_rse` (capped by max_trials / timing_max_seconds).
     timing: bool = True
     warmup: int = 10
     trials: int = 50
+    max_trials: int = 500
+    target_rse: float = 0.01
+    timing_max_seconds: float = 20.0
+    cuda_graphs: bool = False  # replay a captured CUDA graph per trial (launch-bound kernels)
+    # Noise rule: a speedup whose 95% interval contains 1, or within this of 1, is 1.
+    noise_floor: float = 0.02
+    # Reference times measured alone, cached per task/shapes/device/versions:
+    # "auto" ($XDG_CACHE_HOME/tritonrl/ref_times.json), "off", or a path.
+    ref_time_cache: str = "auto"
     # Extension 5, the strict sandbox.
     sandbox_strict: bool = True  # refuse to run when an isolation mechanism is missing
     timeout_s: float = 120.0  # wall clock for one candidate's whole worker session
@@ -68,6 +79,18 @@ class VerifyConfig:
             raise ValueError("verify.num_input_sets must be at least 2 (tiny + one full set)")
         if self.timeout_s <= 0:
             raise ValueError("verify.timeout_s must be positive")
+        if not 1 <= self.trials <= self.max_trials:
+            raise ValueError(
+                f"verify.trials ({self.trials}) must be at least 1 and at most "
+                f"verify.max_trials ({self.max_trials})"
+            )
+        if self.warmup < 0 or self.target_rse <= 0 or self.timing_max_seconds <= 0:
+            raise ValueError(
+                "verify.warmup must be >= 0; verify.target_rse and "
+                "verify.timing_max_seconds must be positive"
+            )
+        if not 0 <= self.noise_floor < 1:
+            raise ValueError("verify.noise_floor must be in [0, 1)")
 
 
 # --------------------------------------------------------------------------- stages

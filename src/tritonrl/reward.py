@@ -6,9 +6,9 @@
 * `tritonrl`: correct + alpha * clip(speedup, 0, 2), alpha = 0.1 (the TritonRL paper).
 * `kevin`: 0.3 * correct + speedup * correct (Kevin-32B's report).
 
-A cheating flag makes every scheme 0. The speedup used is the one the result reports
-(the timing code decides how noise is handled). The trainer adapters live in
-`tritonrl.verify.adapters`; this module only scores.
+A cheating flag makes every scheme 0. The speedup used is `reward_speedup` when the
+result has one (the noise rule: 1.0 while the 95% interval contains 1), else `speedup`.
+The trainer adapters live in `tritonrl.verify.adapters`; this module only scores.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from tritonrl.verify.result import VerifyResult
 SCHEMES = ("staged", "tritonrl", "kevin")
 
 
+def _speedup(r: VerifyResult) -> float | None:
+    return r.reward_speedup if r.reward_speedup is not None else r.speedup
+
+
 def staged_reward(r: VerifyResult) -> float:
     if r.cheated or not r.compiled:
         return 0.0
@@ -25,21 +29,21 @@ def staged_reward(r: VerifyResult) -> float:
         return 0.3
     if not r.correct:
         return 0.5
-    if r.speedup is None:
+    if _speedup(r) is None:
         return 0.7
-    return 0.7 + 0.3 * min(max(r.speedup, 0.0) / 2.0, 1.0)
+    return 0.7 + 0.3 * min(max(_speedup(r), 0.0) / 2.0, 1.0)
 
 
 def tritonrl_reward(r: VerifyResult, alpha: float = 0.1) -> float:
     if r.cheated or not r.correct:
         return 0.0
-    return 1.0 + alpha * min(max(r.speedup or 0.0, 0.0), 2.0)
+    return 1.0 + alpha * min(max(_speedup(r) or 0.0, 0.0), 2.0)
 
 
 def kevin_reward(r: VerifyResult) -> float:
     if r.cheated or not r.correct:
         return 0.0
-    return 0.3 + (r.speedup or 0.0)
+    return 0.3 + (_speedup(r) or 0.0)
 
 
 def compute_reward(r: VerifyResult, scheme: str = "staged", alpha: float = 0.1) -> float:

@@ -27,7 +27,14 @@ from tritonrl.extract import try_extract
 from tritonrl.reward import compute_reward
 from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
-from tritonrl.verify.inputs import TRUSTED_LOCK, PreparedSet, plan_input_sets, prepare_set
+from tritonrl.verify.inputs import (
+    TRUSTED_LOCK,
+    PreparedSet,
+    plan_input_sets,
+    prepare_set,
+    timing_check_set,
+)
+from tritonrl.verify.perf import time_phase
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import WorkerError, WorkerSession
 from tritonrl.verify.static import static_check
@@ -80,11 +87,16 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         sets = _prepare_sets(task, config, result)
     if sets is None:
         return
+    check = None
+    if result.device == "cuda" and config.timing:
+        with _stage(result, "prepare"):
+            seed_a = next((s for s in sets if s.spec.name == "seed_a"), None)
+            check = seed_a and prepare_set(task, timing_check_set(seed_a.spec), result.device)
     workdir = Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
-        _write_job(workdir, code, sets)
+        _write_job(workdir, code, sets + ([check] if check else []))
         with WorkerSession(workdir, config, result.device) as session:
-            _run_in_worker(session, task, sets, config, result)
+            _run_in_worker(session, task, sets, config, result, check)
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
     except WorkerError as e:
         result.timed_out = result.timed_out or e.timed_out
@@ -123,14 +135,10 @@ def _write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
         torch.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
 
 
-def _record_flags(result: VerifyResult, flags: dict[str, str] | None) -> None:
-    for name, detail in (flags or {}).items():
-        result.flag(name, detail)
-
-
 def _run_in_worker(
-    session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult
-):
+    session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult,
+    check: PreparedSet | None = None,
+):  # fmt: skip
     result.stage = "compile"
     with _stage(result, "compile"):
         reply = session.call(
@@ -145,7 +153,7 @@ def _run_in_worker(
         result.fail("compile", reply.get("error", "candidate failed to load"))
         return
     result.compiled = True
-    _record_flags(result, reply.get("flags"))
+    result.add_flags(reply.get("flags"))
     result.stage = "correctness"
     all_ok = True
     for s in sets:
@@ -178,13 +186,13 @@ def _run_in_worker(
     if result.device == "cuda" and config.timing:
         result.stage = "performance"
         with _stage(result, "performance"):
-            _time(session, task, sets, config, result)
-    result.stage = "done" if result.correct else result.stage
+            time_phase(session, task, sets, check, config, result)
+    result.stage = "done" if result.correct and not result.cheated else result.stage
 
 
 def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> tuple[bool, str]:
     reply = session.call({"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of})
-    _record_flags(result, reply.get("flags"))
+    result.add_flags(reply.get("flags"))
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"
@@ -200,21 +208,3 @@ def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> 
         reason += f" (inputs refilled in place after {s.spec.refill_of}: stale cached result?)"
         result.flag("output_caching", reason)
     return reason is None, reason or ("ok" + (f" ({s.note})" if s.note else ""))
-
-
-def _time(session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult):
-    from tritonrl.verify.timing import speedup_interval, summarize, time_reference
-
-    main = next(s for s in sets if s.spec.name == "seed_a")
-    reply = session.call(
-        {"op": "time", "set": "seed_a", "warmup": config.warmup, "trials": config.trials}
-    )
-    if not reply.get("ok"):
-        result.notes.append(f"timing failed: {reply.get('error')}")
-        return
-    _record_flags(result, reply.get("flags"))
-    new = summarize(reply["times_ms"])
-    ref = summarize(time_reference(task, main, config.warmup, config.trials))
-    result.runtime_ms, result.ref_runtime_ms = new["mean"], ref["mean"]
-    result.speedup = ref["mean"] / new["mean"]
-    result.speedup_ci = speedup_interval(ref, new)

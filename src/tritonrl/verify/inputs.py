@@ -101,6 +101,15 @@ def _plan(task: Task, device: str, count: int, multi_input: bool) -> list[InputS
     return sets + [mk(name, main, dtype=_DTYPES[name]) for name in _declared_dtypes(task)]
 
 
+def timing_check_set(seed_a: InputSet) -> InputSet:
+    """Fresh secret inputs shaped like `seed_a`, written into its buffers after timing:
+    the call that follows the timed loop must compute them (HACKS.md #7, #8, #16)."""
+    return InputSet(
+        "timing_check", seed_a.mode, secrets.randbits(31), refill_of=seed_a.name,
+        model_seed=seed_a.param_seed,
+    )  # fmt: skip
+
+
 def _declared_dtypes(task: Task) -> list[str]:
     import ast
 

@@ -25,7 +25,7 @@ CHEAT_FLAGS = frozenset(
         # run-time findings
         "torch_fallback", "no_launch", "input_mutation", "output_aliases_input",
         "output_type", "background_thread", "timer_tampering", "output_caching",
-        "impossible_speed", "sandbox_violation", "forged_verdict",
+        "impossible_speed", "sandbox_violation", "forged_verdict", "timing_phase",
     }
 )  # fmt: skip
 
@@ -54,11 +54,14 @@ class VerifyResult:
     ref_runtime_ms: float | None = None
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
+    # The speedup the reward uses: 1.0 inside the measurement noise (timing's noise rule).
+    reward_speedup: float | None = None
     reward: float = 0.0
     stage_times: dict[str, float] = field(default_factory=dict)
     input_sets: list[InputSetOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sandbox: dict[str, list[str]] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)  # trials, RSE, medians, checks
 
     @property
     def cheated(self) -> bool:
@@ -69,6 +72,11 @@ class VerifyResult:
             self.flags.append(name)
         if detail:
             self.notes.append(f"{name}: {detail}")
+
+    def add_flags(self, flags: dict[str, str] | None) -> None:
+        """Record the worker's `{flag: detail}` findings."""
+        for name, detail in (flags or {}).items():
+            self.flag(str(name), str(detail))
 
     def fail(self, stage: str, error: str) -> VerifyResult:
         self.stage, self.error = stage, _short(error)

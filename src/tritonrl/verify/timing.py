@@ -1,76 +1,221 @@
-"""GPU timing for correct kernels (CUDA only; the CPU interpreter is never timed).
+"""Calibrated GPU timing (extension 4): the measurement loop and its statistics.
 
-`time_callable` times one callable: warm-up calls, then trials each preceded by an L2
-flush and bracketed by CUDA events, with a device-wide synchronisation after each trial
-so work left on any stream counts. `summarize` gives the trimmed mean (10% each tail),
-the median and a 95% interval of the mean.
+`Timer` is built from timing functions captured BEFORE candidate code loads (the
+worker passes its captured `torch.cuda.Event`, `torch.cuda.synchronize` and
+`time.perf_counter`, so a candidate that replaces them later does not reach the loop;
+their identity is re-checked separately). `measure({"new": f, "ref": g}, options)` times
+the callables interleaved in alternating blocks (ABBA, so drift and warm-up order hit
+both alike): warm-up calls, then trials each preceded by an L2 flush and bracketed by
+CUDA events, extended past `trials` until every series' relative standard error is under
+`target_rse` (capped by `max_trials` and `max_seconds`).
 
-This is the basic timer; the calibrated one (interleaving reference and candidate,
-extending trials until the relative standard error is small, host wall-clock cross-check)
-is the timing issue's work. Timing a candidate whose correctness is not established is
-never done here.
+Work on any stream counts: each trial also records an event after a device-wide
+synchronisation; where that event lags the stream's end event by more than the
+calibrated synchronisation overhead, work ran outside the timed stream (HACKS.md #9)
+and the synchronised times, less the overhead, are the series. The sum of event times
+is cross-checked against the host wall clock of the same loop (events cannot report
+more time than passed: timer tampering, #12). The optional CUDA-graph mode captures
+each callable once and replays the graph per trial (for launch-bound kernels).
+
+Statistics (`summarize`, `speedup_stats`, `effective_speedup`) are plain Python and
+run anywhere. What this module does NOT do: decide correctness, choose inputs, compare
+outputs, or time on the CPU (the interpreter's speed says nothing about a GPU).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 cache
+TRIM = 0.1  # trimmed mean: 10% off each tail
 
 
-def time_callable(fn, warmup: int = 10, trials: int = 50) -> list[float]:
-    """Milliseconds per trial of `fn()` on the current CUDA device."""
-    import torch
+@dataclass
+class TimingOptions:
+    warmup: int = 10
+    trials: int = 50  # the minimum; more until the RSE target is met
+    max_trials: int = 500
+    target_rse: float = 0.01
+    max_seconds: float = 20.0
+    block: int = 10  # trials per callable before switching to the other
+    graphs: bool = False
 
-    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(trials):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()  # device-wide: work on side streams is waited for
-        times.append(start.elapsed_time(end))
-    return times
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
-def summarize(times: list[float], trim: float = 0.1) -> dict[str, float]:
-    """Trimmed mean, median and the 95% half-width of the trimmed mean."""
+# ----------------------------------------------------------------------- statistics
+
+
+def summarize(times: list[float], trim: float = TRIM) -> dict[str, float]:
+    """Trimmed mean, median, standard error and RSE of the trimmed mean, 95% half-width."""
     xs = sorted(times)
     k = int(len(xs) * trim)
     core = xs[k : len(xs) - k] or xs
     mean = statistics.fmean(core)
     sd = statistics.stdev(core) if len(core) > 1 else 0.0
+    se = sd / math.sqrt(len(core))
     return {
         "mean": mean,
         "median": statistics.median(xs),
-        "half_width": 1.96 * sd / math.sqrt(len(core)),
+        "se": se,
+        "rse": se / mean if mean > 0 else math.inf,
+        "half_width": 1.96 * se,
         "n": len(xs),
     }
 
 
-def speedup_interval(ref: dict[str, float], new: dict[str, float]) -> tuple[float, float]:
-    """95% interval of ref/new from the two means' intervals (conservative bounds)."""
-    lo = (ref["mean"] - ref["half_width"]) / (new["mean"] + new["half_width"])
-    hi = (ref["mean"] + ref["half_width"]) / max(new["mean"] - new["half_width"], 1e-9)
-    return lo, hi
+def speedup_stats(ref: dict[str, float], new: dict[str, float]) -> tuple[float, tuple]:
+    """ref/new of the trimmed means and its 95% interval (delta method on the log ratio)."""
+    ratio = ref["mean"] / new["mean"]
+    spread = 1.96 * math.hypot(ref["rse"], new["rse"])
+    return ratio, (ratio * math.exp(-spread), ratio * math.exp(spread))
 
 
-def time_reference(task, prepared, warmup: int = 10, trials: int = 50) -> list[float]:
-    """Time the reference `Model` on one prepared input set, in the trusted process."""
+def effective_speedup(speedup: float, ci: tuple[float, float], noise_floor: float) -> float:
+    """The speedup a reward may use (the noise rule): 1.0 when the interval contains 1
+    or the point is within `noise_floor` of 1; otherwise the interval's bound nearest 1,
+    so noise never counts as a speedup (nor as a slowdown)."""
+    lo, hi = ci
+    if lo <= 1.0 <= hi or abs(speedup - 1.0) <= noise_floor:
+        return 1.0
+    return lo if lo > 1.0 else hi
+
+
+# --------------------------------------------------------------------------- timer
+
+
+class Timer:
+    """The measurement loop over captured timing functions (CUDA only)."""
+
+    def __init__(self, event_cls=None, synchronize=None, clock: Callable[[], float] | None = None):
+        import torch
+
+        self.Event = event_cls or torch.cuda.Event
+        self.sync = synchronize or torch.cuda.synchronize
+        self.clock = clock or time.perf_counter
+        self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        self.overhead_ms = self._calibrate()
+
+    def _trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
+        """(stream event ms, device-synchronised ms, fn's result) of one flushed call."""
+        self.flush_buffer.zero_()
+        start, end, synced = (self.Event(enable_timing=True) for _ in range(3))
+        start.record()
+        out = fn()
+        end.record()
+        self.sync()  # device-wide: work left on any stream is waited for
+        synced.record()
+        self.sync()
+        return start.elapsed_time(end), start.elapsed_time(synced), out
+
+    def _calibrate(self, n: int = 30) -> float:
+        """Median lag of the synchronised event behind the end event with no work."""
+        lags = []
+        for _ in range(n):
+            ev, synced, _ = self._trial(lambda: None)
+            lags.append(synced - ev)
+        return statistics.median(lags)
+
+    def measure(self, fns: dict[str, Callable[[], Any]], options: TimingOptions) -> dict:
+        """Time each callable; returns per-name series and stats, the host wall clock,
+        the last result of each callable, and notes (graphs off, work off-stream)."""
+        notes: list[str] = []
+        run = dict(fns)
+        if options.graphs:
+            for name, fn in fns.items():
+                graph_fn, why = _graphed(fn)
+                if graph_fn is None:
+                    notes.append(f"{name}: CUDA graph capture failed ({why}); timed eagerly")
+                else:
+                    run[name] = graph_fn
+        for _ in range(options.warmup):
+            for fn in run.values():
+                fn()
+        self.sync()
+        events: dict[str, list[float]] = {name: [] for name in run}
+        synced: dict[str, list[float]] = {name: [] for name in run}
+        last: dict[str, Any] = {}
+        order = list(run)
+        host_start = self.clock()
+        while True:
+            for name in order:
+                for _ in range(options.block):
+                    ev, sv, last[name] = self._trial(run[name])
+                    events[name].append(ev)
+                    synced[name].append(sv)
+            order.reverse()  # ABBA
+            done = len(events[order[0]])
+            elapsed = self.clock() - host_start
+            if done >= options.max_trials or elapsed >= options.max_seconds:
+                break
+            if done >= options.trials and all(
+                summarize(self._series(events[n], synced[n])[0])["rse"] <= options.target_rse
+                for n in run
+            ):
+                break
+        host_ms = (self.clock() - host_start) * 1e3
+        series = {}
+        for name in run:
+            times, off_stream = self._series(events[name], synced[name])
+            if off_stream:
+                notes.append(
+                    f"{name}: work finished after the timed stream's end event; timed to the "
+                    "device-wide synchronisation instead"
+                )
+            series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off_stream}
+        return {
+            "series": series,
+            "event_total_ms": sum(sum(v) for v in events.values()),
+            "host_ms": host_ms,
+            "overhead_ms": self.overhead_ms,
+            "last": last,
+            "notes": notes,
+        }
+
+    def _series(self, events: list[float], synced: list[float]) -> tuple[list[float], bool]:
+        """The event times, or synchronised times less the overhead where work escaped."""
+        lag = statistics.median(s - e for s, e in zip(synced, events, strict=True))
+        typical = statistics.median(events)
+        if lag > self.overhead_ms + max(0.005, 0.1 * typical):
+            return [max(s - self.overhead_ms, e) for s, e in zip(synced, events, strict=True)], True
+        return list(events), False
+
+
+def _graphed(fn: Callable[[], Any]) -> tuple[Callable[[], Any] | None, str]:
+    """`fn` captured into a CUDA graph, replayed per call (None and why on failure)."""
     import torch
 
-    from tritonrl.tasks.check import to_device
-    from tritonrl.tasks.shapes import TaskInstance, build_module
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn()
+    except Exception as e:  # capture is not possible for every kernel
+        torch.cuda.synchronize()
+        return None, f"{type(e).__name__}: {str(e)[:120]}"
 
-    inst = TaskInstance(build_module(task.source, prepared.overrides, task.origin), "timing")
-    torch.manual_seed(prepared.spec.param_seed)
-    model = inst.module.Model(*prepared.init_inputs).to("cuda")
-    inputs = to_device(prepared.inputs, "cuda")
-    with torch.no_grad():
-        return time_callable(lambda: model(*inputs), warmup, trials)
+    def replay():
+        graph.replay()
+        return out
+
+    return replay, ""
+
+
+def peak_bandwidth_bytes_per_s(props: Any) -> float:
+    """The device's peak memory bandwidth, from its properties (a generous default)."""
+    clock_khz = getattr(props, "memory_clock_rate", 0) or 0
+    bus_bits = getattr(props, "memory_bus_width", 0) or 0
+    if clock_khz and bus_bits:
+        return clock_khz * 1e3 * 2 * bus_bits / 8  # double data rate
+    return 10e12  # above any current GPU: the floor it gives is never too high

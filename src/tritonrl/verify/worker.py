@@ -10,7 +10,9 @@ own prints go to stderr):
 
     {"op": "load", "device": "cpu", "policy": "strict", "allowed": []}
     {"op": "run", "set": "seed_b", "refill_of": "seed_a"}   -> outputs in out/<set>.pt
-    {"op": "time", "set": "seed_a", "warmup": 10, "trials": 50}   (CUDA only)
+    {"op": "time", "set": "seed_a", "check": "timing_check", "options": {...},
+     "reference": {"path": "reference.py", "overrides": {...}, "origin": ...}}
+         (CUDA only) -> interleaved times; out/timed.pt, out/timing_check.pt
     {"op": "exit"}
 
 The guards (`tritonrl.verify.guards`) are installed BEFORE the candidate is imported.
@@ -18,7 +20,10 @@ What this worker reports is NOT trusted: the candidate shares its process and co
 forge any reply. Correctness is decided by the trusted side from the saved outputs and
 reference outputs that never enter this process; the guard findings here are a second
 line behind the static checks, which flag the introspection and monkeypatching a forger
-would need. The reference `Model` is never loaded here.
+would need. The reference `Model` is loaded here only for the timing phase (its source
+is written into the work dir after correctness was decided), to be timed beside the
+candidate under the same conditions; the trusted side bounds its effect with a reference
+time measured alone (`tritonrl.verify.refcache`).
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ class Worker:
         self.policy = "strict"
         self.allowed: frozenset[str] = frozenset()
         self.cache: dict[str, tuple[Any, list]] = {}  # set name -> (model, input buffers)
+        self.timer = None  # the calibrated timer, built on the first `time` command
 
     # -- commands ---------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
@@ -156,11 +162,85 @@ class Worker:
         return {"ok": True, "launches": self.launches.count, "flags": flags}
 
     def time(self, cmd: dict) -> dict:
-        from tritonrl.verify.timing import time_callable
+        """Time the candidate and the reference interleaved (CUDA); save the last timed
+        output, then refill the inputs with the fresh `check` set and run once more under
+        the guards, so what was timed is shown to compute the right thing."""
+        import torch
 
-        model, inputs = self.cache[cmd["set"]]
-        times = time_callable(lambda: model(*inputs), cmd.get("warmup", 10), cmd.get("trials", 50))
-        return {"ok": True, "times_ms": times, "flags": self._common_flags()}
+        from tritonrl.tasks.check import to_device
+        from tritonrl.verify import guards
+        from tritonrl.verify.timing import Timer, TimingOptions
+
+        name = cmd["set"]
+        model, inputs = self.cache[name]
+        try:
+            reference = self._reference(cmd["reference"], self.sets[name])
+            ref_inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            if self.timer is None:  # built from the timers captured before the import
+                t = self.timers
+                self.timer = Timer(
+                    t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"]
+                )
+            options = TimingOptions(**cmd.get("options", {}))
+            with torch.no_grad():
+                m = self.timer.measure(
+                    {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)},
+                    options,
+                )
+            Path("out").mkdir(exist_ok=True)
+            torch.save(_detach_cpu(m["last"]["new"]), Path("out") / "timed.pt")
+            flags: dict[str, str] = {}
+            check = self.sets.get(cmd.get("check") or "")
+            if check is not None:
+                guards.refill_(inputs, to_device(check["inputs"], self.device))
+                self.launches.reset()
+                with torch.no_grad(), guards.OpAudit(self.launches) as audit:
+                    out = model(*inputs)
+                torch.cuda.synchronize()
+                if self.launches.count == 0:
+                    flags["no_launch"] = "the call after timing launched no Triton kernel"
+                ops = audit.violations(self.policy, self.allowed)
+                if ops:
+                    flags["torch_fallback"] = "torch computed after timing: " + ", ".join(
+                        sorted(ops)[:8]
+                    )
+                torch.save(_detach_cpu(out), Path("out") / "timing_check.pt")
+        except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
+            return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
+        flags.update(self._common_flags())
+        series = {
+            k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"]}
+            for k, v in m["series"].items()
+        }
+        return {
+            "ok": True,
+            "series": series,
+            "host_ms": m["host_ms"],
+            "event_total_ms": m["event_total_ms"],
+            "overhead_ms": m["overhead_ms"],
+            "notes": m["notes"],
+            "flags": flags,
+        }
+
+    def _reference(self, spec: dict, data: dict):
+        """The task's reference `Model` (its source written by the trusted side only for
+        the timing phase) with the same parameters the candidate got."""
+        import torch
+
+        from tritonrl.tasks.shapes import build_module
+
+        source = Path(spec["path"]).read_text(encoding="utf-8")
+        overrides = {
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in (spec.get("overrides") or {}).items()
+        }
+        module = build_module(source, overrides, spec.get("origin", "<task>"))
+        torch.manual_seed(data["seed"])
+        reference = module.Model(*data["init_inputs"])
+        reference.load_state_dict(data["state_dict"])
+        if data.get("dtype") is not None:
+            reference = reference.to(getattr(torch, data["dtype"]))
+        return reference.to(self.device)
 
     # -- helpers ----------------------------------------------------------------------
     def _build(self, data: dict):

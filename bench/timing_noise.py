@@ -1,0 +1,101 @@
+"""How much the reported speedup moves when nothing changed: the candidate is a copy of
+the reference (`class ModelNew(Model): pass`), so the true speedup is exactly 1.
+
+    python bench/timing_noise.py [--runs 6] [--json OUT.json] [--tasks builtin:level1 ...]
+
+Each run is fresh: a new sandboxed worker, new secret inputs, the candidate and the
+reference timed interleaved by the verifier's timing phase
+(`tritonrl.verify.perf.time_candidate`: the same code path `verify` uses for a correct
+kernel, minus the correctness verdict, which a torch-only copy would not get). The
+reference time alone is not cached between runs. Besides the builtin tasks it times
+three larger ones written here (memory-bound, a row reduction, compute-bound), since the
+builtin sizes are small enough for the CPU interpreter. Prints a Markdown table: kernel
+time, the range of speedups over the runs, the widest 95% interval, and whether a task
+of at least 20 us stayed within [0.98, 1.02]. Measures; asserts nothing. CUDA only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import Task, load_tasks
+from tritonrl.verify.perf import time_candidate
+
+_BIG = {
+    "big_relu": ("torch.relu(x)", "[torch.randn(4096, 16384)]"),
+    "big_softmax": ("torch.softmax(x, dim=-1)", "[torch.randn(8192, 8192)]"),
+    "big_matmul": ("x @ w", "[torch.randn(4096, 4096), torch.randn(4096, 4096)]"),
+}
+DEFAULT_TASKS = [
+    "builtin:level1/1_ReLU", "builtin:level1/4_GELU", "builtin:level1/16_Softmax",
+    "builtin:level1/18_LayerNorm", "builtin:level1/22_Matmul_Square",
+    "builtin:level2/1_Gemm_Bias_ReLU", "builtin:level2/24_Conv1d_ReLU",
+]  # fmt: skip
+
+
+def big_task(name: str) -> Task:
+    expr, inputs = _BIG[name]
+    args = "x, w" if "w" in expr else "x"
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, {args}):\n        return {expr}\n\n\n"
+        f"def get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return Task(name, 1, name, source, "bench/timing_noise.py")
+
+
+def copy_of_reference(task: Task) -> str:
+    return task.source + "\n\nclass ModelNew(Model):\n    pass\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=6)
+    ap.add_argument("--tasks", nargs="*", default=DEFAULT_TASKS)
+    ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays")
+    ap.add_argument("--json", help="write every run's figures here")
+    args = ap.parse_args()
+    report = load_tasks(args.tasks)
+    tasks = [*report.tasks, *(big_task(n) for n in _BIG)]
+    if report.errors:
+        print(f"skipped: {report.errors}", file=sys.stderr)
+    config = VerifyConfig(device="cuda", ref_time_cache="off", cuda_graphs=args.graphs)
+    rows, runs = [], {}
+    for task in tasks:
+        runs[task.id] = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            r = time_candidate(task, copy_of_reference(task), config)
+            if r.speedup is None:
+                print(f"{task.id}: {r.error} {r.notes[-3:]}", file=sys.stderr)
+                break
+            runs[task.id].append({
+                "speedup": r.speedup, "ci": r.speedup_ci, "runtime_ms": r.runtime_ms,
+                "ref_runtime_ms": r.ref_runtime_ms, "trials": r.timing["trials"],
+                "rse": r.timing["rse"], "seconds": time.perf_counter() - start,
+            })  # fmt: skip
+        got = runs[task.id]
+        if not got:
+            continue
+        s = [x["speedup"] for x in got]
+        us = 1e3 * sum(x["ref_runtime_ms"] for x in got) / len(got)
+        widest = max(x["ci"][1] - x["ci"][0] for x in got)
+        within = all(0.98 <= v <= 1.02 for v in s)
+        verdict = ("yes" if within else "NO") if us >= 20 else "n/a (<20 us)"
+        rows.append((task.id, us, min(s), max(s), widest, len(got), verdict))
+    print("| task | kernel (us) | speedup min | speedup max | widest 95% CI | runs | "
+          "within [0.98, 1.02] |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for tid, us, lo, hi, w, n, ok in rows:
+        print(f"| {tid} | {us:.1f} | {lo:.3f} | {hi:.3f} | {w:.3f} | {n} | {ok} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": runs, "graphs": args.graphs}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The timing phase on the trusted side: what the funnel runs for a correct kernel on CUDA.
+
+`time_phase` asks the worker to time the candidate beside the reference
+(`tritonrl.verify.timing`), then re-derives or bounds everything the worker reported:
+statistics from the raw times, the total against this side's wall clock (timer
+tampering), the last timed output and one call on fresh inputs against the trusted
+references (`timing_phase`: a kernel that behaves only while checked, defers work across
+calls or returns cached results), the candidate's time against the time it takes to
+write its outputs at the device's peak bandwidth (`impossible_speed`), and the reference
+beside the candidate against its time alone (`tritonrl.verify.refcache`). It sets the
+speedup, its 95% interval and the noise-ruled `reward_speedup`.
+
+`time_candidate` runs the timing phase alone, with no correctness verdict and no reward,
+for benchmarks of the timer itself (bench/timing_noise.py times copies of the reference).
+What this module does NOT do: decide correctness (the funnel does) or time on the CPU.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks.check import compare_outputs, resolve_device
+from tritonrl.tasks.task import Task
+from tritonrl.verify.result import VerifyResult
+
+
+def _load_output(session, name: str):
+    path = session.workdir / "out" / f"{name}.pt"
+    try:  # weights_only: written by untrusted code; no pickled objects
+        return torch.load(path, weights_only=True)
+    except Exception as e:
+        return e
+
+
+def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: VerifyResult):
+    """The calibrated timing phase; everything the worker reports is re-derived or
+    bounded here (statistics from the raw times, totals against this side's clock,
+    outputs compared with the trusted references, the reference against its time alone)."""
+    from tritonrl.verify import refcache
+    from tritonrl.verify.timing import (
+        TimingOptions,
+        effective_speedup,
+        peak_bandwidth_bytes_per_s,
+        speedup_stats,
+        summarize,
+    )
+
+    main = next(s for s in sets if s.spec.name == "seed_a")
+    options = TimingOptions(
+        warmup=config.warmup, trials=config.trials, max_trials=config.max_trials,
+        target_rse=config.target_rse, max_seconds=config.timing_max_seconds,
+        graphs=config.cuda_graphs,
+    )  # fmt: skip
+    (session.workdir / "reference.py").write_text(task.source, encoding="utf-8")
+    cmd = {
+        "op": "time", "set": "seed_a", "check": check and check.spec.name,
+        "options": options.to_dict(),
+        "reference": {"path": "reference.py", "overrides": main.overrides, "origin": task.origin},
+    }  # fmt: skip
+    started = time.perf_counter()
+    reply = session.call(cmd)
+    wall_ms = (time.perf_counter() - started) * 1e3
+    result.add_flags(reply.get("flags"))
+    if not reply.get("ok"):
+        result.notes.append(f"timing failed: {reply.get('error')}")
+        return
+    try:
+        series = reply["series"]
+        new_t = [float(x) for x in series["new"]["times_ms"]]
+        ref_t = [float(x) for x in series["ref"]["times_ms"]]
+        if not new_t or not ref_t or min(new_t + ref_t) <= 0:
+            raise ValueError("empty or non-positive times")
+    except (KeyError, TypeError, ValueError) as e:
+        result.flag("timer_tampering", f"unusable timing reply ({type(e).__name__}: {e})")
+        return
+    if sum(new_t) + sum(ref_t) > wall_ms * 1.02 + 1.0:  # events cannot outrun the clock
+        result.flag(
+            "timer_tampering",
+            f"reported {sum(new_t) + sum(ref_t):.1f} ms of GPU time in {wall_ms:.1f} ms",
+        )
+    for name, prepared in (("timed", main), ("timing_check", check)):
+        if prepared is None:
+            continue
+        got = _load_output(session, name)
+        why = f"unreadable ({type(got).__name__})" if isinstance(got, Exception) else None
+        why = why or compare_outputs(prepared.expected, got)
+        if why:
+            result.flag("timing_phase", f"output of the {name.replace('_', ' ')} call: {why}")
+    new, ref = summarize(new_t), summarize(ref_t)
+    floor_ms = (
+        _output_bytes(main.expected)
+        / peak_bandwidth_bytes_per_s(torch.cuda.get_device_properties(torch.cuda.current_device()))
+        * 1e3
+    )
+    if new["mean"] < 0.8 * floor_ms:  # 0.8: headroom for the bandwidth estimate
+        result.flag(
+            "impossible_speed",
+            f"{new['mean'] * 1e3:.2f} us is below the {floor_ms * 1e3:.2f} us it takes to "
+            "write the outputs at the device's peak bandwidth",
+        )
+    alone, cached = refcache.reference_time(
+        task, main, options, refcache.resolve_path(config.ref_time_cache)
+    )
+    used = ref
+    if ref["mean"] > 1.25 * alone["mean"]:
+        result.notes.append(
+            f"the reference ran {ref['mean'] / alone['mean']:.2f}x slower beside the "
+            "candidate than alone; the time alone is used"
+        )
+        used = alone
+    result.runtime_ms, result.ref_runtime_ms = new["mean"], used["mean"]
+    result.speedup, result.speedup_ci = speedup_stats(used, new)
+    result.reward_speedup = effective_speedup(result.speedup, result.speedup_ci, config.noise_floor)
+    result.notes.extend(str(n) for n in reply.get("notes", [])[:8])
+    result.timing = {
+        "trials": new["n"], "rse": round(max(new["rse"], ref["rse"]), 5),
+        "median_ms": new["median"], "ref_median_ms": ref["median"],
+        "ref_alone_ms": alone["mean"], "ref_alone_cached": cached,
+        "off_stream": bool(series["new"].get("off_stream")), "graphs": options.graphs,
+        "floor_ms": floor_ms, "host_ms": round(wall_ms, 3),
+    }  # fmt: skip
+    if result.cheated:
+        result.correct = "timing_phase" not in result.flags and result.correct
+        result.fail("performance", f"timing checks: {', '.join(result.flags)}")
+
+
+def _output_bytes(out) -> int:
+    """Bytes an output must at least be written with (its storage, so broadcast views of
+    a small buffer count small)."""
+    if isinstance(out, torch.Tensor):
+        return min(out.numel() * out.element_size(), out.untyped_storage().nbytes())
+    if isinstance(out, (list, tuple)):
+        return sum(_output_bytes(x) for x in out)
+    return 0
+
+
+def time_candidate(task: Task, code: str, config: VerifyConfig | None = None) -> VerifyResult:
+    """Load `code` in a sandboxed worker, run it once on the main input set and time it
+    beside the reference, skipping every correctness and cheating verdict (benchmarks of
+    the timer only: never a reward)."""
+    from tritonrl.verify.funnel import _write_job
+    from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
+    from tritonrl.verify.session import WorkerSession
+
+    config = config or VerifyConfig()
+    result = VerifyResult(task=task.id, device=resolve_device(config.device))
+    if result.device != "cuda":
+        return result.fail("performance", "timing needs a CUDA device")
+    spec = next(s for s in plan_input_sets(task, "cuda", 2, False) if s.name == "seed_a")
+    main = prepare_set(task, spec, "cuda")
+    check = prepare_set(task, timing_check_set(spec), "cuda")
+    workdir = Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
+    try:
+        _write_job(workdir, code, [main, check])
+        with WorkerSession(workdir, config, "cuda") as session:
+            load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
+            for cmd in (load, {"op": "run", "set": "seed_a"}):
+                reply = session.call(cmd)
+                if not reply.get("ok"):
+                    return result.fail("compile", str(reply.get("error")))
+            time_phase(session, task, [main], check, config, result)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result

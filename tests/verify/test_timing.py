@@ -1,0 +1,229 @@
+"""Calibrated timing: its statistics and noise rule everywhere, the timing-side cheats
+(HACKS.md #8 cross-call deferral, #9 side streams, #12 timer tampering, impossible speed)
+on a real GPU (marker `gpu`), each with the static checks off so the run-time layer is
+what refuses them.
+"""
+
+import json
+
+import pytest
+
+from tritonrl.config import VerifyConfig
+from tritonrl.reward import compute_reward
+from tritonrl.tasks import Task, load_builtin
+from tritonrl.verify import refcache, verify
+from tritonrl.verify.result import VerifyResult
+from tritonrl.verify.timing import effective_speedup, speedup_stats, summarize
+
+gpu = pytest.mark.gpu  # skipped without CUDA (tests/conftest.py)
+
+
+def test_trimmed_mean_ignores_the_tails_and_rse_shrinks_with_more_trials():
+    times = [1.0] * 45 + [50.0] * 5  # five outliers: all inside the trimmed 10% tail
+    s = summarize(times)
+    assert s["mean"] == pytest.approx(1.0) and s["median"] == 1.0 and s["n"] == 50
+    noisy = [1.0 + 0.1 * ((i * 7) % 11 - 5) / 5 for i in range(500)]
+    assert summarize(noisy)["rse"] < summarize(noisy[:50])["rse"] / 2
+
+
+def test_speedup_interval_contains_the_ratio_and_widens_with_noise():
+    ref, new = summarize([2.0, 2.02, 1.98] * 20), summarize([1.0, 1.01, 0.99] * 20)
+    s, (lo, hi) = speedup_stats(ref, new)
+    assert s == pytest.approx(2.0, rel=1e-3) and lo < s < hi
+    loud = summarize([1.0, 1.3, 0.7] * 20)
+    _, (lo2, hi2) = speedup_stats(ref, loud)
+    assert hi2 - lo2 > hi - lo
+
+
+@pytest.mark.parametrize(
+    ("speedup", "ci", "floor", "expected"),
+    [
+        (1.05, (0.97, 1.13), 0.02, 1.0),  # interval contains 1: no speedup
+        (1.015, (1.01, 1.02), 0.02, 1.0),  # within the noise floor
+        (1.5, (1.4, 1.6), 0.02, 1.4),  # faster: the lower bound
+        (0.5, (0.45, 0.55), 0.02, 0.55),  # slower: the bound nearest 1, not punished by noise
+    ],
+)
+def test_noise_rule(speedup, ci, floor, expected):
+    assert effective_speedup(speedup, ci, floor) == pytest.approx(expected)
+
+
+def test_rewards_use_the_noise_ruled_speedup():
+    r = VerifyResult(task="t", device="cuda", compiled=True, tiny_correct=True, correct=True)
+    r.speedup, r.speedup_ci, r.reward_speedup = 1.05, (0.97, 1.13), 1.0
+    assert compute_reward(r, "staged") == pytest.approx(0.7 + 0.3 * 0.5)
+    assert compute_reward(r, "kevin") == pytest.approx(1.3)
+    r.reward_speedup = None  # results without the rule (older JSON) use the point value
+    assert compute_reward(r, "kevin") == pytest.approx(1.35)
+
+
+def test_timing_settings_are_checked_up_front():
+    with pytest.raises(ValueError, match="max_trials"):
+        VerifyConfig(trials=100, max_trials=50)
+    with pytest.raises(ValueError, match="noise_floor"):
+        VerifyConfig(noise_floor=1.5)
+
+
+def test_reference_cache_key_follows_task_shapes_and_device(tmp_path):
+    from tritonrl.verify.inputs import plan_input_sets, prepare_set
+
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    spec = next(s for s in plan_input_sets(relu, "cpu") if s.name == "seed_a")
+    odd = next(s for s in plan_input_sets(relu, "cpu") if s.name == "odd")
+    a, b = prepare_set(relu, spec, "cpu"), prepare_set(relu, odd, "cpu")
+    key = refcache.cache_key(relu, a, "H100", False)
+    assert key == refcache.cache_key(relu, a, "H100", False)
+    assert len({key, refcache.cache_key(relu, b, "H100", False),
+                refcache.cache_key(relu, a, "A100", False),
+                refcache.cache_key(relu, a, "H100", True)}) == 4  # fmt: skip
+    bad = tmp_path / "ref_times.json"
+    bad.write_text("{not json")
+    assert refcache._load(bad) == {} and not bad.exists()  # set aside, never trusted
+    assert refcache.resolve_path("off") is None
+
+
+def test_cpu_results_say_they_were_not_timed():
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    r = verify(relu, relu.solution, VerifyConfig(device="cpu"))
+    assert r.correct and r.speedup is None and r.timing == {} and r.reward == pytest.approx(0.7)
+
+
+# ------------------------------------------------------------------------------ GPU
+
+# 64M floats in and out: about 150 us on an H100, long enough to time to 1%.
+BIG_RELU = Task(
+    "big_relu",
+    1,
+    "big_relu",
+    """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = 4096
+dim = 16384
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+""",
+    "test_timing.py",
+)
+HONEST = load_builtin("level1/1_ReLU").tasks[0].solution
+PHASE = """
+_CALLS = [0]
+
+
+def _timing_phase():
+    _CALLS[0] += 1
+    return _CALLS[0] > 12  # the correctness calls are over
+"""
+
+
+def _forward(body: str) -> str:
+    head, _, _ = HONEST.partition("    def forward(self, x: torch.Tensor) -> torch.Tensor:")
+    return head + PHASE + "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n" + body
+
+
+SIDE_STREAM = _forward("""\
+        y = torch.empty_like(x)
+        n = x.numel()
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):  # never joined: events on the default stream miss it
+            relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+""")
+DEFERRAL = _forward("""\
+        y = torch.empty_like(x)
+        n = x.numel()
+        if not _timing_phase():
+            relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+            return y
+        pending = getattr(self, "pending", None)
+        if pending is not None:  # last call's work, done now: each call still pays one
+            relu_kernel[(triton.cdiv(n, 1024),)](pending[0], pending[1], n, BLOCK=1024)
+        self.pending = (x, y)
+        return y
+""")
+CACHED = _forward("""\
+        if _timing_phase() and getattr(self, "last", None) is not None:
+            relu_kernel[(1,)](x, self.last, 1, BLOCK=1024)  # one element: a launch is seen
+            return self.last
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        self.last = y
+        return y
+""")
+TIMER_TAMPER = HONEST.replace(
+    "class ModelNew",
+    "_elapsed = torch.cuda.Event.elapsed_time\n"
+    "torch.cuda.Event.elapsed_time = lambda self, end: _elapsed(self, end) / 10\n\n\n"
+    "class ModelNew",
+)
+NO_STATIC = VerifyConfig(static_checks=False, ref_time_cache="off")
+
+
+@pytest.fixture(scope="module")
+def honest():
+    return verify(BIG_RELU, HONEST, NO_STATIC)
+
+
+@gpu
+def test_an_honest_kernel_is_timed_with_an_interval_and_the_checks_recorded(honest):
+    r = honest
+    assert r.correct and r.stage == "done" and not r.cheated, (r.error, r.flags, r.notes)
+    lo, hi = r.speedup_ci
+    assert lo <= r.speedup <= hi and hi / lo < 1.1
+    assert r.timing["trials"] >= 50 and r.timing["rse"] <= 0.01
+    assert r.runtime_ms > r.timing["floor_ms"] and not r.timing["off_stream"]
+    assert 0.5 < r.speedup < 2.0  # the same memory-bound work as torch.relu
+    json.loads(r.to_json())
+
+
+@gpu
+def test_side_stream_work_is_counted(honest):
+    r = verify(BIG_RELU, SIDE_STREAM, NO_STATIC)
+    assert r.timing["off_stream"] or r.cheated, r.timing
+    if not r.cheated:
+        assert r.speedup <= honest.speedup * 1.1  # not inflated
+
+
+@gpu
+def test_cross_call_deferral_is_refused():
+    r = verify(BIG_RELU, DEFERRAL, NO_STATIC)
+    assert "timing_phase" in r.flags and r.reward == 0.0, (r.flags, r.notes)
+
+
+@gpu
+def test_a_cached_output_is_an_impossible_speed():
+    r = verify(BIG_RELU, CACHED, NO_STATIC)
+    assert {"impossible_speed", "timing_phase"} <= set(r.flags), (r.flags, r.notes)
+    assert r.reward == 0.0
+
+
+@gpu
+def test_timer_tampering_is_refused():
+    r = verify(BIG_RELU, TIMER_TAMPER, NO_STATIC)
+    assert "timer_tampering" in r.flags and r.reward == 0.0, (r.flags, r.notes)
+
+
+@gpu
+def test_reference_time_alone_is_cached(tmp_path):
+    cfg = VerifyConfig(ref_time_cache=str(tmp_path / "ref.json"))
+    first = verify(BIG_RELU, HONEST, cfg)
+    second = verify(BIG_RELU, HONEST, cfg)
+    assert not first.timing["ref_alone_cached"] and second.timing["ref_alone_cached"]
+    assert len(json.loads((tmp_path / "ref.json").read_text())) == 1
