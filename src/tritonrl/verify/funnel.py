@@ -34,7 +34,7 @@ from tritonrl.verify.inputs import (
     prepare_set,
     timing_check_set,
 )
-from tritonrl.verify.perf import time_phase
+from tritonrl.verify.perf import output_bytes, time_phase
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import WorkerError, WorkerSession
 from tritonrl.verify.static import static_check
@@ -95,7 +95,7 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
     workdir = Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
         _write_job(workdir, code, sets + ([check] if check else []))
-        with WorkerSession(workdir, config, result.device) as session:
+        with WorkerSession(workdir, config, result.device, _file_mb(sets)) as session:
             _run_in_worker(session, task, sets, config, result, check)
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
     except WorkerError as e:
@@ -103,6 +103,12 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         result.fail(result.stage, str(e))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _file_mb(sets: list[PreparedSet]) -> int:
+    """Room for the largest output file the worker writes (full-size tasks on CUDA)."""
+    need = max(output_bytes(s.expected) for s in sets) >> 20
+    return max(256, int(need * 1.25) + 64)
 
 
 def _prepare_sets(task: Task, config: VerifyConfig, result: VerifyResult) -> list | None:

@@ -94,7 +94,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
             result.flag("timing_phase", f"output of the {name.replace('_', ' ')} call: {why}")
     new, ref = summarize(new_t), summarize(ref_t)
     floor_ms = (
-        _output_bytes(main.expected)
+        output_bytes(main.expected)
         / peak_bandwidth_bytes_per_s(torch.cuda.get_device_properties(torch.cuda.current_device()))
         * 1e3
     )
@@ -130,13 +130,13 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         result.fail("performance", f"timing checks: {', '.join(result.flags)}")
 
 
-def _output_bytes(out) -> int:
+def output_bytes(out) -> int:
     """Bytes an output must at least be written with (its storage, so broadcast views of
     a small buffer count small)."""
     if isinstance(out, torch.Tensor):
         return min(out.numel() * out.element_size(), out.untyped_storage().nbytes())
     if isinstance(out, (list, tuple)):
-        return sum(_output_bytes(x) for x in out)
+        return sum(output_bytes(x) for x in out)
     return 0
 
 
@@ -158,7 +158,8 @@ def time_candidate(task: Task, code: str, config: VerifyConfig | None = None) ->
     workdir = Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
     try:
         _write_job(workdir, code, [main, check])
-        with WorkerSession(workdir, config, "cuda") as session:
+        file_mb = max(256, (output_bytes(main.expected) >> 20) * 5 // 4 + 64)
+        with WorkerSession(workdir, config, "cuda", file_mb) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
                 reply = session.call(cmd)

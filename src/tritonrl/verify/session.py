@@ -38,9 +38,11 @@ class WorkerError(Exception):
         self.timed_out = timed_out
 
 
-def sandbox_config(config: VerifyConfig, device: str) -> sb.SandboxConfig:
+def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.SandboxConfig:
+    """`file_mb`: the largest file the worker may write (outputs of full-size tasks)."""
     package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
     return sb.SandboxConfig(
+        max_file_mb=file_mb,
         timeout_s=config.timeout_s,
         memory_mb=config.memory_mb,
         max_procs=config.max_procs,
@@ -52,9 +54,9 @@ def sandbox_config(config: VerifyConfig, device: str) -> sb.SandboxConfig:
 
 
 class WorkerSession:
-    def __init__(self, workdir: Path, config: VerifyConfig, device: str):
+    def __init__(self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256):
         self.workdir = Path(workdir).resolve()
-        self.config = sandbox_config(config, device)
+        self.config = sandbox_config(config, device, file_mb)
         self.enforced: list[str] = []
         self.missing: list[str] = []
 
