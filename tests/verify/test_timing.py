@@ -57,6 +57,17 @@ def test_rewards_use_the_noise_ruled_speedup():
     assert compute_reward(r, "kevin") == pytest.approx(1.35)
 
 
+@pytest.mark.parametrize("body", ["SIDE_STREAM", "DEFERRAL", "CACHED"])
+def test_the_gpu_cheats_are_well_formed_kernels(body):
+    # They run only on a GPU; here at least their source must define a ModelNew with a
+    # forward that compiles (a misplaced helper once swallowed `forward`).
+    import ast
+
+    tree = ast.parse(globals()[body])
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    assert {f.name for f in cls.body if isinstance(f, ast.FunctionDef)} == {"__init__", "forward"}
+
+
 def test_timing_settings_are_checked_up_front():
     with pytest.raises(ValueError, match="max_trials"):
         VerifyConfig(trials=100, max_trials=50)
@@ -133,15 +144,18 @@ def _timing_phase():
 
 
 def _forward(body: str) -> str:
+    """The honest solution with `forward` replaced by `body` (and the phase probe)."""
     head, _, _ = HONEST.partition("    def forward(self, x: torch.Tensor) -> torch.Tensor:")
-    return head + PHASE + "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n" + body
+    head = head.replace("class ModelNew", PHASE.lstrip() + "\n\nclass ModelNew")
+    return head + "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n" + body
 
 
 SIDE_STREAM = _forward("""\
         y = torch.empty_like(x)
         n = x.numel()
         s = torch.cuda.Stream()
-        with torch.cuda.stream(s):  # never joined: events on the default stream miss it
+        s.wait_stream(torch.cuda.current_stream())  # sees its inputs ...
+        with torch.cuda.stream(s):  # ... but is never joined: the timed stream misses it
             relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
         return y
 """)
