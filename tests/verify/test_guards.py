@@ -298,6 +298,33 @@ def test_many_item_reads_are_a_violation(x) -> None:
     assert many.violations() == ["aten::_local_scalar_dense"]
 
 
+def test_an_audit_with_a_policy_reports_violations_as_they_happen(x) -> None:
+    """What the worker's findings log relies on: a host round-trip reaches the sinks
+    before the call runs, so one that then fails (here a meta tensor, on a GPU a CUDA
+    tensor) is still on record; allowed ops and audits without a policy report nothing."""
+    seen: list[str] = []
+    guards.SINKS.append(seen.append)
+    try:
+        with OpAudit():  # no policy: nothing is reported live
+            torch.relu(x)
+        assert seen == []
+        with OpAudit(policy="strict") as audit:
+            torch.empty_like(x)
+            with pytest.raises((TypeError, RuntimeError, NotImplementedError)):
+                torch.empty(4, device="meta").numpy()
+            torch.relu(x)
+            torch.relu(x)  # the same violation again: reported once
+            [x[i].item() for i in range(guards.SCALAR_READ_BUDGET + 1)]
+    finally:
+        guards.SINKS.remove(seen.append)
+    ops = [s.rsplit(": ", 1)[-1] for s in seen]
+    assert ops == ["host::numpy", "aten::relu", "aten::_local_scalar_dense"], seen
+    assert all(s.startswith("torch_fallback: ") for s in seen)
+    assert set(ops) == set(audit.violations())
+    with pytest.raises(ValueError, match="policy"):
+        OpAudit(policy="lenient")
+
+
 def test_popping_the_audit_is_reported(x) -> None:
     from torch.utils._python_dispatch import _pop_mode
 

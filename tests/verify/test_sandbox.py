@@ -104,6 +104,7 @@ def test_probe_reports_mechanisms() -> None:
     assert info["bwrap"], info["bwrap_error"]
     assert info["landlock"] and int(info["landlock_abi"]) >= 1
     assert info["netns"] and info["pidns"] and info["nproc"]
+    assert info["memory_cgroup"], "no writable cgroup with the memory controller"
     assert probe() == info  # cached
 
 
@@ -111,6 +112,7 @@ def test_normal_run_reports_what_is_enforced(workdir: Path) -> None:
     run = run_script(workdir, "print('hello')")
     assert run.ok and run.stdout == "hello\n" and run.killed is None
     assert set(run.enforced) >= {"bwrap", "landlock", "netns", "pidns", "pids-cgroup"}
+    assert "memory-cgroup" in run.enforced
     assert {"rlimit-as", "rlimit-fsize", "rlimit-cpu", "rlimit-core"} <= set(run.enforced)
     assert run.missing == [] or all(m.startswith("landlock-") for m in run.missing)
 
@@ -400,6 +402,35 @@ def test_memory_bomb_killed_parent_fine(workdir: Path) -> None:
     assert not run.ok and run.killed == "memory" and "ALLOCATED" not in run.stdout
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB
     assert run_script(workdir, "print('still fine')").stdout == "still fine\n"
+
+
+MEMORY_BOMB = """
+    import resource
+    print("RLIMIT_AS", resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)
+    hoard = []
+    while True:  # touched pages: resident memory, not just address space
+        hoard.append(bytearray(b"x") * (64 << 20))
+"""
+
+
+def test_memory_cgroup_kills_a_bomb_without_the_address_space_limit(workdir: Path) -> None:
+    """gpu=True skips RLIMIT_AS (CUDA reserves a huge address space): the memory cgroup
+    is then the only memory limit, and the OOM killer's kill is reported as "memory"."""
+    start = time.monotonic()
+    run = run_script(workdir, MEMORY_BOMB, gpu=True, memory_mb=512, timeout_s=60)
+    elapsed = time.monotonic() - start
+    assert "memory-cgroup" in run.enforced and "rlimit-as" not in run.enforced
+    assert "RLIMIT_AS -1" in run.stdout  # no address-space limit inside
+    assert run.killed == "memory" and not run.timed_out, (run.killed, run.stderr[-300:])
+    assert elapsed < 20, f"killed after {elapsed:.0f} s"
+    assert host_processes_with(str(workdir)) == []
+    assert run_script(workdir, "print('still fine')", gpu=True).stdout == "still fine\n"
+
+
+def test_memory_cgroup_can_be_disabled_and_says_so(workdir: Path) -> None:
+    run = run_script(workdir, "print('ok')", disable=frozenset({"memory-cgroup"}))
+    assert run.ok and "memory-cgroup" not in run.enforced
+    assert "memory-cgroup: disabled by SandboxConfig.disable" in run.missing
 
 
 def test_file_size_limit(workdir: Path) -> None:

@@ -6,7 +6,10 @@
 Each stage records its time and, when the funnel is on, a failing stage ends the
 evaluation. The trusted side (this process) builds inputs, runs the reference, compares
 outputs and decides; the candidate only ever runs in the sandboxed worker
-(`tritonrl.verify.worker`), which never sees a reference output.
+(`tritonrl.verify.worker`), which never sees a reference output. The worker's flags come
+from its replies and from its findings log, read after every reply and when the worker
+dies or times out (a forward that segfaults right after a host round-trip is flagged,
+not merely "wrong"); a set during which the worker died is a failed input set.
 
 Never raises for a bad candidate: every outcome is a `VerifyResult`.
 """
@@ -27,6 +30,7 @@ from tritonrl.extract import try_extract
 from tritonrl.reward import compute_reward
 from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
+from tritonrl.verify.findings import read_findings
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,
     PreparedSet,
@@ -96,9 +100,12 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
     try:
         _write_job(workdir, code, sets + ([check] if check else []))
         with WorkerSession(workdir, config, result.device, _file_mb(sets)) as session:
-            _run_in_worker(session, task, sets, config, result, check)
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
+            _run_in_worker(session, task, sets, config, result, check)
     except WorkerError as e:
+        # The worker is dead (killed by now): what its guards saw before it died is in
+        # its findings log, the one record that survives a segfault or the deadline.
+        result.add_findings(read_findings(workdir))
         result.timed_out = result.timed_out or e.timed_out
         result.fail(result.stage, str(e))
     finally:
@@ -141,31 +148,44 @@ def _write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
         torch.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
 
 
+def _call(session: WorkerSession, result: VerifyResult, cmd: dict) -> dict:
+    """One command; the reply's flags and the findings log's are recorded."""
+    reply = session.call(cmd)
+    result.add_flags(reply.get("flags"))
+    result.add_findings(session.findings())
+    return reply
+
+
 def _run_in_worker(
     session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult,
     check: PreparedSet | None = None,
 ):  # fmt: skip
     result.stage = "compile"
     with _stage(result, "compile"):
-        reply = session.call(
+        reply = _call(
+            session,
+            result,
             {
                 "op": "load",
                 "device": result.device,
                 "policy": config.policy,
                 "allowed": list(config.allowed_torch_ops),
-            }
+            },
         )
     if not reply.get("ok"):
         result.fail("compile", reply.get("error", "candidate failed to load"))
         return
     result.compiled = True
-    result.add_flags(reply.get("flags"))
     result.stage = "correctness"
     all_ok = True
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
         with _stage(result, stage_name):
-            ok, detail = _check_set(session, s, result)
+            try:
+                ok, detail = _check_set(session, s, result)
+            except WorkerError as e:  # the worker died (or hung) on this set: it failed
+                result.input_sets.append(InputSetOutcome(s.spec.name, False, str(e)))
+                raise
         result.input_sets.append(InputSetOutcome(s.spec.name, ok, detail))
         if s is sets[0]:  # the tiny run, or the first full set when it is switched off
             result.tiny_correct = ok and not result.cheated
@@ -197,8 +217,7 @@ def _run_in_worker(
 
 
 def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> tuple[bool, str]:
-    reply = session.call({"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of})
-    result.add_flags(reply.get("flags"))
+    reply = _call(session, result, {"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of})
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"

@@ -67,6 +67,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     reply = session.call(cmd)
     wall_ms = (time.perf_counter() - started) * 1e3
     result.add_flags(reply.get("flags"))
+    result.add_findings(session.findings())
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
         return

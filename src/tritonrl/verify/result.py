@@ -74,9 +74,17 @@ class VerifyResult:
             self.notes.append(f"{name}: {detail}")
 
     def add_flags(self, flags: dict[str, str] | None) -> None:
-        """Record the worker's `{flag: detail}` findings."""
-        for name, detail in (flags or {}).items():
-            self.flag(str(name), str(detail))
+        """Record the worker's `{flag: detail}` findings (untrusted: bounded strings)."""
+        if not isinstance(flags, dict):  # a forged or corrupt reply
+            return
+        for name, detail in flags.items():
+            self.flag(str(name)[:64], str(detail)[:500])
+
+    def add_findings(self, findings: dict[str, str]) -> None:
+        """Flags from the worker's findings log that its replies did not already bring."""
+        for name, detail in findings.items():
+            if name not in self.flags:
+                self.flag(name, f"{detail} (from the worker's findings log)")
 
     def fail(self, stage: str, error: str) -> VerifyResult:
         self.stage, self.error = stage, _short(error)

@@ -8,6 +8,15 @@ session. Anything the worker says is untrusted: a reply that is not one bounded 
 object, a worker that exits or is killed, or a deadline passed ends the session with a
 `WorkerError` whose message says why (timeout, memory, a signal, the tail of its
 stderr).
+
+`findings()` reads the worker's findings log (`tritonrl.verify.findings`): what its
+guards saw, written the moment they saw it, so it survives a worker that segfaults,
+aborts, is OOM-killed or hangs before replying. Like the replies it is untrusted; only
+known cheat flags are taken from it, which can only lower the verdict. The candidate can
+delete or garble it: a worker that then dies gets a crash verdict without those flags,
+never a correct one.
+
+What it does NOT do: decide anything (see `funnel`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from pathlib import Path
 import tritonrl
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
+from tritonrl.verify.findings import read_findings
 
 MAX_REPLY_BYTES = 4 << 20
 STDERR_CAP = 64 << 10
@@ -108,13 +118,18 @@ class WorkerSession:
             raise WorkerError("the worker sent a reply that is not an object")
         return reply
 
+    def findings(self) -> dict[str, str]:
+        """Cheat flag -> detail from the worker's findings log (bounded, defensive)."""
+        return read_findings(self.workdir)
+
     def _died(self) -> WorkerError:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2)
         self._stderr_thread.join(timeout=1)
         err = self.stderr.text()
         code = self.child.returncode
-        why = sb.describe_exit(code, err) if code is not None else None
+        oom = self.child.oom_killed
+        why = sb.describe_exit(code, err, oom_killed=oom) if code is not None else None
         tail = err.strip().splitlines()[-1][:300] if err.strip() else ""
         what = f"killed ({why})" if why else f"exited with status {code}"
         return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))

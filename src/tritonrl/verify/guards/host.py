@@ -39,8 +39,8 @@ def _wrap_host(name: str, original: Callable) -> Callable:
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if not STATE.pause:
-            for audit in list(AUDITS):
-                audit.ops[f"host::{name}"] += 1
+            for audit in list(AUDITS):  # recorded before the call: it may crash
+                audit.record(f"host::{name}")
         return original(*args, **kwargs)
 
     return call
@@ -59,7 +59,7 @@ def _wrap_text(name: str, original: Callable) -> Callable:
                 big = True
             if big:
                 for audit in list(AUDITS):
-                    audit.ops[f"host::{name}"] += 1
+                    audit.record(f"host::{name}")
         return original(self, *args, **kwargs)
 
     return call
@@ -85,7 +85,7 @@ def _wrap_dispatch_escape(name: str, original: Callable) -> Callable:
     def call(*args: Any, **kwargs: Any) -> Any:
         if AUDITS and not STATE.pause and not _torch_internal():
             for audit in list(AUDITS):
-                audit.tampered.append(f"{name} was called")
+                audit.tamper(f"{name} was called")
         return original(*args, **kwargs)
 
     return call

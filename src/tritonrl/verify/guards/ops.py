@@ -6,7 +6,10 @@ allowed)` names the compute ops: under the strict policy only allocation, views,
 and metadata (`STRICT_ALLOWED_OPS`) and up to `SCALAR_READ_BUDGET` scalar reads are
 allowed; the partial policy also allows the aten ops that `expand_allowed` derives from
 a task's torch-level names (`OP_ALIASES`). An audit that is no longer the active mode,
-or whose dispatch method was replaced, reports "audit::tampered".
+or whose dispatch method was replaced, reports "audit::tampered". An audit given a
+`policy` also hands each violation of it to the guards' sinks the moment it is recorded
+(`state.report`, as "torch_fallback: <op>"): the worker's findings log keeps it even if
+the very call that was recorded then crashes the process.
 
 What it does NOT do: see work that never goes through the dispatcher: Triton kernels
 themselves (that is the point), native code, or host compute on raw memory (see
@@ -24,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 
 from tritonrl.verify.guards.hooks import LaunchCounter, install_hooks
 from tritonrl.verify.guards.host import SCALAR_READ_BUDGET
-from tritonrl.verify.guards.state import AUDITS, LOCK, STATE
+from tritonrl.verify.guards.state import AUDITS, LOCK, STATE, report
 
 log = logging.getLogger(__name__)
 
@@ -113,20 +116,49 @@ class OpAudit(TorchDispatchMode):
     autotuner's benchmarking) are not counted; grid callables, heuristics and pre-run
     hooks are user code and are audited. Host round-trips (`.numpy()`, `.tolist()`,
     `torch.from_numpy`) are recorded as `host::*`. `ops` counts by name ("aten::mm").
+    With a `policy` ("strict" / "partial", and `allowed` as for `violations`), each
+    violation is also reported to the guards' sinks as it happens.
     """
 
-    def __init__(self, launches: LaunchCounter | None = None) -> None:
+    def __init__(
+        self,
+        launches: LaunchCounter | None = None,
+        *,
+        policy: str | None = None,
+        allowed: Iterable[str] = (),
+    ) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
         self.tampered: list[str] = []
         # an optional counter kept active for the audit's duration
         self.launches = launches
         self._started_counter = False
+        # the extra ops allowed when violations are reported live (None: not reported)
+        self._live: frozenset[str] | None = None
+        if policy is not None:
+            _check_policy(policy)
+            self._live = expand_allowed(allowed) if policy == "partial" else frozenset()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if not STATE.pause:
-            self.ops[_op_name(func)] += 1
+            self.record(_op_name(func))
         return func(*args, **(kwargs or {}))
+
+    def record(self, name: str) -> None:
+        """Count one op ("aten::mm", "host::numpy"); report it at once if it is a new
+        violation of the live policy."""
+        self.ops[name] += 1
+        live = self._live
+        if live is not None:
+            count = self.ops[name]
+            if count in (1, SCALAR_READ_BUDGET + 1) and not _allowed(name, count, live):
+                report(f"torch_fallback: torch computed inside forward: {name}")
+
+    def tamper(self, reason: str) -> None:
+        """Mark the audit tampered (its violations then include "audit::tampered")."""
+        self.tampered.append(reason)
+        if self._live is not None:
+            report(f"torch_fallback: audit::tampered ({reason})")
 
     def __enter__(self) -> OpAudit:
         install_hooks()
@@ -139,9 +171,9 @@ class OpAudit(TorchDispatchMode):
 
     def __exit__(self, *exc: object) -> None:
         if _get_current_dispatch_mode() is not self:
-            self.tampered.append("the audit is no longer the active dispatch mode")
+            self.tamper("the audit is no longer the active dispatch mode")
         if "__torch_dispatch__" in vars(self):
-            self.tampered.append("the audit's __torch_dispatch__ was replaced on the instance")
+            self.tamper("the audit's __torch_dispatch__ was replaced on the instance")
         with LOCK:
             if self in AUDITS:
                 AUDITS.remove(self)
@@ -160,11 +192,15 @@ class OpAudit(TorchDispatchMode):
         the ops `allowed` names (torch-level names such as "matmul" are expanded with
         `expand_allowed`). A tampered audit reports "audit::tampered".
         """
-        if policy not in ("strict", "partial"):
-            raise ValueError(f"unknown policy {policy!r}")
+        _check_policy(policy)
         extra = expand_allowed(allowed) if policy == "partial" else frozenset()
         out = [name for name, n in sorted(self.ops.items()) if not _allowed(name, n, extra)]
         return out + (["audit::tampered"] if self.tampered else [])
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in ("strict", "partial"):
+        raise ValueError(f"unknown policy {policy!r}")
 
 
 def _allowed(name: str, count: int, extra: frozenset[str]) -> bool:

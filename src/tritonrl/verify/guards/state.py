@@ -5,13 +5,17 @@ audit and the audit hook ignore what happens then), `bench` > 0 while the autotu
 benchmarks configs (launches are not counted). `COUNTERS` and `AUDITS` are the active
 `LaunchCounter`s and `OpAudit`s, guarded by `LOCK`. `patch(owner, attr, make)` replaces
 an entry point with a wrapper and records it in `PATCHES`, which `hooks_intact` and
-`capture_timers` re-check (HACKS.md #12, #13).
+`capture_timers` re-check (HACKS.md #12, #13). `SINKS` are callables given each new
+flag-prefixed finding the moment a guard sees it (`report`): the worker's findings log
+(`tritonrl.verify.findings`), so that a process that dies right after a finding still
+leaves it behind.
 
 What it does NOT do: install anything (see `hooks.install_hooks`) or decide anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import threading
@@ -36,6 +40,15 @@ COUNTERS: list[LaunchCounter] = []
 AUDITS: list[OpAudit] = []
 # label -> (owner, attribute, original, wrapper)
 PATCHES: dict[str, tuple[Any, str, Any, Any]] = {}
+# Called with each new flag-prefixed finding as it happens ("ctypes: ...").
+SINKS: list[Callable[[str], None]] = []
+
+
+def report(problem: str) -> None:
+    """Hand a finding to every sink now; a failing sink never breaks the guarded call."""
+    for sink in list(SINKS):
+        with contextlib.suppress(Exception):  # a sink must not turn a finding into a crash
+            sink(problem)
 
 
 def patch(owner: Any, attr: str, make: Callable[[Callable], Callable]) -> None:

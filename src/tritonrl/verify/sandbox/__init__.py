@@ -37,7 +37,8 @@ Mechanisms (names as they appear in `SandboxRun.enforced`):
   rlimit-as, rlimit-fsize, rlimit-cpu, rlimit-core, rlimit-nproc
                   setrlimit (soft = hard) before exec. RLIMIT_AS is skipped with
                   `gpu=True`: the CUDA driver reserves a huge virtual address space, so
-                  an address-space limit breaks CUDA (reported in `missing`).
+                  an address-space limit breaks CUDA (reported in `missing`; the
+                  memory cgroup still limits host memory).
                   RLIMIT_NPROC is only listed for a non-root caller: the kernel ignores
                   it for uid 0 (bwrap's user namespace maps the child onto the caller's
                   uid).
@@ -45,6 +46,14 @@ Mechanisms (names as they appear in `SandboxRun.enforced`):
                   controller) with pids.max = max_procs + 2 (the two bwrap processes, or
                   the fallback's trampoline and init): contains fork bombs even as root.
                   Also used to SIGKILL every process at the end.
+  memory-cgroup   the same per-run cgroup (or, on cgroup v1, one in the `memory`
+                  hierarchy) with the run's total memory capped at `memory_mb` and no
+                  swap (v2 `memory.max`, `memory.swap.max` = 0, `memory.oom.group` = 1;
+                  v1 `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`); the v2
+                  controller is enabled in the parent's `cgroup.subtree_control` when
+                  it is offered there and the kernel permits it. Applied with and
+                  without `gpu=True`: with CUDA it is the only host memory limit. A
+                  child the OOM killer ends is reported as killed by "memory".
   env-scrub, tree-kill, output-cap
                   always: the environment is rebuilt from an allow-list; the process
                   group, the pid namespace and the cgroup are killed at the timeout and
@@ -71,11 +80,12 @@ What this sandbox does NOT protect against:
     writes are confined. Without bwrap even the home directory is readable.
   * The GPU: no isolation from other processes' GPU memory or contexts, no limit on GPU
     memory, no protection against a kernel that hangs or resets the device; with
-    `gpu=True` host memory is not limited at all (no RLIMIT_AS, no memory cgroup).
-  * Aggregate resources: RLIMIT_AS and RLIMIT_CPU are per process (max_procs processes
-    may each use memory_mb); CPU time is not shared fairly before the timeout; the work
-    dir's total size is not limited (only each file, by RLIMIT_FSIZE): put it on a
-    size-limited file system if that matters.
+    `gpu=True` host memory is limited only by the memory cgroup, and not at all where
+    no memory cgroup is writable (`memory-cgroup` in `missing`).
+  * Aggregate resources: RLIMIT_CPU is per process, and so is RLIMIT_AS where no memory
+    cgroup is writable (max_procs processes may each use memory_mb); CPU time is not
+    shared fairly before the timeout; the work dir's total size is not limited (only
+    each file, by RLIMIT_FSIZE): put it on a size-limited file system if that matters.
   * Side channels and covert channels (timing, caches, /proc/meminfo, CPU load).
   * Kernel exploits: no seccomp filter is installed, the whole syscall surface is
     reachable; namespaces and Landlock are only as strong as the kernel.
@@ -89,9 +99,10 @@ same sandboxed child and returns at once: a `SandboxedProcess` whose `proc` is t
 says why it died. `run_sandboxed` is built on it: there is one way to start a child.
 
 The package: `config` (`SandboxConfig`, `SandboxRun`, mechanism names), `probe` (what
-the host offers), `cgroup` (the pids cgroup), `plan` (which mechanisms a run gets),
-`command` (bwrap's argv, the environment, the trampoline's specs), `spawn` (starting and
-killing a child), `run` (`run_sandboxed`: pipes, caps, timeout), `trampoline` (the
+the host offers), `cgroup` (the per-run pids and memory cgroup), `plan` (which
+mechanisms a run gets), `command` (bwrap's argv, the environment, the trampoline's
+specs), `spawn` (starting and killing a child), `run` (`run_sandboxed`: pipes, caps,
+timeout), `trampoline` (the
 stdlib-only script that sets the sandbox up between fork and exec).
 """
 

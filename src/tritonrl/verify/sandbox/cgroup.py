@@ -1,14 +1,29 @@
-"""The pids cgroup that caps a sandboxed run's process count and kills what is left.
+"""The per-run cgroup of a sandboxed child: caps its process count and its memory, and
+kills what is left of it.
 
-`pids_cgroup_parent()` finds a cgroup directory (the cgroup v1 `pids` hierarchy, or v2
-with the pids controller) in which this process may create children. `PidsCgroup` is
-one created per run with `pids.max` set; the trampoline joins it before anything forks,
-`kill_all` SIGKILLs every process in it at the end, and it is removed after the run
-(empty ones left by runner processes that died are removed too).
+`cgroup_parent(controller)` finds a cgroup directory in which this process may create
+children with that controller ("pids" or "memory"): the controller's cgroup v1
+hierarchy, or cgroup v2 where the controller is in the directory's
+`cgroup.subtree_control` (it is enabled there when it is only listed in
+`cgroup.controllers` and the kernel permits it: the root cgroup, or one with no
+processes of its own). `memory_cgroup_parent(pids_parent)` is the memory one, kept on
+the pids cgroup's directory on v2 (a process is in one cgroup per hierarchy).
 
-What it does NOT do: limit memory or CPU (no other controller is used), or help where no
-cgroup is writable: then, as root, nothing limits the process count (reported as
-`nproc` missing).
+`RunCgroup` is created per run. `add_pids(parent, limit)` sets `pids.max`;
+`add_memory(parent, limit_bytes)` sets `memory.max` with `memory.swap.max` = 0 and
+`memory.oom.group` = 1 where present (v2), or `memory.limit_in_bytes` with
+`memory.memsw.limit_in_bytes` equal to it where present (v1): no swap, the OOM killer
+ends the run. On v2 both limits live in one directory, on v1 each hierarchy gets its
+own. The trampoline joins every directory (`procs_files`) before anything forks;
+`oom_kills()` counts the OOM killer's kills in the run (v2 `memory.events`, v1
+`memory.oom_control`); `kill_all` SIGKILLs every process in it at the end; `remove`
+deletes it after the run (empty ones left by runner processes that died are removed
+too).
+
+What it does NOT do: limit CPU, I/O or GPU memory, or help where no cgroup is writable:
+then, as root, nothing limits the process count (`nproc` missing) and, with `gpu=True`
+(no RLIMIT_AS), nothing limits host memory (`memory-cgroup` missing). The memory limit
+counts the page cache and tmpfs files the run charges, not just its heap.
 """
 
 from __future__ import annotations
@@ -25,6 +40,8 @@ log = logging.getLogger(__name__)
 
 _CGROUP_PREFIX = "tritonrl-sbx-"
 _COUNTER = itertools.count()
+# A file that exists in a child cgroup only when the controller is active there.
+_LIMIT_FILES = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -45,7 +62,26 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _pids_cgroup_candidates() -> list[Path]:
+def is_v2(path: Path) -> bool:
+    return (path / "cgroup.controllers").exists()
+
+
+def _enabled_v2(base: Path, controller: str) -> bool:
+    """Is `controller` on for `base`'s children? Enable it if it is offered and we may."""
+    subtree = base / "cgroup.subtree_control"
+    if controller in _read_text(subtree).split():
+        return True
+    if controller not in _read_text(base / "cgroup.controllers").split():
+        return False
+    try:
+        subtree.write_text(f"+{controller}")
+    except OSError as exc:  # EBUSY: the cgroup has processes of its own; EACCES, EROFS
+        log.debug("sandbox: cannot enable %s in %s: %s", controller, subtree, exc)
+        return False
+    return controller in _read_text(subtree).split()
+
+
+def _candidates(controller: str) -> list[Path]:
     own = _own_cgroups()
     out: list[Path] = []
     for line in _read_text(Path("/proc/self/mounts")).splitlines():
@@ -53,58 +89,127 @@ def _pids_cgroup_candidates() -> list[Path]:
         if len(parts) < 4:
             continue
         mnt, fstype, opts = Path(parts[1].replace("\\040", " ")), parts[2], parts[3]
-        if fstype == "cgroup" and "pids" in opts.split(","):
-            out.append(mnt / own.get("pids", "/").lstrip("/"))
+        if fstype == "cgroup" and controller in opts.split(","):
+            out.append(mnt / own.get(controller, "/").lstrip("/"))
         elif fstype == "cgroup2":
-            for base in (mnt / own.get("", "/").lstrip("/"), mnt):
-                if "pids" in _read_text(base / "cgroup.subtree_control").split():
+            for base in dict.fromkeys((mnt / own.get("", "/").lstrip("/"), mnt)):
+                if _enabled_v2(base, controller):
                     out.append(base)
     return out
 
 
+def _usable(base: Path, controller: str) -> bool:
+    test = base / f"{_CGROUP_PREFIX}probe-{os.getpid()}-{controller}"
+    try:
+        test.mkdir()
+        ok = any((test / name).exists() for name in _LIMIT_FILES[controller])
+        test.rmdir()
+    except OSError:
+        return False
+    return ok
+
+
+def cgroup_parent(controller: str) -> Path | None:
+    """A cgroup directory in which we may create `controller`-limited children, if any."""
+    return next((b for b in _candidates(controller) if _usable(b, controller)), None)
+
+
 def pids_cgroup_parent() -> Path | None:
-    """A cgroup directory in which we may create pids-limited children, if any."""
-    for base in _pids_cgroup_candidates():
-        test = base / f"{_CGROUP_PREFIX}probe-{os.getpid()}"
-        try:
-            test.mkdir()
-            ok = (test / "pids.max").exists()
-            test.rmdir()
-        except OSError:
+    return cgroup_parent("pids")
+
+
+def memory_cgroup_parent(pids_parent: Path | None = None) -> Path | None:
+    """Where memory-limited children may go; on cgroup v2 the pids parent itself, when
+    that is on v2 too (both limits must sit on the one cgroup the run joins there)."""
+    shared = pids_parent is not None and is_v2(pids_parent)
+    for base in _candidates("memory"):
+        if shared and is_v2(base) and base != pids_parent:
             continue
-        if ok:
+        if _usable(base, "memory"):
             return base
     return None
 
 
-class PidsCgroup:
-    """A pids cgroup created for one run and removed after it."""
+def _write_if_present(path: Path, value: str) -> None:
+    if path.exists():
+        with contextlib.suppress(OSError):
+            path.write_text(value)
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
 
-    @classmethod
-    def create(cls, parent: Path, limit: int) -> PidsCgroup:
+def _count(text: str, key: str) -> int:
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+class RunCgroup:
+    """The cgroup directories of one run (one per hierarchy), removed after it."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self.memory_path: Path | None = None
+
+    def _dir(self, parent: Path) -> tuple[Path, bool]:
+        """This run's directory under `parent` (created now: True)."""
+        for path in self.paths:
+            if path.parent == parent:
+                return path, False
         _remove_stale_cgroups(parent)
         path = parent / f"{_CGROUP_PREFIX}{os.getpid()}-{next(_COUNTER)}"
         path.mkdir()
+        self.paths.append(path)
+        return path, True
+
+    def _undo(self, path: Path, created: bool) -> None:
+        if created:
+            self.paths.remove(path)
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+    def add_pids(self, parent: Path, limit: int) -> None:
+        path, created = self._dir(parent)
         try:
             (path / "pids.max").write_text(str(limit))
         except OSError:
-            path.rmdir()
+            self._undo(path, created)
             raise
-        return cls(path)
+
+    def add_memory(self, parent: Path, limit_bytes: int) -> None:
+        path, created = self._dir(parent)
+        try:
+            if (path / "memory.max").exists():  # v2
+                (path / "memory.max").write_text(str(limit_bytes))
+                _write_if_present(path / "memory.swap.max", "0")
+                _write_if_present(path / "memory.oom.group", "1")
+            else:  # v1: memory+swap capped at the memory limit, i.e. no swap
+                (path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+                _write_if_present(path / "memory.memsw.limit_in_bytes", str(limit_bytes))
+        except OSError:
+            self._undo(path, created)
+            raise
+        self.memory_path = path
 
     @property
-    def procs_file(self) -> str:
-        return str(self.path / "cgroup.procs")
+    def procs_files(self) -> list[str]:
+        return [str(path / "cgroup.procs") for path in self.paths]
 
     def pids(self) -> list[int]:
-        return [int(p) for p in _read_text(self.path / "cgroup.procs").split()]
+        found = {int(p) for path in self.paths for p in _read_text(path / "cgroup.procs").split()}
+        return sorted(found)
+
+    def oom_kills(self) -> int:
+        """Processes of this run the OOM killer killed (0 without a memory limit)."""
+        if self.memory_path is None:
+            return 0
+        events = _read_text(self.memory_path / "memory.events")  # v2
+        return _count(events or _read_text(self.memory_path / "memory.oom_control"), "oom_kill")
 
     def kill_all(self, timeout_s: float = 2.0) -> None:
-        with contextlib.suppress(OSError):
-            (self.path / "cgroup.kill").write_text("1")  # cgroup v2 only
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                (path / "cgroup.kill").write_text("1")  # cgroup v2 only
         deadline = time.monotonic() + timeout_s
         while (pids := self.pids()) and time.monotonic() < deadline:
             for pid in pids:
@@ -114,18 +219,20 @@ class PidsCgroup:
 
     def remove(self, timeout_s: float = 2.0) -> None:
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    log.warning("sandbox: cannot remove cgroup %s: %s", self.path, exc)
-                    return
-                self.kill_all(timeout_s=0.1)
-                time.sleep(0.02)
+        for path in list(self.paths):
+            while True:
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if time.monotonic() > deadline:
+                        log.warning("sandbox: cannot remove cgroup %s: %s", path, exc)
+                        break
+                    self.kill_all(timeout_s=0.1)
+                    time.sleep(0.02)
+        self.paths, self.memory_path = [], None
 
 
 def _remove_stale_cgroups(parent: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 # Mechanisms without which strict mode refuses to run (names accepted by `disable`).
 REQUIRED = ("bwrap", "landlock", "netns", "pidns", "rlimits", "nproc")
-DISABLEABLE = (*REQUIRED, "pids-cgroup")
+DISABLEABLE = (*REQUIRED, "pids-cgroup", "memory-cgroup")
 DEFAULT_ENV_PASSTHROUGH = (
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
@@ -44,13 +44,15 @@ class SandboxConfig:
     """Limits and policy for one sandboxed run."""
 
     timeout_s: float = 60.0
-    memory_mb: int = 8192  # RLIMIT_AS per process; skipped when gpu=True
+    # RLIMIT_AS per process (skipped when gpu=True) and the memory cgroup's limit on the
+    # whole run (always: with gpu=True it is the only memory limit)
+    memory_mb: int = 8192
     max_procs: int = 64  # processes AND threads (pids cgroup / RLIMIT_NPROC)
     max_file_mb: int = 256  # RLIMIT_FSIZE, and the size of the private /tmp
     cpu_s: int | None = None  # RLIMIT_CPU per process; None: timeout_s x cpu count + 1
     network: bool = False
     strict: bool = True
-    gpu: bool = False  # expose /dev/nvidia*, skip RLIMIT_AS
+    gpu: bool = False  # expose /dev/nvidia*, skip RLIMIT_AS (the memory cgroup stays)
     extra_ro_paths: Sequence[str | Path] = ()
     extra_rw_paths: Sequence[str | Path] = ()
     env_passthrough: Sequence[str] = DEFAULT_ENV_PASSTHROUGH

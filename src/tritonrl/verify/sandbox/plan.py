@@ -26,6 +26,7 @@ class Plan:
     rlimits: bool
     nproc_rlimit: bool
     cgroup_parent: Path | None
+    memory_cgroup: Path | None
     enforced: list[str]
     missing: list[str]
 
@@ -64,6 +65,7 @@ def make_plan(config: SandboxConfig, host: Mapping[str, bool | int | str]) -> Pl
         raise SandboxUnavailable(f"sandbox mechanism(s) unavailable, refusing to run: {what}")
     off = set(config.disable)
     use_cgroup = bool(host["pids_cgroup"]) and not off & {"pids-cgroup", "nproc"}
+    use_memory = bool(host.get("memory_cgroup")) and "memory-cgroup" not in off
     plan = Plan(
         bwrap="bwrap" not in unavailable,
         landlock_abi=0 if "landlock" in unavailable else int(host["landlock_abi"]),
@@ -72,6 +74,7 @@ def make_plan(config: SandboxConfig, host: Mapping[str, bool | int | str]) -> Pl
         rlimits="rlimits" not in unavailable,
         nproc_rlimit="nproc" not in off and not host["root"],
         cgroup_parent=Path(str(host["pids_cgroup"])) if use_cgroup else None,
+        memory_cgroup=Path(str(host["memory_cgroup"])) if use_memory else None,
         enforced=[],
         missing=[f"{name}: {why}" for name, why in unavailable.items()],
     )
@@ -100,6 +103,12 @@ def _describe(plan: Plan, config: SandboxConfig, host: Mapping[str, bool | int |
             on.append("rlimit-as")
     on += ["rlimit-nproc"] if plan.nproc_rlimit and plan.rlimits else []
     on += ["pids-cgroup"] if plan.cgroup_parent else []
+    if plan.memory_cgroup:
+        on.append("memory-cgroup")
+    elif "memory-cgroup" in config.disable:
+        miss.append("memory-cgroup: disabled by SandboxConfig.disable")
+    else:
+        miss.append("memory-cgroup: no writable cgroup with the memory controller")
     if not plan.bwrap and not host["mountns"]:
         miss.append("private-proc: the host's /proc is visible")
     on += ["env-scrub", "tree-kill", "output-cap"]

@@ -1,12 +1,14 @@
 """Which sandboxing mechanisms this host offers, probed once per process.
 
 `probe()` runs bwrap for real (with the options every run uses), asks the trampoline
-which namespaces can be unshared, reads the kernel's Landlock ABI and looks for a
-writable pids cgroup; the answer is cached.
+which namespaces can be unshared, reads the kernel's Landlock ABI and looks for
+writable cgroups with the pids and memory controllers (enabling a cgroup v2 controller
+where it is offered but off and the kernel permits it); the answer is cached.
 
 What it does NOT do: decide what a run gets (see `plan`). A mechanism that probed fine
-can still fail for one run: the trampoline then exits with `SETUP_FAILED`, and a pids
-cgroup that cannot be created is dropped from the plan (or refused, in strict mode).
+can still fail for one run: the trampoline then exits with `SETUP_FAILED`, a pids
+cgroup that cannot be created is dropped from the plan (or refused, in strict mode), and
+a memory cgroup that cannot be created is reported missing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-from tritonrl.verify.sandbox.cgroup import pids_cgroup_parent
+from tritonrl.verify.sandbox.cgroup import memory_cgroup_parent, pids_cgroup_parent
 from tritonrl.verify.sandbox.trampoline import TRAMPOLINE, landlock_abi
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ def _probe() -> dict[str, bool | int | str]:
     cgroup = pids_cgroup_parent()
     info["pids_cgroup"] = str(cgroup or "")
     info["nproc"] = bool(cgroup) or not root
+    info["memory_cgroup"] = str(memory_cgroup_parent(cgroup) or "")
     log.debug("sandbox probe: %s", info)
     return info
 

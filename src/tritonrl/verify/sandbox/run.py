@@ -210,7 +210,7 @@ def _result(
         stdout=out.text(),
         stderr=stderr,
         timed_out=timed_out,
-        killed=describe_exit(returncode, stderr, timed_out),
+        killed=describe_exit(returncode, stderr, timed_out, child.oom_killed),
         wall_s=wall,
         enforced=list(child.enforced),
         missing=list(child.missing),

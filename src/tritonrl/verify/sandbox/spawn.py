@@ -1,12 +1,13 @@
 """Starting a sandboxed child (the one way), killing it, and saying why it died.
 
 `spawn_sandboxed(argv, workdir, config, ...)` checks its arguments, plans the run,
-creates the pids cgroup and starts the trampoline in a new session (it joins the cgroup,
-then execs bwrap or unshares namespaces itself, and execs the command); it returns at
-once a `SandboxedProcess`. `kill()` SIGKILLs the whole tree (the process group, the pid
-namespace, every process in the pids cgroup); `close()` removes the cgroup.
-`describe_exit(returncode, stderr)` names the reason a child died: "timeout", "memory",
-or the signal.
+creates the run's cgroup (pids and memory limits) and starts the trampoline in a new
+session (it joins the cgroup, then execs bwrap or unshares namespaces itself, and execs
+the command); it returns at once a `SandboxedProcess`. `kill()` SIGKILLs the whole tree
+(the process group, the pid namespace, every process in the cgroup); `oom_killed` says
+whether the OOM killer struck inside the run's memory cgroup; `close()` removes the
+cgroup. `describe_exit(returncode, stderr, timed_out, oom_killed)` names the reason a
+child died: "timeout", "memory" (the OOM killer, or its stderr says so), or the signal.
 
 What it does NOT do: watch the child. Deadlines, output caps and reaping are the
 caller's: `run.run_sandboxed` for a one-shot run, `tritonrl.verify.session` for a
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tritonrl.verify.sandbox.cgroup import PidsCgroup
+from tritonrl.verify.sandbox.cgroup import RunCgroup
 from tritonrl.verify.sandbox.command import (
     bwrap_argv,
     child_env,
@@ -40,7 +41,7 @@ _EXTRA_PIDS = 2  # bwrap and bwrap's init (or: the fallback's trampoline and ini
 _MEMORY_MARKS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
 
 
-def _kill_tree(proc: subprocess.Popen, cgroup: PidsCgroup | None) -> None:
+def _kill_tree(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
     if proc.returncode is None:  # not reaped: its process group id cannot be reused yet
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -64,30 +65,40 @@ def _signal_text(sig: int) -> str:
     return f"signal {sig} ({name}{why})"
 
 
-def describe_exit(returncode: int, stderr: str, timed_out: bool = False) -> str | None:
-    """Why a child died: "timeout", "memory" (its stderr says so), "signal N (NAME)",
-    or None when it exited by itself. `returncode` as `SandboxedProcess.returncode`."""
+def describe_exit(
+    returncode: int, stderr: str, timed_out: bool = False, oom_killed: bool = False
+) -> str | None:
+    """Why a child died: "timeout", "memory" (killed by the OOM killer of its memory
+    cgroup, or its stderr says so), "signal N (NAME)", or None when it exited by itself.
+    `returncode` as `SandboxedProcess.returncode`, `oom_killed` as its `oom_killed`."""
     if timed_out:
         return "timeout"
-    if returncode != 0 and any(mark in stderr for mark in _MEMORY_MARKS):
+    if returncode != 0 and (oom_killed or any(mark in stderr for mark in _MEMORY_MARKS)):
         return "memory"
     if returncode < 0:
         return _signal_text(-returncode)
     return None
 
 
-def _start_cgroup(plan: Plan, config: SandboxConfig) -> PidsCgroup | None:
-    if plan.cgroup_parent is None:
-        return None
-    try:
-        return PidsCgroup.create(plan.cgroup_parent, config.max_procs + _EXTRA_PIDS)
-    except OSError as exc:
-        plan.enforced.remove("pids-cgroup")
-        if not plan.nproc_rlimit:
-            if config.strict:
-                raise SandboxUnavailable(f"cannot create a pids cgroup: {exc}") from exc
-            plan.missing.append(f"nproc: cannot create a pids cgroup: {exc}")
-        return None
+def _start_cgroup(plan: Plan, config: SandboxConfig) -> RunCgroup | None:
+    cgroup = RunCgroup()
+    if plan.cgroup_parent is not None:
+        try:
+            cgroup.add_pids(plan.cgroup_parent, config.max_procs + _EXTRA_PIDS)
+        except OSError as exc:
+            plan.enforced.remove("pids-cgroup")
+            if not plan.nproc_rlimit:
+                if config.strict:
+                    cgroup.remove()
+                    raise SandboxUnavailable(f"cannot create a pids cgroup: {exc}") from exc
+                plan.missing.append(f"nproc: cannot create a pids cgroup: {exc}")
+    if plan.memory_cgroup is not None:
+        try:
+            cgroup.add_memory(plan.memory_cgroup, config.memory_mb << 20)
+        except OSError as exc:
+            plan.enforced.remove("memory-cgroup")
+            plan.missing.append(f"memory-cgroup: cannot create a memory cgroup: {exc}")
+    return cgroup if cgroup.paths else None
 
 
 class SandboxedProcess:
@@ -99,7 +110,7 @@ class SandboxedProcess:
     def __init__(
         self,
         proc: subprocess.Popen,
-        cgroup: PidsCgroup | None,
+        cgroup: RunCgroup | None,
         enforced: list[str],
         missing: list[str],
         started: float,
@@ -120,8 +131,13 @@ class SandboxedProcess:
         """SIGKILL the process group, the pid namespace and the cgroup."""
         _kill_tree(self.proc, self.cgroup)
 
+    @property
+    def oom_killed(self) -> bool:
+        """Whether the OOM killer killed a process of this run (read before `close()`)."""
+        return self.cgroup is not None and self.cgroup.oom_kills() > 0
+
     def close(self) -> None:
-        """Remove the pids cgroup (killing anything still in it); idempotent."""
+        """Remove the cgroup (killing anything still in it); idempotent."""
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -157,7 +173,7 @@ def spawn_sandboxed(
     cgroup = _start_cgroup(plan, config)
     try:
         inner = inner_spec(plan, config, workdir, argv)
-        outer = {"cgroup_procs": cgroup.procs_file if cgroup else None, "inner": inner}
+        outer = {"cgroup_procs": cgroup.procs_files if cgroup else [], "inner": inner}
         if plan.bwrap:
             outer["bwrap"] = bwrap_argv(plan, config, workdir, argv, trampoline_cmd("inner", inner))
         else:

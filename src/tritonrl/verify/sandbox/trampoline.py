@@ -6,7 +6,7 @@ PYTHONPATH, no script directory on `sys.path`). Stages:
 
   probe   print, as JSON, which namespaces this host lets us unshare (user, net, pid,
           mount).
-  outer   outside the sandbox: join the pids cgroup before anything forks, then exec
+  outer   outside the sandbox: join the run's cgroups before anything forks, then exec
           bwrap (which runs the `inner` stage inside), or without bwrap unshare the
           namespaces here, mount a fresh /proc and run the command under a tiny init as
           pid 1 of the new pid namespace.
@@ -241,9 +241,9 @@ def _fallback(fallback: Mapping, inner: Mapping) -> None:
 
 
 def _outer(spec: Mapping) -> None:
-    """Outside the sandbox: join the pids cgroup before anything forks, then go in."""
-    if spec["cgroup_procs"]:
-        Path(spec["cgroup_procs"]).write_text(str(os.getpid()))
+    """Outside the sandbox: join the run's cgroups before anything forks, then go in."""
+    for procs in spec["cgroup_procs"]:  # one per hierarchy (pids, memory)
+        Path(procs).write_text(str(os.getpid()))
     if spec.get("bwrap"):
         os.execv(spec["bwrap"][0], spec["bwrap"])
     _fallback(spec["fallback"], spec["inner"])
