@@ -8,7 +8,9 @@ evaluation. The trusted side (this process) builds inputs, runs the reference, c
 outputs and decides; the candidate only ever runs in the sandboxed worker
 (`tritonrl.verify.worker`), which never sees a reference output.
 
-Never raises for a bad candidate: every outcome is a `VerifyResult`.
+Never raises for a bad candidate: every outcome is a `VerifyResult`. By default each
+candidate gets a fresh `WorkerSession`; `sessions` (the worker pool's lanes,
+`tritonrl.verify.lane`) gives the work dir and the session instead.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import logging
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -44,13 +47,17 @@ def _stage(result: VerifyResult, name: str):
         result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
 
 
-def verify(task: Task, candidate: str | bytes, config: VerifyConfig | None = None) -> VerifyResult:
-    """Verify one candidate (raw code or a whole model completion) for `task`."""
+def verify(
+    task: Task, candidate: str | bytes, config: VerifyConfig | None = None, sessions: Any = None
+) -> VerifyResult:
+    """Verify one candidate (raw code or a whole model completion) for `task`. `sessions`:
+    an object with `workdir() -> Path` and `sessions(workdir, config, device)` returning a
+    session like `WorkerSession` (default: a temp dir and a fresh `WorkerSession`)."""
     config = config or VerifyConfig()
     device = resolve_device(config.device)
     result = VerifyResult(task=task.id, device=device)
     try:
-        _run_funnel(task, candidate, config, result)
+        _run_funnel(task, candidate, config, result, sessions)
     except Exception as e:  # a verifier bug must still give a verdict, never a traceback
         log.exception("verifier error on %s", task.id)
         result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
@@ -58,7 +65,7 @@ def verify(task: Task, candidate: str | bytes, config: VerifyConfig | None = Non
     return result
 
 
-def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult) -> None:
+def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult, sessions=None):
     with _stage(result, "extract"), TRUSTED_LOCK:
         code, error = try_extract(candidate)
     if code is None:
@@ -80,10 +87,10 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         sets = _prepare_sets(task, config, result)
     if sets is None:
         return
-    workdir = Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
+    workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
         _write_job(workdir, code, sets)
-        with WorkerSession(workdir, config, result.device) as session:
+        with (sessions or WorkerSession)(workdir, config, result.device) as session:
             _run_in_worker(session, task, sets, config, result)
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
     except WorkerError as e:
@@ -177,7 +184,8 @@ def _run_in_worker(
             return
     if result.device == "cuda" and config.timing:
         result.stage = "performance"
-        with _stage(result, "performance"):
+        # A pooled session's GPU lock: one timing job per GPU at a time.
+        with _stage(result, "performance"), getattr(session, "timing_lock", None) or nullcontext():
             _time(session, task, sets, config, result)
     result.stage = "done" if result.correct else result.stage
 

@@ -38,6 +38,14 @@ class WorkerError(Exception):
         self.timed_out = timed_out
 
 
+def died_error(code: int | None, stderr: str) -> WorkerError:
+    """Why a worker that gave no reply is gone (`code` as `SandboxedProcess.returncode`)."""
+    why = sb.describe_exit(code, stderr) if code is not None else None
+    tail = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
+    what = f"killed ({why})" if why else f"exited with status {code}"
+    return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
+
+
 def sandbox_config(config: VerifyConfig, device: str) -> sb.SandboxConfig:
     package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
     return sb.SandboxConfig(
@@ -110,12 +118,7 @@ class WorkerSession:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2)
         self._stderr_thread.join(timeout=1)
-        err = self.stderr.text()
-        code = self.child.returncode
-        why = sb.describe_exit(code, err) if code is not None else None
-        tail = err.strip().splitlines()[-1][:300] if err.strip() else ""
-        what = f"killed ({why})" if why else f"exited with status {code}"
-        return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
+        return died_error(self.child.returncode, self.stderr.text())
 
     def __exit__(self, *exc) -> None:
         try:
