@@ -31,6 +31,7 @@ from typing import Any
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_source
+from tritonrl.verify.inputs import TRUSTED_LOCK
 from tritonrl.verify.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
 
@@ -125,6 +126,12 @@ def make_trl_reward(
 
 @functools.lru_cache(maxsize=1024)
 def _task_from_ground_truth(ground_truth: str) -> Task:
+    # Parsing (ast) in one thread at a time: the pool's lanes parse too (gh-106905).
+    with TRUSTED_LOCK:
+        return _load_ground_truth(ground_truth)
+
+
+def _load_ground_truth(ground_truth: str) -> Task:
     if "class Model" in ground_truth and "get_inputs" in ground_truth:
         from tritonrl.tasks.difficulty import label_level
 

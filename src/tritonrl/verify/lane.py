@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import selectors
-import stat
 import subprocess
 import sys
 import tempfile
@@ -202,26 +201,6 @@ class Lane:
         return {"rw": rw, "deny_tcp": not self.sandbox.network}
 
 
-def _read_capped(path: Path, cap: int = STDERR_CAP) -> str:
-    """A job's stderr file: head and tail up to `cap` bytes, never through a link."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        size = info.st_size
-        if not stat.S_ISREG(info.st_mode):
-            return ""
-        if size <= cap:
-            return f.read(cap).decode(errors="replace")
-        head = f.read(cap // 2)
-        f.seek(size - cap // 2)
-        tail = f.read(cap // 2)
-    note = f"\n[... {size - cap} bytes truncated ...]\n".encode()
-    return (head + note + tail).decode(errors="replace")
-
-
 class PooledSession:
     """One job in a lane's zygote: `WorkerSession`'s interface (see the module docstring)."""
 
@@ -256,11 +235,9 @@ class PooledSession:
         # The worker's TRITON_CACHE_DIR lies in its work dir, as a fresh worker's does
         # (the audit hook counts writes elsewhere as escapes); the link leads to the cache.
         (self.workdir / ".triton" / "cache").symlink_to(cache, target_is_directory=True)
-        self.stderr_path = lane.root / f"{self.workdir.name}.stderr"
         w = str(self.workdir)
         job = {
             "dir": w,
-            "stderr": str(self.stderr_path),
             "env": {
                 "HOME": w,
                 "TMPDIR": w,
@@ -284,8 +261,9 @@ class PooledSession:
             self.broken = str(e)
             raise
         if line.startswith(b"Z"):
-            self.broken = "the worker died"
-            raise self._died()
+            died = self._died()
+            self.broken = str(died)
+            raise died
         try:
             reply = json.loads(line[1:])
         except ValueError:
@@ -310,8 +288,11 @@ class PooledSession:
         return line
 
     def _died(self) -> WorkerError:
-        code = (self.done or {}).get("status")
-        return died_error(code if isinstance(code, int) else None, _read_capped(self.stderr_path))
+        done = self.done or {}
+        code, stderr = done.get("status"), done.get("stderr")
+        return died_error(
+            code if isinstance(code, int) else None, stderr if isinstance(stderr, str) else ""
+        )
 
     def __exit__(self, *exc) -> None:
         lane = self.lane
@@ -324,8 +305,6 @@ class PooledSession:
         except WorkerError as e:
             self.broken = self.broken or str(e)
         finally:
-            with contextlib.suppress(OSError):
-                self.stderr_path.unlink()
             done = self.done or {}
             clean = not self.broken and done.get("status") == 0 and done.get("clean") is True
             why = self.broken or f"worker status {done.get('status')}, clean {done.get('clean')}"

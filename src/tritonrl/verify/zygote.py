@@ -7,22 +7,24 @@ It imports torch, triton and the worker's modules once (installing no guard and 
 touching CUDA), says `Z{"zygote": "ready"}` and then serves one job at a time. A job is
 one JSON line on stdin, from the trusted side:
 
-    {"dir": JOB_DIR, "stderr": FILE, "env": {...}, "landlock": {"rw": [...],
-     "deny_tcp": true} | null, "sweep": true}
+    {"dir": JOB_DIR, "env": {...}, "landlock": {"rw": [...], "deny_tcp": true} | null,
+     "sweep": true}
 
-The zygote forks; the child closes every inherited descriptor, takes a fresh pipe as
-stdin and stdout and FILE as stderr, chdirs to JOB_DIR, sets `env` (HOME, TMPDIR,
+The zygote forks; the child closes every inherited descriptor, takes fresh pipes as
+stdin, stdout and stderr, chdirs to JOB_DIR, sets `env` (HOME, TMPDIR,
 TRITON_CACHE_DIR, ...), applies a nested Landlock domain that allows writes only
 beneath `landlock["rw"]` (the job dir, its cache dir, /dev/null), and runs the normal
 `tritonrl.verify.worker.main()`, which answers commands until `{"op": "exit"}`. The
 zygote relays the trusted side's bytes to the child's stdin and every line the child
-writes on its stdout back as `R<line>`; the child holds no descriptor of the zygote's
+writes on its stdout back as `R<line>`, and keeps the head and tail of its stderr (64
+KiB, as a fresh worker's session does); the child holds no descriptor of the zygote's
 own pipes, so it cannot forge the zygote's lines. Once the child is gone the zygote
 kills every process left in the sandbox's pid namespace (`kill(-1, SIGKILL)`, which
 spares pid 1 and the caller; it is a child subreaper, so it reaps them itself), checks
 through /proc that none is left, and writes
 
-    Z{"zygote": "done", "status": <exit code, negative for a signal>, "clean": bool}
+    Z{"zygote": "done", "status": <exit code, negative for a signal>, "clean": bool,
+      "stderr": <the job's stderr, capped>}
 
 Only then may the trusted side send the next job. `clean` is false when something
 survived the sweep, or when no sweep was allowed (`"sweep": false`: no private pid
@@ -50,10 +52,14 @@ import sys
 import tempfile
 import time
 
+from tritonrl.verify.sandbox.run import Capture
+from tritonrl.verify.sandbox.trampoline import _landlock_restrict, _prctl
+
 _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
 _SETUP_FAILED = 125  # as the trampoline's SETUP_FAILED
 _SWEEP_S = 2.0  # how long the sweep may take before the zygote gives up on the lane
 _CHUNK = 1 << 16
+_STDERR_CAP = 64 << 10  # as tritonrl.verify.session.STDERR_CAP
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -118,14 +124,12 @@ def _sweep() -> bool:
         time.sleep(0.005)
 
 
-def _child(job: dict, stdin_r: int, stdout_w: int, stderr_fd: int) -> None:
+def _child(job: dict, stdin_r: int, stdout_w: int, stderr_w: int) -> None:
     """The forked worker: fresh descriptors, the job's dir and env, Landlock, then the
     worker's own loop. Never returns."""
     try:
-        from tritonrl.verify.sandbox.trampoline import _landlock_restrict, _prctl
-
         _prctl(_PR_SET_DUMPABLE, 1)  # its own /proc/self is writable again (CUDA needs it)
-        for fd, target in ((stdin_r, 0), (stdout_w, 1), (stderr_fd, 2)):
+        for fd, target in ((stdin_r, 0), (stdout_w, 1), (stderr_w, 2)):
             os.dup2(fd, target)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         os.chdir(job["dir"])
@@ -184,29 +188,31 @@ class _Zygote:
     def run(self, job: dict) -> None:
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        stderr_fd = os.open(job["stderr"], flags, 0o600)
+        stderr_r, stderr_w = os.pipe()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(job, stdin_r, stdout_w, stderr_fd)
-        for fd in (stdin_r, stdout_w, stderr_fd):
+            _child(job, stdin_r, stdout_w, stderr_w)
+        for fd in (stdin_r, stdout_w, stderr_w):
             os.close(fd)
+        stderr = Capture(_STDERR_CAP)
         status = None
         try:
-            status = self.relay(pid, stdin_w, stdout_r)
+            status = self.relay(pid, stdin_w, stdout_r, stderr_r, stderr)
         finally:
             clean = _sweep() if job.get("sweep") and _own_pidns() else False
             framer = _Framer(self.ctl)
-            self.drain(stdout_r, framer, clean)
+            _drain(stdout_r, framer.feed, clean)
+            _drain(stderr_r, stderr.feed, clean)
             framer.close()
-            for fd in (stdin_w, stdout_r):
+            for fd in (stdin_w, stdout_r, stderr_r):
                 os.close(fd)
         code = os.waitstatus_to_exitcode(status) if status is not None else None
-        self.say(zygote="done", status=code, clean=clean)
+        self.say(zygote="done", status=code, clean=clean, stderr=stderr.text())
 
-    def relay(self, pid: int, stdin_w: int, stdout_r: int) -> int:
-        """Trusted side -> child's stdin, child's stdout -> framed lines, until it exits."""
+    def relay(self, pid: int, stdin_w: int, stdout_r: int, stderr_r: int, stderr) -> int:
+        """Trusted side -> child's stdin, child's stdout -> framed lines, its stderr ->
+        `stderr` (a Capture), until it exits."""
         framer = _Framer(self.ctl)
         pending, self.inbuf = self.inbuf, bytearray()  # bytes sent with the job line
         os.set_blocking(stdin_w, False)
@@ -214,6 +220,7 @@ class _Zygote:
         sel = selectors.DefaultSelector()
         sel.register(0, selectors.EVENT_READ, "in")
         sel.register(stdout_r, selectors.EVENT_READ, "out")
+        sel.register(stderr_r, selectors.EVENT_READ, "err")
         sel.register(pidfd, selectors.EVENT_READ, "exit")
         stdin_open = True
         try:
@@ -240,26 +247,27 @@ class _Zygote:
                             pending.clear()
                         if not pending:
                             sel.unregister(stdin_w)
-                    elif chunk := os.read(stdout_r, _CHUNK):
-                        framer.feed(chunk)
+                    elif chunk := os.read(key.fd, _CHUNK):
+                        (framer.feed if key.data == "out" else stderr.feed)(chunk)
                     else:
-                        sel.unregister(stdout_r)
+                        sel.unregister(key.fd)
         finally:
             sel.close()
             os.close(pidfd)
             framer.close()
 
-    def drain(self, stdout_r: int, framer: _Framer, clean: bool) -> None:
-        """What the child wrote just before it exited (bounded: a survivor may still write)."""
-        os.set_blocking(stdout_r, False)
-        for _ in range(64 if clean else 4):
-            try:
-                chunk = os.read(stdout_r, _CHUNK)
-            except BlockingIOError:
-                return
-            if not chunk:
-                return
-            framer.feed(chunk)
+
+def _drain(fd: int, feed, clean: bool) -> None:
+    """What the child wrote just before it exited (bounded: a survivor may still write)."""
+    os.set_blocking(fd, False)
+    for _ in range(64 if clean else 4):
+        try:
+            chunk = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        feed(chunk)
 
 
 def _preload() -> None:
@@ -271,14 +279,11 @@ def _preload() -> None:
 
     import tritonrl.tasks.check  # noqa: F401
     import tritonrl.verify.guards  # noqa: F401
-    import tritonrl.verify.sandbox.trampoline  # noqa: F401
     import tritonrl.verify.timing  # noqa: F401
     import tritonrl.verify.worker  # noqa: F401
 
 
 def main() -> None:
-    from tritonrl.verify.sandbox.trampoline import _prctl
-
     ctl = os.dup(1)
     os.dup2(2, 1)  # anything a library prints goes to stderr, never to the channel
     sys.stdout = sys.stderr
