@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ class Lane:
         self.child: sb.SandboxedProcess | None = None
         self.jobs = 0  # clean jobs since the zygote started
         self.starts = 0
-        self.recycles: list[str] = []  # why each zygote was thrown away early
+        self.recycled = 0  # zygotes thrown away early
+        self.recycles: deque[str] = deque(maxlen=64)  # why (the latest)
 
     # -- the zygote ---------------------------------------------------------------------
     def start(self) -> None:
@@ -142,8 +144,17 @@ class Lane:
         child.close()
 
     def recycle(self, why: str) -> None:
+        self.recycled += 1
         self.recycles.append(why)
         self.stop()
+
+    def ensure_started(self) -> None:
+        """A live zygote: one that died between jobs (killed by a limit, say) is replaced
+        before the next job, which must not pay for it."""
+        if self.child is not None and self.child.proc.poll() is not None:
+            self.recycle(f"the zygote died between jobs (status {self.child.returncode})")
+        if self.child is None:
+            self.start()
 
     def send(self, obj: dict) -> None:
         try:
@@ -216,8 +227,7 @@ class PooledSession:
 
     def __enter__(self) -> PooledSession:
         lane = self.lane
-        if lane.child is None:
-            lane.start()
+        lane.ensure_started()
         try:
             self._begin()
         except BaseException as e:  # no __exit__ follows a failed __enter__

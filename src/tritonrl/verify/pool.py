@@ -218,7 +218,7 @@ class VerifierPool:
 
     @property
     def recycled(self) -> int:
-        return sum(len(lane.recycles) for lane in self.lanes)
+        return sum(lane.recycled for lane in self.lanes)
 
     def close(self) -> None:
         """Cancel what has not started, kill every lane, remove every file; idempotent."""

@@ -232,9 +232,8 @@ class _Zygote:
                         return os.waitpid(pid, 0)[1]
                     if key.data == "in":
                         data = os.read(0, _CHUNK)
-                        if not data:  # the trusted side is gone: so are we
-                            os.kill(pid, signal.SIGKILL)
-                            _sweep()
+                        if not data:  # the trusted side is gone: so are we (and with
+                            os.kill(pid, signal.SIGKILL)  # us, the pid namespace)
                             os._exit(0)
                         pending += data if stdin_open else b""
                     elif key.data == "write":
@@ -296,8 +295,6 @@ def main() -> None:
     zygote.say(zygote="ready", pid=os.getpid())
     while (job := zygote.read_job()) is not None:
         zygote.run(job)
-    if _own_pidns():
-        _sweep()
 
 
 if __name__ == "__main__":
