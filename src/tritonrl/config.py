@@ -55,6 +55,9 @@ class VerifyConfig:
     # Reward.
     reward_scheme: str = "staged"  # staged | tritonrl | kevin
     tritonrl_alpha: float = 0.1
+    # The worker pool (batch verification, trainer adapters): a lane's sandbox is
+    # replaced after this many jobs (and after any timeout or crash).
+    pool_recycle_jobs: int = 256
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -68,6 +71,8 @@ class VerifyConfig:
             raise ValueError("verify.num_input_sets must be at least 2 (tiny + one full set)")
         if self.timeout_s <= 0:
             raise ValueError("verify.timeout_s must be positive")
+        if self.pool_recycle_jobs < 1:
+            raise ValueError("verify.pool_recycle_jobs must be at least 1")
 
 
 # --------------------------------------------------------------------------- stages

@@ -14,8 +14,9 @@ GPUs, each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and its t
 trusted-side work (reference outputs and timing) running on the same device; a lock
 per GPU lets one timing phase at a time run on it. Identical (task, candidate) pairs in
 one batch are verified once and each gets its own copy of the result. A lane is
-recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs. Shared
-pools for the trainer adapters: `shared_pool(config, workers)`, closed at exit.
+recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
+(`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
+`shared_pool(config, workers)`, created on first use and closed at exit.
 
 The verdicts are the funnel's: the same as `verify()` with a fresh worker per
 candidate, including the failure texts of timeouts and crashes.
@@ -76,7 +77,7 @@ class VerifierPool:
         config: VerifyConfig | None = None,
         workers: int | None = None,
         device: str | None = None,
-        recycle_jobs: int = 256,
+        recycle_jobs: int | None = None,
     ) -> None:
         from tritonrl.tasks.check import resolve_device
 
@@ -98,7 +99,7 @@ class VerifierPool:
                 self.device,
                 gpu=gpus[i % len(gpus)] if gpus else None,
                 timing_lock=locks[i % len(gpus)] if gpus else None,
-                recycle_jobs=recycle_jobs,
+                recycle_jobs=recycle_jobs or self.config.pool_recycle_jobs,
             )  # fmt: skip
             for i in range(workers)
         ]
@@ -269,7 +270,7 @@ def shared_pool(config: VerifyConfig | None = None, workers: int | None = None) 
 
     config = config or VerifyConfig()
     config = dataclasses.replace(config, device=resolve_device(config.device))
-    key = (*(getattr(config, f) for f in LANE_FIELDS), workers)
+    key = (*(getattr(config, f) for f in LANE_FIELDS), config.pool_recycle_jobs, workers)
     with _SHARED_LOCK:
         pool = _SHARED.get(key)
         if pool is None or pool._closed:
