@@ -29,6 +29,7 @@ import argparse
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,6 +181,16 @@ def main() -> None:
     report = {"device": args.device, "workers": args.workers, "tasks": TASKS[: args.tasks],
               "candidates": len(batch), "modes": {}}  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="verify-bench-"))
+    try:
+        _run_modes(args, batch, cli_limit, report, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _print_table(report)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=1))
+
+
+def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
     for mode in args.modes.split(","):
         part = batch[:cli_limit] if mode == "cli" and cli_limit else batch
         start = time.perf_counter()
@@ -198,9 +209,6 @@ def main() -> None:
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
         }  # fmt: skip
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
-    _print_table(report)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=1))
 
 
 def _print_table(report: dict) -> None:
