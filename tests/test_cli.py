@@ -67,3 +67,58 @@ def test_tasks_check_builtin_all_passes():
     assert len(rows) >= 40
     # Through the full verifier: at least 5 input sets each, no flag on any solution.
     assert all(len(row["input_sets"]) >= 5 and row["flags"] == [] for row in rows)
+
+
+def test_verify_batch_streams_one_row_per_case_and_names_bad_lines(tmp_path):
+    from tritonrl.tasks import load_builtin
+
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    wrong = relu.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)")
+    lines = [
+        json.dumps({"task": relu.id, "kernel": relu.solution}),
+        json.dumps({"task": relu.id, "kernel": wrong}),
+        "{not json",
+        "",
+        json.dumps({"task": "builtin:level1/no_such_task", "kernel": relu.solution}),
+        json.dumps({"task": relu.id}),
+        json.dumps({"task": relu.id, "kernel": relu.solution}),  # a duplicate
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results.jsonl"
+    r = tritonrl("verify", "--batch", str(cases), "--out", str(out), "--device", "cpu")
+    assert r.returncode == 1, r.stderr  # some lines got no verdict
+    rows = {row["line"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert sorted(rows) == [1, 2, 3, 5, 6, 7]
+    assert [rows[n]["index"] for n in sorted(rows)] == [0, 1, 2, 3, 4, 5]
+    assert rows[1]["correct"] and rows[7]["correct"] and not rows[2]["correct"]
+    assert rows[2]["stage"] == "correctness" and rows[2]["kernel"] == wrong
+    assert all(rows[n]["task"] == relu.id and rows[n]["task_id"] == relu.id for n in (1, 2, 7))
+    assert rows[3]["input_error"].startswith("line 3: not valid JSON")
+    assert rows[5]["input_error"].startswith("line 5: unknown task 'builtin:level1/no_such_task'")
+    assert rows[5]["task"] == "builtin:level1/no_such_task"
+    assert rows[6]["input_error"] == "line 6: missing 'kernel'" and rows[6]["kernel"] is None
+    assert "6 cases: 2 correct, 1 not correct, 3 without" in r.stderr
+    assert "Traceback" not in r.stderr
+    # Never overwritten silently; --force overwrites.
+    before = out.read_text()
+    again = tritonrl("verify", "--batch", str(cases), "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr and out.read_text() == before
+    cases.write_text(lines[0] + "\n")
+    forced = tritonrl("verify", "--batch", str(cases), "--out", str(out), "--force",
+                      "--device", "cpu", "--workers", "1")  # fmt: skip
+    assert forced.returncode == 0, forced.stderr
+    assert [json.loads(x)["correct"] for x in out.read_text().splitlines()] == [True]
+
+
+def test_verify_batch_usage_errors_exit_2(tmp_path):
+    out = tmp_path / "results.jsonl"
+    r = tritonrl("verify", "--batch", str(tmp_path / "missing.jsonl"), "--out", str(out))
+    assert r.returncode == 2 and "missing.jsonl" in r.stderr and "No such file" in r.stderr
+    r = tritonrl("verify", "builtin:level1/1_ReLU", "x.py", "--batch", "c.jsonl", "--out", "o")
+    assert r.returncode == 2 and "--batch takes no TASK" in r.stderr
+    r = tritonrl("verify", "--batch", "c.jsonl")
+    assert r.returncode == 2 and "go together" in r.stderr
+    r = tritonrl("verify")
+    assert r.returncode == 2 and "give TASK and KERNEL" in r.stderr
+    assert not out.exists()

@@ -3,6 +3,8 @@
     tritonrl tasks list SOURCE... [--json]     one task per line: id, level, name
     tritonrl tasks check SOURCE... [--device]  each task's solution through the verifier
     tritonrl verify TASK KERNEL [--json]       verify one candidate (code or completion)
+    tritonrl verify --batch CASES.jsonl --out RESULTS.jsonl [--workers N]
+                                               many, through the worker pool (streamed)
 
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
 `builtin:level2`, `builtin:all`. Library code logs; this module owns all terminal output.
@@ -17,9 +19,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
@@ -171,26 +175,51 @@ def _read_kernel(kernel: str) -> bytes:
 
 @app.command("verify")
 def verify_cmd(
-    task: str = typer.Argument(..., help="One task: a file or an id like builtin:level1/1_ReLU."),
-    kernel: str = typer.Argument(..., help="Candidate file (code or completion), or - for stdin."),
+    task: str | None = typer.Argument(
+        None, help="One task: a file or an id like builtin:level1/1_ReLU."
+    ),
+    kernel: str | None = typer.Argument(
+        None, help="Candidate file (code or completion), or - for stdin."
+    ),
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
     policy: str = typer.Option("strict", help="strict (all compute in Triton) or partial."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    batch: Path | None = typer.Option(
+        None, "--batch", help='CASES.jsonl, one {"task": ..., "kernel": ...} per line.'
+    ),
+    out_path: Path | None = typer.Option(
+        None, "--out", help="RESULTS.jsonl for --batch: one result per case, as each finishes."
+    ),
+    workers: int = typer.Option(
+        0, help="--batch: pool lanes (0: one per CPU core; on CUDA one per GPU)."
+    ),
+    force: bool = typer.Option(False, "--force", help="--batch: overwrite an existing --out."),
 ):
-    """Verify one candidate kernel. Exit 0 whenever a verdict was reached, 2 for bad usage."""
+    """Verify one candidate kernel, or with --batch many through the worker pool. Exit 0
+    whenever every candidate got a verdict, 1 when some --batch line was unusable (its row
+    says why), 2 for bad usage. --out is never overwritten without --force."""
     from tritonrl.config import VerifyConfig
-    from tritonrl.verify import verify
+    from tritonrl.tasks.check import resolve_device
 
-    the_task = _one_task(task)
-    code = _read_kernel(kernel)
     try:
         config = VerifyConfig(device=device, policy=policy)
-        from tritonrl.tasks.check import resolve_device
-
         resolve_device(device)
     except ValueError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
+    if batch is not None or out_path is not None:
+        if task is not None or kernel is not None or as_json:
+            _usage("--batch takes no TASK, KERNEL or --json (results go to --out)")
+        if batch is None or out_path is None:
+            _usage("--batch and --out go together")
+        _verify_batch(batch, out_path, config, workers, force)
+        return
+    if task is None or kernel is None:
+        _usage("give TASK and KERNEL, or --batch CASES.jsonl --out RESULTS.jsonl")
+    from tritonrl.verify import verify
+
+    the_task = _one_task(task)
+    code = _read_kernel(kernel)
     result = verify(the_task, code, config)
     if as_json:
         typer.echo(result.to_json())
@@ -208,6 +237,58 @@ def verify_cmd(
     if result.speedup is not None:
         lo, hi = result.speedup_ci or (result.speedup, result.speedup)
         out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
+
+
+def _usage(message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
+    """`verify --batch`: every case through one pool, rows streamed to --out."""
+    from tritonrl.verify.batch import read_cases, result_row
+    from tritonrl.verify.pool import VerifierPool
+
+    try:
+        cases = read_cases(cases_path)
+    except OSError as e:
+        _usage(f"--batch {cases_path}: {e.strerror or e}")
+    try:
+        sink = open(out_path, "w" if force else "x", encoding="utf-8")  # noqa: SIM115
+    except FileExistsError:
+        _usage(f"--out {out_path} exists; pass --force to overwrite it")
+    except OSError as e:
+        _usage(f"--out {out_path}: {e.strerror or e}")
+    good = [c for c in cases if c.error is None]
+    bad = [c for c in cases if c.error is not None]
+    correct = 0
+    progress = Progress(
+        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, disable=not sys.stderr.isatty(),
+    )  # fmt: skip
+
+    def emit(row: dict) -> None:
+        sink.write(json.dumps(row) + "\n")
+        sink.flush()
+        progress.advance(bar)
+
+    with sink, progress:
+        bar = progress.add_task("verify", total=len(cases))
+        for case in bad:
+            err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
+            emit(result_row(case, None))
+        if good:
+            with VerifierPool(config, workers or None) as pool:
+                pairs = [(c.task, c.kernel) for c in good]
+                for i, result in pool.imap_unordered(pairs):
+                    correct += result.correct
+                    emit(result_row(good[i], result))
+    err.print(
+        f"{len(cases)} cases: {correct} correct, {len(good) - correct} not correct, "
+        f"{len(bad)} without a verdict (bad input); results in {out_path}"
+    )
+    if bad:
+        raise typer.Exit(1)
 
 
 def _register_stages() -> None:

@@ -66,6 +66,9 @@ class VerifyConfig:
     # Reward.
     reward_scheme: str = "staged"  # staged | tritonrl | kevin
     tritonrl_alpha: float = 0.1
+    # The worker pool (batch verification, trainer adapters): a lane's sandbox is
+    # replaced after this many jobs (and after any timeout or crash).
+    pool_recycle_jobs: int = 256
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -91,6 +94,8 @@ class VerifyConfig:
             )
         if not 0 <= self.noise_floor < 1:
             raise ValueError("verify.noise_floor must be in [0, 1)")
+        if self.pool_recycle_jobs < 1:
+            raise ValueError("verify.pool_recycle_jobs must be at least 1")
 
 
 # --------------------------------------------------------------------------- stages

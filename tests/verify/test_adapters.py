@@ -6,12 +6,21 @@ import pytest
 
 from tritonrl.tasks import load_builtin
 from tritonrl.verify.adapters import compute_score, make_trl_reward
+from tritonrl.verify.pool import close_shared_pools
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 GOOD = f"```python\n{RELU.solution}```"
 BAD = GOOD.replace("tl.maximum(x, 0.0)", "tl.abs(x)")
 CHEAT = "```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n" \
         "    def forward(self, x):\n        return torch.relu(x)\n```"  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_pools_closed():
+    """The adapters' shared pools live until exit; their sandboxes are this process's
+    children, which later tests (the sandbox's) count."""
+    yield
+    close_shared_pools()
 
 
 def _logs():

@@ -16,8 +16,9 @@ verl (`custom_reward_function.path` pointing at this module, `name: compute_scor
 `ground_truth` is a task id (`builtin:level1/1_ReLU`, a file path) or a reference
 source in the KernelBench format; it returns a dict with `score` and the details.
 
-Candidates are verified concurrently (one sandboxed worker process each); this module
-does not schedule GPUs (the worker pool of the timing issue does).
+Candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
+warm sandboxed lanes, one per CPU core or, on CUDA, per GPU; created on first use and
+closed at exit); identical completions of one batch are verified once.
 """
 
 from __future__ import annotations
@@ -25,14 +26,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import os
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_source
-from tritonrl.verify.funnel import verify
+from tritonrl.verify.inputs import TRUSTED_LOCK
+from tritonrl.verify.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
 
 
@@ -55,8 +55,12 @@ class _Scorer:
         self.tasks = dict(tasks) if isinstance(tasks, dict) else {t.id: t for t in tasks}
         self.config = config or VerifyConfig()
         self.task_key = task_key
-        self.pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, "tritonrl-verify")
+        self.workers = workers  # the shared pool's lanes (None: its default)
         self.last_details: list[dict[str, Any]] = []
+
+    @property
+    def pool(self) -> VerifierPool:
+        return shared_pool(self.config, self.workers)
 
     def _task(self, task_id: str) -> Task:
         if task_id not in self.tasks:
@@ -101,24 +105,19 @@ def make_trl_reward(
     """A TRL reward function `(prompts, completions, **kwargs) -> list[float]`."""
     scorer = _Scorer(tasks, config, task_key, workers)
 
-    def run(task: Task, text: str) -> VerifyResult:
-        return verify(task, text, scorer.config)
-
     if asynchronous:
 
         async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
-            loop = asyncio.get_running_loop()
-            futures = [loop.run_in_executor(scorer.pool, run, t, c)
-                       for t, c in scorer.jobs(completions, kwargs)]  # fmt: skip
-            return scorer.report(list(await asyncio.gather(*futures)), kwargs)
+            futures = scorer.pool.submit_many(scorer.jobs(completions, kwargs), scorer.config)
+            results = await asyncio.gather(*map(asyncio.wrap_future, futures))
+            return scorer.report(unshared(list(results), futures), kwargs)
 
         reward = tritonrl_verifier
     else:
 
         def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
             jobs = scorer.jobs(completions, kwargs)
-            results = list(scorer.pool.map(lambda job: run(*job), jobs))
-            return scorer.report(results, kwargs)
+            return scorer.report(scorer.pool.verify_many(jobs, scorer.config), kwargs)
 
         reward = tritonrl_verifier
     reward.scorer = scorer
@@ -127,6 +126,12 @@ def make_trl_reward(
 
 @functools.lru_cache(maxsize=1024)
 def _task_from_ground_truth(ground_truth: str) -> Task:
+    # Parsing (ast) in one thread at a time: the pool's lanes parse too (gh-106905).
+    with TRUSTED_LOCK:
+        return _load_ground_truth(ground_truth)
+
+
+def _load_ground_truth(ground_truth: str) -> Task:
     if "class Model" in ground_truth and "get_inputs" in ground_truth:
         from tritonrl.tasks.difficulty import label_level
 
@@ -149,7 +154,7 @@ def compute_score(
     except Exception as e:  # a bad row must not crash a multi-node run
         return {"score": 0.0, "stage": "task", "error": f"bad ground_truth: {e}",
                 "correct": False, "flags": "", "speedup": -1.0}  # fmt: skip
-    r = verify(task, solution_str, config)
+    r = shared_pool(config).submit(task, solution_str, config).result()
     return {"score": r.reward, "stage": r.stage, "correct": r.correct,
             "flags": ",".join(r.flags), "error": r.error or "",
             "speedup": r.speedup if r.speedup is not None else -1.0}  # fmt: skip

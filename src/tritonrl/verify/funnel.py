@@ -11,7 +11,9 @@ from its replies and from its findings log, read after every reply and when the 
 dies or times out (a forward that segfaults right after a host round-trip is flagged,
 not merely "wrong"); a set during which the worker died is a failed input set.
 
-Never raises for a bad candidate: every outcome is a `VerifyResult`.
+Never raises for a bad candidate: every outcome is a `VerifyResult`. By default each
+candidate gets a fresh `WorkerSession`; `sessions` (the worker pool's lanes,
+`tritonrl.verify.lane`) gives the work dir and the session instead.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import logging
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -55,13 +58,17 @@ def _stage(result: VerifyResult, name: str):
         result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
 
 
-def verify(task: Task, candidate: str | bytes, config: VerifyConfig | None = None) -> VerifyResult:
-    """Verify one candidate (raw code or a whole model completion) for `task`."""
+def verify(
+    task: Task, candidate: str | bytes, config: VerifyConfig | None = None, sessions: Any = None
+) -> VerifyResult:
+    """Verify one candidate (raw code or a whole model completion) for `task`. `sessions`:
+    an object with `workdir() -> Path` and `sessions(workdir, config, device)` returning a
+    session like `WorkerSession` (default: a temp dir and a fresh `WorkerSession`)."""
     config = config or VerifyConfig()
     device = resolve_device(config.device)
     result = VerifyResult(task=task.id, device=device)
     try:
-        _run_funnel(task, candidate, config, result)
+        _run_funnel(task, candidate, config, result, sessions)
     except Exception as e:  # a verifier bug must still give a verdict, never a traceback
         log.exception("verifier error on %s", task.id)
         result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
@@ -69,7 +76,7 @@ def verify(task: Task, candidate: str | bytes, config: VerifyConfig | None = Non
     return result
 
 
-def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult) -> None:
+def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult, sessions=None):
     with _stage(result, "extract"), TRUSTED_LOCK:
         code, error = try_extract(candidate)
     if code is None:
@@ -96,10 +103,11 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         with _stage(result, "prepare"):
             seed_a = next((s for s in sets if s.spec.name == "seed_a"), None)
             check = seed_a and prepare_set(task, timing_check_set(seed_a.spec), result.device)
-    workdir = Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
+    workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
         _write_job(workdir, code, sets + ([check] if check else []))
-        with WorkerSession(workdir, config, result.device, _file_mb(sets)) as session:
+        session_for = sessions or WorkerSession
+        with session_for(workdir, config, result.device, _file_mb(sets)) as session:
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
             _run_in_worker(session, task, sets, config, result, check)
     except WorkerError as e:
@@ -211,7 +219,8 @@ def _run_in_worker(
             return
     if result.device == "cuda" and config.timing:
         result.stage = "performance"
-        with _stage(result, "performance"):
+        # A pooled session's GPU lock: one timing job per GPU at a time.
+        with _stage(result, "performance"), getattr(session, "timing_lock", None) or nullcontext():
             time_phase(session, task, sets, check, config, result)
     result.stage = "done" if result.correct and not result.cheated else result.stage
 

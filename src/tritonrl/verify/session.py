@@ -48,6 +48,14 @@ class WorkerError(Exception):
         self.timed_out = timed_out
 
 
+def died_error(code: int | None, stderr: str, oom_killed: bool = False) -> WorkerError:
+    """Why a worker that gave no reply is gone (`code` as `SandboxedProcess.returncode`)."""
+    why = sb.describe_exit(code, stderr, oom_killed=oom_killed) if code is not None else None
+    tail = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
+    what = f"killed ({why})" if why else f"exited with status {code}"
+    return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
+
+
 def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.SandboxConfig:
     """`file_mb`: the largest file the worker may write (outputs of full-size tasks)."""
     package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
@@ -126,13 +134,7 @@ class WorkerSession:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2)
         self._stderr_thread.join(timeout=1)
-        err = self.stderr.text()
-        code = self.child.returncode
-        oom = self.child.oom_killed
-        why = sb.describe_exit(code, err, oom_killed=oom) if code is not None else None
-        tail = err.strip().splitlines()[-1][:300] if err.strip() else ""
-        what = f"killed ({why})" if why else f"exited with status {code}"
-        return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
+        return died_error(self.child.returncode, self.stderr.text(), self.child.oom_killed)
 
     def __exit__(self, *exc) -> None:
         try:

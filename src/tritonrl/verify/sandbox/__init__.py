@@ -27,7 +27,8 @@ Mechanisms (names as they appear in `SandboxRun.enforced`):
                   creation, removal and renames only beneath the work dir (and
                   `extra_rw_paths`), /dev/null and, with `gpu=True`, the NVIDIA device
                   nodes and the process's own /proc/<pid> (CUDA's initialisation
-                  writes there; a forked child of the command gets no such rule);
+                  writes there; a forked child of the command gets no such rule,
+                  unless `landlock_rw` names /proc, as for the pool's fork server);
                   reading and executing everywhere visible; no mounts.
   landlock-net    (Landlock ABI >= 4) TCP bind and connect denied.
   landlock-scope  (Landlock ABI >= 6) no signals to, nor abstract unix sockets of,

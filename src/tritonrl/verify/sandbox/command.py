@@ -162,6 +162,7 @@ def inner_spec(plan: Plan, config: SandboxConfig, workdir: Path, argv: Sequence[
         # with cudaErrorOperatingSystem otherwise); "/proc/self" is resolved by the
         # trampoline, whose pid the command keeps across exec.
         rw += [*_gpu_devices(), "/proc/self"] if config.gpu else []
+        rw += [str(p) for p in config.landlock_rw]
         landlock = {"rw": rw, "deny_tcp": not config.network}
     return {
         "argv": list(argv),

@@ -55,6 +55,9 @@ class SandboxConfig:
     gpu: bool = False  # expose /dev/nvidia*, skip RLIMIT_AS (the memory cgroup stays)
     extra_ro_paths: Sequence[str | Path] = ()
     extra_rw_paths: Sequence[str | Path] = ()
+    # Writable under Landlock only, not bound: paths that exist inside the sandbox (a fork
+    # server's /proc, whose children each re-restrict to their own /proc/<pid>).
+    landlock_rw: Sequence[str | Path] = ()
     env_passthrough: Sequence[str] = DEFAULT_ENV_PASSTHROUGH
     env: Mapping[str, str] = field(default_factory=dict)  # set in the child as given
     output_cap_bytes: int = 1 << 20  # per stream

@@ -1,0 +1,338 @@
+"""One lane of the worker pool: a sandboxed zygote, and the sessions it runs one by one.
+
+`Lane` starts `python -m tritonrl.verify.zygote` with `spawn_sandboxed` (the lane's
+root as work dir, the pool's cache root writable too, on CUDA `CUDA_VISIBLE_DEVICES` =
+the lane's GPU), waits for it to import torch and triton, and then serves the funnel
+as its session factory: `workdir()` makes a job dir beneath the lane's root and
+`lane(workdir, config, device)` returns a `PooledSession`, the same interface as
+`WorkerSession` (`call`, `workdir`, `enforced`, `missing`, a context manager) plus
+`timing_lock`, the lane's per-GPU lock that the funnel holds around timing.
+
+A job's Triton cache is `<cache root>/<sha256 of candidate.py>`, reached through the
+job's own `.triton/cache` (a link): only identical sources share compiled kernels, and
+a job can write no other source's entry. The per-job deadline is `config.timeout_s`
+from the job's start. A timeout, a worker that dies or crashes, a zygote that dies, a
+reply that is not one bounded line, or a sweep that left something alive kills the
+whole sandbox: the lane starts a fresh zygote for its next job (it is "recycled"), as
+it does after `recycle_jobs` clean jobs. The verdict of such a job is the failure text
+a fresh `WorkerSession` gives (`session.died_error`).
+
+What it does NOT do: schedule (see `tritonrl.verify.pool`), or trust the zygote: its
+lines are only read as "ready", "done" and the framed replies of the job's worker,
+which are as untrusted as a fresh worker's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from tritonrl.config import VerifyConfig
+from tritonrl.verify import sandbox as sb
+from tritonrl.verify.findings import read_findings
+from tritonrl.verify.session import (
+    MAX_REPLY_BYTES,
+    STDERR_CAP,
+    WorkerError,
+    died_error,
+    sandbox_config,
+)
+
+START_TIMEOUT_S = 120.0  # importing torch and triton on a busy machine
+EXIT_GRACE_S = 5.0  # after {"op": "exit"}: the worker's exit and the zygote's sweep
+
+
+class Lane:
+    """A sandboxed zygote serving jobs one at a time. Not thread-safe: one thread drives
+    it; `kill()` may be called from another (a pool closing)."""
+
+    def __init__(
+        self,
+        index: int,
+        root: Path,
+        cache_root: Path,
+        config: VerifyConfig,
+        device: str,
+        gpu: str | None = None,
+        timing_lock: threading.Lock | None = None,
+        recycle_jobs: int = 256,
+    ) -> None:
+        self.index, self.device, self.gpu = index, device, gpu
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.cache_root = Path(cache_root).resolve()
+        self.cache_root.mkdir(parents=True, exist_ok=True)
+        self.timing_lock = timing_lock
+        self.recycle_jobs = max(1, recycle_jobs)
+        base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
+        env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
+        self.sandbox = dataclasses.replace(
+            base,
+            env=env,
+            extra_rw_paths=(*base.extra_rw_paths, str(self.cache_root)),
+            # CUDA's start-up writes beneath /proc/<pid>: each job's own, allowed by its
+            # nested domain, must not be refused by the zygote's.
+            landlock_rw=("/proc",) if base.gpu else (),
+        )
+        self.child: sb.SandboxedProcess | None = None
+        self.jobs = 0  # clean jobs since the zygote started
+        self.starts = 0
+        self.recycled = 0  # zygotes thrown away early
+        self.recycles: deque[str] = deque(maxlen=64)  # why (the latest)
+
+    # -- the zygote ---------------------------------------------------------------------
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "tritonrl.verify.zygote"]
+        self.child = sb.spawn_sandboxed(argv, self.root, self.sandbox, stdin=subprocess.PIPE)
+        self.starts += 1
+        self.jobs = 0
+        self.enforced, self.missing = list(self.child.enforced), list(self.child.missing)
+        # Jobs may share a zygote only when a job can neither write outside its own
+        # dirs (Landlock) nor leave a process behind (a pid namespace to sweep).
+        self.reusable = {"landlock", "pidns"} <= set(self.enforced)
+        self.stderr = sb.Capture(STDERR_CAP)
+        proc = self.child.proc
+        self._stderr_thread = threading.Thread(
+            target=self._drain_stderr, args=(proc, self.stderr), daemon=True
+        )
+        self._stderr_thread.start()
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(proc.stdout, selectors.EVENT_READ)
+        self.buffer = bytearray()
+        try:
+            line = self.read_line(time.monotonic() + START_TIMEOUT_S, START_TIMEOUT_S)
+            if not line.startswith(b'Z{"zygote": "ready"'):
+                raise WorkerError("the worker pool's zygote did not start")
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def _drain_stderr(proc: subprocess.Popen, capture: sb.Capture) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for chunk in iter(lambda: proc.stderr.read1(65536), b""):
+                capture.feed(chunk)
+
+    def kill(self) -> None:
+        """SIGKILL the whole sandbox (safe from another thread); `stop()` cleans up."""
+        child = self.child
+        if child is not None:
+            child.kill()
+
+    def stop(self) -> None:
+        child, self.child = self.child, None
+        if child is None:
+            return
+        child.kill()
+        child.proc.wait()
+        self._stderr_thread.join(timeout=2)
+        for stream in (child.proc.stdin, child.proc.stdout, child.proc.stderr):
+            stream.close()
+        self.sel.close()
+        child.close()
+
+    def recycle(self, why: str) -> None:
+        self.recycled += 1
+        self.recycles.append(why)
+        self.stop()
+
+    def ensure_started(self) -> None:
+        """A live zygote: one that died between jobs (killed by a limit, say) is replaced
+        before the next job, which must not pay for it."""
+        if self.child is not None and self.child.proc.poll() is not None:
+            self.recycle(f"the zygote died between jobs (status {self.child.returncode})")
+        if self.child is None:
+            self.start()
+
+    def send(self, obj: dict) -> None:
+        try:
+            self.child.proc.stdin.write((json.dumps(obj) + "\n").encode())
+            self.child.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise self.zygote_died() from None
+
+    def read_line(self, deadline: float, timeout_s: float) -> bytes:
+        """The zygote's next line, or WorkerError (timeout, oversized, zygote gone)."""
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerError(f"timed out after {timeout_s:.0f} s", timed_out=True)
+            if not self.sel.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(self.child.proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise self.zygote_died()
+            self.buffer += chunk
+            if len(self.buffer) > MAX_REPLY_BYTES:
+                raise WorkerError("the worker sent an oversized reply (forged or corrupt)")
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        return line
+
+    def zygote_died(self) -> WorkerError:
+        proc = self.child.proc
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)
+        self._stderr_thread.join(timeout=1)
+        return died_error(self.child.returncode, self.stderr.text())
+
+    # -- the funnel's session factory -----------------------------------------------------
+    def workdir(self) -> Path:
+        return Path(tempfile.mkdtemp(prefix="job-", dir=self.root))
+
+    def __call__(
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256
+    ) -> PooledSession:
+        if file_mb > self.sandbox.max_file_mb:  # the zygote's limit binds its children
+            raise WorkerError(
+                f"outputs need files of {file_mb} MB; this pool's lanes allow "
+                f"{self.sandbox.max_file_mb} MB (raise POOL_FILE_MB)"
+            )
+        return PooledSession(self, workdir, config)
+
+    def job_finished(self, clean: bool, why: str) -> None:
+        if not clean:
+            self.recycle(why)
+            return
+        self.jobs += 1
+        if self.jobs >= self.recycle_jobs or not self.reusable:
+            self.stop()
+
+    def landlock_rules(self, workdir: Path, cache: Path) -> dict[str, Any] | None:
+        if "landlock" not in self.enforced:
+            return None
+        rw = [str(workdir), str(cache), "/dev/null"]
+        if self.sandbox.gpu:
+            rw += [*sorted(glob.glob("/dev/nvidia*")), "/proc/self"]
+        return {"rw": rw, "deny_tcp": not self.sandbox.network}
+
+
+# The largest file a job may write, fixed when the lane's zygote starts (a child cannot
+# raise its RLIMIT_FSIZE): full-size CUDA tasks write their outputs at full size.
+POOL_FILE_MB = {False: 256, True: 8192}
+
+
+class PooledSession:
+    """One job in a lane's zygote: `WorkerSession`'s interface (see the module docstring)."""
+
+    def __init__(self, lane: Lane, workdir: Path, config: VerifyConfig) -> None:
+        self.lane = lane
+        self.workdir = Path(workdir).resolve()
+        self.config = config
+        self.timing_lock = lane.timing_lock
+        self.enforced: list[str] = []
+        self.missing: list[str] = []
+        self.done: dict | None = None  # the zygote's "done" line, once the worker is gone
+        self.broken: str | None = None  # why the lane must be thrown away
+
+    def __enter__(self) -> PooledSession:
+        lane = self.lane
+        lane.ensure_started()
+        try:
+            self._begin()
+        except BaseException as e:  # no __exit__ follows a failed __enter__
+            lane.job_finished(False, f"job start failed: {e}")
+            raise
+        return self
+
+    def _begin(self) -> None:
+        lane = self.lane
+        self.enforced, self.missing = list(lane.enforced), list(lane.missing)
+        code = (self.workdir / "candidate.py").read_bytes()  # written by the trusted side
+        cache = lane.cache_root / hashlib.sha256(code).hexdigest()
+        cache.mkdir(exist_ok=True)
+        (self.workdir / ".triton").mkdir()
+        # The worker's TRITON_CACHE_DIR lies in its work dir, as a fresh worker's does
+        # (the audit hook counts writes elsewhere as escapes); the link leads to the cache.
+        (self.workdir / ".triton" / "cache").symlink_to(cache, target_is_directory=True)
+        w = str(self.workdir)
+        job = {
+            "dir": w,
+            "env": {
+                "HOME": w,
+                "TMPDIR": w,
+                "TRITON_CACHE_DIR": f"{w}/.triton/cache",
+                "XDG_CACHE_HOME": f"{w}/.cache",
+            },
+            "landlock": lane.landlock_rules(self.workdir, cache),
+            "sweep": "pidns" in lane.enforced,
+        }
+        self.deadline = time.monotonic() + self.config.timeout_s
+        lane.send(job)
+
+    def call(self, cmd: dict) -> dict:
+        """Send one command; return the worker's reply (a dict), or raise WorkerError."""
+        if self.done is not None:
+            raise self._died()
+        try:
+            self.lane.send(cmd)
+            line = self._next_line(self.deadline)
+        except WorkerError as e:
+            self.broken = str(e)
+            raise
+        if line.startswith(b"Z"):
+            died = self._died()
+            self.broken = str(died)
+            raise died
+        try:
+            reply = json.loads(line[1:])
+        except ValueError:
+            self.broken = "garbage"
+            raise WorkerError("the worker sent garbage instead of a reply") from None
+        if not isinstance(reply, dict):
+            self.broken = "garbage"
+            raise WorkerError("the worker sent a reply that is not an object")
+        return reply
+
+    def _next_line(self, deadline: float) -> bytes:
+        line = self.lane.read_line(deadline, self.config.timeout_s)
+        if line.startswith(b"Z"):
+            try:
+                self.done = json.loads(line[1:])
+            except ValueError:
+                self.done = {}
+            if not isinstance(self.done, dict) or self.done.get("zygote") != "done":
+                raise WorkerError("the worker pool's zygote sent garbage")
+        elif not line.startswith(b"R"):
+            raise WorkerError("the worker pool's zygote sent garbage")
+        return line
+
+    def findings(self) -> dict[str, str]:
+        """Cheat flag -> detail from the job's findings log (bounded, defensive)."""
+        return read_findings(self.workdir)
+
+    def _died(self) -> WorkerError:
+        done = self.done or {}
+        code, stderr = done.get("status"), done.get("stderr")
+        return died_error(
+            code if isinstance(code, int) else None, stderr if isinstance(stderr, str) else ""
+        )
+
+    def __exit__(self, *exc) -> None:
+        lane = self.lane
+        try:
+            if self.done is None and not self.broken:
+                lane.send({"op": "exit"})
+                deadline = min(self.deadline, time.monotonic() + EXIT_GRACE_S)
+                while self.done is None:  # replies the worker still sends are dropped
+                    self._next_line(deadline)
+        except WorkerError as e:
+            self.broken = self.broken or str(e)
+        finally:
+            done = self.done or {}
+            clean = not self.broken and done.get("status") == 0 and done.get("clean") is True
+            why = self.broken or f"worker status {done.get('status')}, clean {done.get('clean')}"
+            lane.job_finished(clean, why)

@@ -1,0 +1,288 @@
+"""The verifier's worker pool: many candidates through warm, sandboxed lanes.
+
+    with VerifierPool(VerifyConfig(), workers=4) as pool:
+        results = pool.verify_many([(task, completion), ...])      # input order
+        for index, result in pool.imap_unordered(pairs): ...       # as they finish
+        future = pool.submit(task, completion)                     # one at a time
+
+Each lane (`tritonrl.verify.lane`) is one sandboxed fork server that keeps torch and
+triton imported and forks a fresh, separately Landlock-confined worker per candidate;
+one thread per lane runs the normal funnel (`funnel.verify`) with the lane as its
+session factory, taking jobs from one queue. Lanes default to one per CPU core on the
+CPU; on CUDA to one per visible GPU, and `workers` lanes are spread round-robin over the
+GPUs, each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and its thread's
+trusted-side work (reference outputs and timing) running on the same device; a lock
+per GPU lets one timing phase at a time run on it. Identical (task, candidate) pairs in
+one batch are verified once and each gets its own copy of the result. A lane is
+recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
+(`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
+`shared_pool(config, workers)`, created on first use and closed at exit.
+
+The verdicts are the funnel's: the same as `verify()` with a fresh worker per
+candidate, including the failure texts of timeouts and crashes.
+
+What it does NOT do: isolate GPU timing from other lanes' correctness runs on the same
+GPU (the lock only serialises timing phases), give a lane more than one job at a time,
+keep the compile cache after `close()`, or deduplicate across batches.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import os
+import queue
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, as_completed
+from contextlib import nullcontext
+from pathlib import Path
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks.task import Task
+from tritonrl.verify.funnel import verify
+from tritonrl.verify.lane import Lane
+from tritonrl.verify.result import VerifyResult
+
+# VerifyConfig fields a lane's sandbox is built from: a job must agree with its pool.
+LANE_FIELDS = ("device", "memory_mb", "max_procs", "sandbox_strict")
+_STOP = object()
+
+
+class PoolClosed(RuntimeError):
+    """The pool was closed before this candidate's verdict."""
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them."""
+    import torch
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        names = [g.strip() for g in listed.split(",") if g.strip()]
+        return names[: torch.cuda.device_count()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+class VerifierPool:
+    """Verify candidates on `workers` warm sandboxed lanes (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: VerifyConfig | None = None,
+        workers: int | None = None,
+        device: str | None = None,
+        recycle_jobs: int | None = None,
+    ) -> None:
+        from tritonrl.tasks.check import resolve_device
+
+        config = config or VerifyConfig()
+        self.device = resolve_device(device or config.device)
+        self.config = dataclasses.replace(config, device=self.device)
+        gpus = visible_gpus() if self.device == "cuda" else []
+        if self.device == "cuda" and not gpus:
+            raise ValueError("device cuda: no visible GPU")
+        workers = workers or (len(gpus) if gpus else os.cpu_count() or 1)
+        self.root = Path(tempfile.mkdtemp(prefix="tritonrl-pool-"))
+        locks = [threading.Lock() for _ in gpus]
+        self.lanes = [
+            Lane(
+                i,
+                self.root / f"lane-{i}",
+                self.root / "cache",
+                self.config,
+                self.device,
+                gpu=gpus[i % len(gpus)] if gpus else None,
+                timing_lock=locks[i % len(gpus)] if gpus else None,
+                recycle_jobs=recycle_jobs or self.config.pool_recycle_jobs,
+            )  # fmt: skip
+            for i in range(workers)
+        ]
+        self.stats = {"submitted": 0, "verified": 0, "deduplicated": 0}
+        self._stats_lock = threading.Lock()
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+        self._threads = [
+            threading.Thread(
+                target=self._serve, args=(lane, i), daemon=True, name=f"tritonrl-lane-{i}"
+            )  # fmt: skip
+            for i, lane in enumerate(self.lanes)
+        ]
+        for t in self._threads:
+            t.start()
+
+    # -- submitting -------------------------------------------------------------------
+    def submit(
+        self, task: Task, candidate: str | bytes, config: VerifyConfig | None = None
+    ) -> Future:
+        """Queue one candidate; the future's result is its `VerifyResult`. `config` (the
+        pool's by default) may change anything but the lane fields (`LANE_FIELDS`)."""
+        if self._closed:
+            raise PoolClosed("the verifier pool is closed")
+        config = self._job_config(config)
+        future: Future = Future()
+        self._count("submitted")
+        self._queue.put((future, task, candidate, config))
+        return future
+
+    def submit_many(
+        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+    ) -> list[Future]:
+        """One future per pair, in order; identical pairs share one future (one job)."""
+        seen: dict[tuple, Future] = {}
+        futures = []
+        for task, candidate in pairs:
+            key = (task.id, hashlib.sha256(task.source.encode()).hexdigest(), candidate)
+            if key in seen:
+                self._count("deduplicated")
+            else:
+                seen[key] = self.submit(task, candidate, config)
+            futures.append(seen[key])
+        return futures
+
+    def verify_many(
+        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+    ) -> list[VerifyResult]:
+        """Every pair's result, in input order (identical pairs verified once)."""
+        futures = self.submit_many(pairs, config)
+        return unshared([f.result() for f in futures], futures)
+
+    def imap_unordered(
+        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+    ) -> Iterator[tuple[int, VerifyResult]]:
+        """(index, result) for every pair, as each finishes (identical pairs verified once).
+        Candidates not started yet are cancelled if the iteration stops early."""
+        futures = self.submit_many(pairs, config)
+        indices: dict[int, list[int]] = {}
+        for i, f in enumerate(futures):
+            indices.setdefault(id(f), []).append(i)
+        unique = list({id(f): f for f in futures}.values())
+        try:
+            for f in as_completed(unique):
+                result = f.result()
+                for n, i in enumerate(indices[id(f)]):
+                    yield i, result if n == 0 else copy.deepcopy(result)
+        finally:
+            for f in unique:
+                f.cancel()
+
+    def _job_config(self, config: VerifyConfig | None) -> VerifyConfig:
+        if config is None:
+            return self.config
+        config = dataclasses.replace(config, device=self.device)
+        clash = [f for f in LANE_FIELDS if getattr(config, f) != getattr(self.config, f)]
+        if clash:
+            raise ValueError(f"a job's config must match its pool's in {clash}")
+        return config
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self.stats[name] += n
+
+    # -- the lanes ----------------------------------------------------------------------
+    def _serve(self, lane: Lane, index: int) -> None:
+        device_scope = nullcontext()
+        if lane.gpu is not None:  # the trusted side's reference runs on the lane's GPU too
+            import torch
+
+            device_scope = torch.cuda.device(index % torch.cuda.device_count())
+        with device_scope:
+            try:
+                while True:
+                    if lane.child is None and not self._closed:
+                        # Warm up before the next job arrives; a failure is the next job's.
+                        with contextlib.suppress(Exception):
+                            lane.start()
+                    job = self._queue.get()
+                    if job is _STOP:
+                        return
+                    future, task, candidate, config = job
+                    if not future.set_running_or_notify_cancel():
+                        continue
+                    try:
+                        result = verify(task, candidate, config, sessions=lane)
+                    except BaseException as e:  # noqa: BLE001 - verify() never raises, but
+                        future.set_exception(e)
+                        continue
+                    self._count("verified")
+                    if self._closed:
+                        future.set_exception(PoolClosed("the verifier pool was closed"))
+                    else:
+                        future.set_result(result)
+            finally:
+                lane.stop()
+
+    @property
+    def recycled(self) -> int:
+        return sum(lane.recycled for lane in self.lanes)
+
+    def close(self) -> None:
+        """Cancel what has not started, kill every lane, remove every file; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not _STOP:
+                job[0].cancel()
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for lane in self.lanes:
+            lane.kill()
+        for t in self._threads:
+            t.join()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> VerifierPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def unshared(results: list[VerifyResult], futures: list[Future]) -> list[VerifyResult]:
+    """Results of `submit_many`'s futures with a copy for every repeat of a shared one."""
+    seen: set[int] = set()
+    out = []
+    for r, f in zip(results, futures, strict=True):
+        out.append(copy.deepcopy(r) if id(f) in seen else r)
+        seen.add(id(f))
+    return out
+
+
+_SHARED: dict[tuple, VerifierPool] = {}
+_SHARED_LOCK = threading.Lock()
+_AT_EXIT: list[bool] = []
+
+
+def shared_pool(config: VerifyConfig | None = None, workers: int | None = None) -> VerifierPool:
+    """A process-wide pool for these lane fields and lane count, created on first use and
+    closed at exit (the trainer adapters use it)."""
+    from tritonrl.tasks.check import resolve_device
+
+    config = config or VerifyConfig()
+    config = dataclasses.replace(config, device=resolve_device(config.device))
+    key = (*(getattr(config, f) for f in LANE_FIELDS), config.pool_recycle_jobs, workers)
+    with _SHARED_LOCK:
+        pool = _SHARED.get(key)
+        if pool is None or pool._closed:
+            if not _AT_EXIT:
+                _AT_EXIT.append(atexit.register(close_shared_pools) is not None)
+            pool = _SHARED[key] = VerifierPool(config, workers)
+        return pool
+
+
+def close_shared_pools() -> None:
+    with _SHARED_LOCK:
+        pools = list(_SHARED.values())
+        _SHARED.clear()
+    for pool in pools:
+        pool.close()

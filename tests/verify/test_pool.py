@@ -1,0 +1,262 @@
+"""The worker pool for real: sandboxed zygotes, forked workers, the Triton interpreter.
+
+A pool's verdicts must be a fresh worker's; a job that hangs, crashes, leaves a process
+behind, patches torch or writes outside its own dirs must not reach the next job of the
+same lane; identical cases are verified once; nothing outlives `close()`; and a warm
+pool must be faster per candidate than a fresh worker per candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import load_builtin
+from tritonrl.verify import verify
+from tritonrl.verify.pool import VerifierPool
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+RELU = load_builtin("level1/1_ReLU").tasks[0]
+GOOD = RELU.solution
+WRONG = GOOD.replace("tl.maximum(x, 0.0)", "tl.abs(x)")
+CHEAT = GOOD.replace("        return y\n", "        return torch.relu(x)\n")
+RUNTIME = VerifyConfig(static_checks=False)  # the run-time layer alone
+CPU = VerifyConfig(device="cpu")
+
+
+def at_import(code: str) -> str:
+    """The correct ReLU with `code` run when the module is imported."""
+    return GOOD.replace("\n\n@triton.jit", "\n\n" + code.strip() + "\n\n\n@triton.jit", 1)
+
+
+NO_COMPILE = at_import("BLOCK_DEFAULT = undefined_constant")
+
+
+def verdict(r) -> tuple:
+    """What must agree between two verifications (numbers in messages vary per seed)."""
+    error = re.sub(r"\d+(\.\d+)?", "#", r.error) if r.error else None
+    sets = [(o.name, o.ok) for o in r.input_sets]
+    return (r.stage, r.compiled, r.tiny_correct, r.correct, r.flags, r.timed_out, r.reward,
+            sets, error)  # fmt: skip
+
+
+def host_processes_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with VerifierPool(CPU, workers=2) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def lane1():
+    """One lane: consecutive jobs share the zygote (unless it is recycled)."""
+    with VerifierPool(CPU, workers=1) as p:
+        yield p
+
+
+def test_pool_verdicts_equal_fresh_worker_verdicts(pool):
+    cases = [(GOOD, CPU), (WRONG, CPU), (NO_COMPILE, CPU), (CHEAT, CPU), (CHEAT, RUNTIME)]
+    pooled = [pool.submit(RELU, code, config) for code, config in cases]
+    with ThreadPoolExecutor(2) as ex:
+        fresh = list(ex.map(lambda case: verify(RELU, *case), cases))
+    pooled = [f.result() for f in pooled]
+    for p, f in zip(pooled, fresh, strict=True):
+        assert verdict(p) == verdict(f)
+        assert p.sandbox == f.sandbox
+    assert [p.correct for p in pooled] == [True, False, False, False, False]
+    assert pooled[2].stage == "compile" and "undefined_constant" in pooled[2].error
+    assert pooled[3].stage == "static" and "torch_fallback" in pooled[4].flags
+
+
+def test_a_hanging_candidate_times_out_and_the_lane_recovers(lane1):
+    hang = GOOD.replace("        x = x.contiguous()\n", "        while True:\n            pass\n")
+    short = VerifyConfig(device="cpu", timeout_s=6, static_checks=False)
+    fresh = verify(RELU, hang, short)
+    starts = lane1.lanes[0].starts
+    r = lane1.submit(RELU, hang, short).result()
+    assert r.timed_out and r.error == "timed out after 6 s" and verdict(r) == verdict(fresh)
+    assert lane1.lanes[0].recycles[-1] == "timed out after 6 s"
+    after = lane1.submit(RELU, GOOD).result()
+    assert after.correct and lane1.lanes[0].starts == starts + 1
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["import os\nos._exit(7)", "import ctypes\nctypes.string_at(0)"],
+    ids=["os-exit", "segfault"],
+)
+def test_a_crashing_candidate_fails_like_a_fresh_worker_and_the_lane_recovers(lane1, code):
+    crash = at_import(code)
+    fresh = verify(RELU, crash, RUNTIME)
+    r = lane1.submit(RELU, crash, RUNTIME).result()
+    assert r.error == fresh.error and verdict(r) == verdict(fresh)
+    assert r.error.startswith(("the worker exited with status 7", "the worker killed (signal 11"))
+    assert lane1.submit(RELU, GOOD).result().correct
+
+
+def test_a_daemonised_grandchild_does_not_survive_into_the_next_job(lane1):
+    token = f"tritonrl_pool_survivor_{uuid.uuid4().hex}"
+    spawn = at_import(
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', "
+        f"'{token}'])\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "import time\n"
+        "time.sleep(0.5)\n"
+    )
+    starts = lane1.lanes[0].starts
+    lane1.submit(RELU, spawn, RUNTIME).result()
+    assert host_processes_with(token) == []
+    # The next job of the same zygote sees its namespace's init, the zygote and itself.
+    census = at_import(
+        "import os\n"
+        "_pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "assert _pids == [1, 2, os.getpid()], _pids"
+    )
+    r = lane1.submit(RELU, census, RUNTIME).result()
+    assert r.compiled, r.error
+    assert lane1.lanes[0].starts == starts  # swept by the zygote, not by a recycle
+
+
+def test_a_candidate_that_patches_torch_does_not_reach_the_next_job(lane1):
+    patch = at_import("torch.empty_like = lambda *a, **k: None\ntriton.cdiv = lambda a, b: 0")
+    starts = lane1.lanes[0].starts
+    r = lane1.submit(RELU, patch, RUNTIME).result()
+    assert not r.correct
+    assert lane1.submit(RELU, GOOD).result().correct  # uses both torch.empty_like, cdiv
+    assert lane1.lanes[0].starts == starts  # the same zygote: isolation by the fork
+
+
+def test_a_job_writes_only_its_own_dir_and_its_own_cache(lane1):
+    lane = lane1.lanes[0]
+    (lane.root / "job-sibling").mkdir()
+    (lane.cache_root / ("0" * 64)).mkdir()
+    probe = at_import(
+        "import errno, json, os\n"
+        "def _try(path):\n"
+        "    try:\n"
+        "        with open(path, 'w') as f:\n"
+        "            f.write('x')\n"
+        "        return 'ok'\n"
+        "    except OSError as e:\n"
+        "        return errno.errorcode.get(e.errno, str(e.errno))\n"
+        "_cache = os.path.realpath('.triton/cache')\n"
+        "_lane = os.path.dirname(os.getcwd())\n"
+        "_r = {'job': _try('mine.txt'), 'cache': _try(os.path.join(_cache, 'k.bin')),\n"
+        "      'lane': _try(os.path.join(_lane, 'planted.py')),\n"
+        "      'sibling': _try(os.path.join(_lane, 'job-sibling', 'planted.py')),\n"
+        "      'other_cache': _try(os.path.join(os.path.dirname(_cache), '0' * 64, 'k.bin')),\n"
+        "      'tmp': _try('/tmp/planted')}\n"
+        "raise RuntimeError('WRITES ' + json.dumps(_r, sort_keys=True))"
+    )
+    r = lane1.submit(RELU, probe, RUNTIME).result()
+    found = json.loads(r.error.split("WRITES ", 1)[1].rsplit(" (candidate.py", 1)[0])
+    assert found == {"job": "ok", "cache": "ok", "lane": "EACCES", "sibling": "EACCES",
+                     "other_cache": "EACCES", "tmp": "EACCES"}  # fmt: skip
+    # The lane's sandbox (the zygote's Landlock domain) may write the lane root: what
+    # stopped the job is its own nested domain.
+    assert not list(lane.root.glob("planted*"))
+
+
+def test_identical_cases_are_verified_once(pool):
+    before = dict(pool.stats)
+    results = pool.verify_many([(RELU, GOOD), (RELU, WRONG), (RELU, GOOD)])
+    assert [r.correct for r in results] == [True, False, True]
+    assert pool.stats["verified"] - before["verified"] == 2
+    assert pool.stats["deduplicated"] - before["deduplicated"] == 1
+    assert results[0] is not results[2] and results[0].to_dict() == results[2].to_dict()
+
+
+def test_results_stream_as_they_finish(pool):
+    slow = at_import("import time\ntime.sleep(6)")
+    order = [i for i, _ in pool.imap_unordered([(RELU, slow), (RELU, GOOD), (RELU, WRONG)],
+                                               RUNTIME)]  # fmt: skip
+    assert sorted(order) == [0, 1, 2] and order[-1] == 0
+
+
+def test_close_leaves_no_process_cgroup_or_file():
+    p = VerifierPool(CPU, workers=2)
+    assert p.submit(RELU, GOOD).result().correct
+    for _ in range(100):  # the other lane starts in the background
+        if all(lane.child for lane in p.lanes):
+            break
+        time.sleep(0.1)
+    pids = [lane.child.proc.pid for lane in p.lanes]
+    cgroups = [lane.child.cgroup.path for lane in p.lanes if lane.child.cgroup]
+    root = p.root
+    p.close()
+    assert not root.exists()
+    assert host_processes_with(str(root)) == []  # every sandbox command line names it
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert not any(c.exists() for c in cgroups)
+    assert not any(t.is_alive() for t in p._threads)
+    with pytest.raises(RuntimeError, match="closed"):
+        p.submit(RELU, GOOD)
+
+
+def test_a_warm_pool_is_faster_per_candidate_than_fresh_workers(pool):
+    # Six different sources (a comment makes each one new: no deduplication, no cache).
+    cands = [f"{GOOD}\n# variant {i}\n" for i in range(6)]
+    pool.verify_many([(RELU, GOOD)])  # warm: both lanes up, reference code warmed
+    start = time.perf_counter()
+    pooled = pool.verify_many([(RELU, c) for c in cands])
+    pool_s = time.perf_counter() - start
+    start = time.perf_counter()
+    with ThreadPoolExecutor(2) as ex:  # the same concurrency, a fresh worker each
+        fresh = list(ex.map(lambda c: verify(RELU, c, CPU), cands))
+    fresh_s = time.perf_counter() - start
+    assert all(r.correct for r in pooled + fresh)
+    assert pool_s < 0.8 * fresh_s, (pool_s, fresh_s)
+
+
+HOSTILE = Path(__file__).parent / "hostile"
+MARKERS = {"c24_fork_bomb": "tritonrl_escape_forkbomb_marker",
+           "c23_spawn_process": "tritonrl_escape_process_marker"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "c14_reply_fd",
+        "c14_print_fake_json",
+        "c13_patch_worker_reply",
+        "c14_exit_in_forward",
+        "c24_giant_stdout",
+        "c24_fork_bomb",
+        "c23_spawn_process",
+    ],  # fmt: skip
+)
+def test_hostile_kernels_get_a_fresh_workers_verdict_from_a_lane(lane1, name):
+    """Forged replies, a forged reply channel, exits, floods and escapes, run-time layer
+    alone (several return uninitialised memory: the mismatch text varies, not the verdict)."""
+    code = (HOSTILE / f"{name}.py").read_text()
+    fresh = verify(RELU, code, RUNTIME)
+    r = lane1.submit(RELU, code, RUNTIME).result()
+    assert verdict(r)[:-1] == verdict(fresh)[:-1] and not r.correct
+    if name in MARKERS:
+        assert host_processes_with(MARKERS[name]) == []
