@@ -207,7 +207,7 @@ def test_close_leaves_no_process_cgroup_or_file():
             break
         time.sleep(0.1)
     pids = [lane.child.proc.pid for lane in p.lanes]
-    cgroups = [lane.child.cgroup.path for lane in p.lanes if lane.child.cgroup]
+    cgroups = [c for lane in p.lanes if lane.child.cgroup for c in lane.child.cgroup.paths]
     root = p.root
     p.close()
     assert not root.exists()
@@ -257,6 +257,14 @@ def test_hostile_kernels_get_a_fresh_workers_verdict_from_a_lane(lane1, name):
     code = (HOSTILE / f"{name}.py").read_text()
     fresh = verify(RELU, code, RUNTIME)
     r = lane1.submit(RELU, code, RUNTIME).result()
-    assert verdict(r)[:-1] == verdict(fresh)[:-1] and not r.correct
+    assert not r.correct and not fresh.correct
+    if name == "c14_reply_fd":
+        # Its forged reply puts every later reply one command late, and the findings log
+        # is read after each reply while the worker still writes it: the stage at which
+        # the flag lands is a race in both kinds of worker. What must agree: refused.
+        assert r.cheated and fresh.cheated and r.reward == fresh.reward == 0.0
+        assert "torch_fallback" in r.flags and "torch_fallback" in fresh.flags
+    else:
+        assert verdict(r)[:-1] == verdict(fresh)[:-1]
     if name in MARKERS:
         assert host_processes_with(MARKERS[name]) == []
