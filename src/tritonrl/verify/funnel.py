@@ -41,7 +41,7 @@ from tritonrl.verify.inputs import (
     prepare_set,
     timing_check_set,
 )
-from tritonrl.verify.perf import output_bytes, time_phase
+from tritonrl.verify.perf import file_mb_for, time_phase
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import WorkerError, WorkerSession
 from tritonrl.verify.static import static_check
@@ -62,8 +62,8 @@ def verify(
     task: Task, candidate: str | bytes, config: VerifyConfig | None = None, sessions: Any = None
 ) -> VerifyResult:
     """Verify one candidate (raw code or a whole model completion) for `task`. `sessions`:
-    an object with `workdir() -> Path` and `sessions(workdir, config, device)` returning a
-    session like `WorkerSession` (default: a temp dir and a fresh `WorkerSession`)."""
+    an object with `workdir() -> Path` and `sessions(workdir, config, device, file_mb)`
+    returning a session like `WorkerSession` (default: a temp dir and a fresh one)."""
     config = config or VerifyConfig()
     device = resolve_device(config.device)
     result = VerifyResult(task=task.id, device=device)
@@ -107,7 +107,7 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
     try:
         _write_job(workdir, code, sets + ([check] if check else []))
         session_for = sessions or WorkerSession
-        with session_for(workdir, config, result.device, _file_mb(sets)) as session:
+        with session_for(workdir, config, result.device, file_mb_for(sets)) as session:
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
             _run_in_worker(session, task, sets, config, result, check)
     except WorkerError as e:
@@ -118,12 +118,6 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         result.fail(result.stage, str(e))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _file_mb(sets: list[PreparedSet]) -> int:
-    """Room for the largest output file the worker writes (full-size tasks on CUDA)."""
-    need = max(output_bytes(s.expected) for s in sets) >> 20
-    return max(256, int(need * 1.25) + 64)
 
 
 def _prepare_sets(task: Task, config: VerifyConfig, result: VerifyResult) -> list | None:

@@ -63,11 +63,11 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         "options": options.to_dict(),
         "reference": {"path": "reference.py", "overrides": main.overrides, "origin": task.origin},
     }  # fmt: skip
+    from tritonrl.verify.funnel import _call  # records the reply's and the log's flags
+
     started = time.perf_counter()
-    reply = session.call(cmd)
+    reply = _call(session, result, cmd)
     wall_ms = (time.perf_counter() - started) * 1e3
-    result.add_flags(reply.get("flags"))
-    result.add_findings(session.findings())
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
         return
@@ -136,6 +136,13 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         result.fail("performance", f"timing checks: {', '.join(result.flags)}")
 
 
+def file_mb_for(sets) -> int:
+    """The worker's file-size limit in MB: room for the largest outputs it writes
+    (full-size tasks on CUDA), never under the sandbox's 256 MB default."""
+    need = max(output_bytes(s.expected) for s in sets) >> 20
+    return max(256, int(need * 1.25) + 64)
+
+
 def output_bytes(out) -> int:
     """Bytes an output must at least be written with (its storage, so broadcast views of
     a small buffer count small)."""
@@ -164,8 +171,7 @@ def time_candidate(task: Task, code: str, config: VerifyConfig | None = None) ->
     workdir = Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
     try:
         _write_job(workdir, code, [main, check])
-        file_mb = max(256, (output_bytes(main.expected) >> 20) * 5 // 4 + 64)
-        with WorkerSession(workdir, config, "cuda", file_mb) as session:
+        with WorkerSession(workdir, config, "cuda", file_mb_for([main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
                 reply = session.call(cmd)

@@ -79,14 +79,13 @@ def reference_time(task, prepared, options, path: Path | None) -> tuple[dict, bo
 
     key = cache_key(task, prepared, torch.cuda.get_device_name(), options.graphs)
     with _LOCK:
-        if path is not None:
-            hit = _load(path).get(key)
-            if isinstance(hit, dict) and hit.get("mean", 0) > 0:
-                return hit, True
+        data = _load(path) if path is not None else {}
+        hit = data.get(key)
+        if isinstance(hit, dict) and hit.get("mean", 0) > 0:
+            return hit, True
         stats = _measure(task, prepared, options)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            data = _load(path)
             data[key] = {**stats, "task": task.id}
             atomic_write_json(path, data)
     return stats, False

@@ -12,9 +12,9 @@ CUDA events, extended past `trials` until every series' relative standard error 
 Work on any stream counts: each trial also records an event after a device-wide
 synchronisation; where that event lags the stream's end event by more than the
 calibrated synchronisation overhead, work ran outside the timed stream (HACKS.md #9)
-and the synchronised times, less the overhead, are the series. The sum of event times
-is cross-checked against the host wall clock of the same loop (events cannot report
-more time than passed: timer tampering, #12). The optional CUDA-graph mode captures
+and the synchronised times, less the overhead, are the series. (The trusted side checks
+the reported total against its own wall clock: events cannot report more time than
+passed, #12.) The optional CUDA-graph mode captures
 each callable once and replays the graph per trial (for launch-bound kernels).
 
 Statistics (`summarize`, `speedup_stats`, `effective_speedup`) are plain Python and
@@ -123,8 +123,8 @@ class Timer:
         return statistics.median(lags)
 
     def measure(self, fns: dict[str, Callable[[], Any]], options: TimingOptions) -> dict:
-        """Time each callable; returns per-name series and stats, the host wall clock,
-        the last result of each callable, and notes (graphs off, work off-stream)."""
+        """Time each callable; returns per-name series and stats, the last result of
+        each callable, and notes (graphs off, work off-stream)."""
         notes: list[str] = []
         run = dict(fns)
         if options.graphs:
@@ -159,7 +159,6 @@ class Timer:
                 for n in run
             ):
                 break
-        host_ms = (self.clock() - host_start) * 1e3
         series = {}
         for name in run:
             times, off_stream = self._series(events[name], synced[name])
@@ -169,14 +168,7 @@ class Timer:
                     "device-wide synchronisation instead"
                 )
             series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off_stream}
-        return {
-            "series": series,
-            "event_total_ms": sum(sum(v) for v in events.values()),
-            "host_ms": host_ms,
-            "overhead_ms": self.overhead_ms,
-            "last": last,
-            "notes": notes,
-        }
+        return {"series": series, "last": last, "notes": notes}
 
     def _series(self, events: list[float], synced: list[float]) -> tuple[list[float], bool]:
         """The event times, or synchronised times less the overhead where work escaped."""

@@ -234,9 +234,6 @@ class Worker:
         return {
             "ok": True,
             "series": series,
-            "host_ms": m["host_ms"],
-            "event_total_ms": m["event_total_ms"],
-            "overhead_ms": m["overhead_ms"],
             "notes": m["notes"],
             "flags": flags,
         }
