@@ -2,6 +2,7 @@
 the reference (`class ModelNew(Model): pass`), so the true speedup is exactly 1.
 
     python bench/timing_noise.py [--runs 6] [--json OUT.json] [--tasks builtin:level1 ...]
+                                 [--big big_relu ...] [--graphs]
 
 Each run is fresh: a new sandboxed worker, new secret inputs, the candidate and the
 reference timed interleaved by the verifier's timing phase
@@ -55,45 +56,50 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=6)
     ap.add_argument("--tasks", nargs="*", default=DEFAULT_TASKS)
+    ap.add_argument("--big", nargs="*", default=list(_BIG), choices=list(_BIG),
+                    help="the larger tasks written here to add (none: --big)")  # fmt: skip
     ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays")
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
     report = load_tasks(args.tasks)
-    tasks = [*report.tasks, *(big_task(n) for n in _BIG)]
+    tasks = [*report.tasks, *(big_task(n) for n in args.big)]
     if report.errors:
         print(f"skipped: {report.errors}", file=sys.stderr)
     config = VerifyConfig(device="cuda", ref_time_cache="off", cuda_graphs=args.graphs)
-    rows, runs = [], {}
-    for task in tasks:
-        runs[task.id] = []
+    print("| task | kernel (us) | speedup min | speedup max | widest 95% CI | runs | "
+          "within [0.98, 1.02] | s per run |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---|---:|", flush=True)
+    runs: dict[str, list] = {}
+    for task in tasks:  # a row as each task finishes: a cut-off run keeps what it measured
+        runs[task.id] = got = []
         for _ in range(args.runs):
             start = time.perf_counter()
             r = time_candidate(task, copy_of_reference(task), config)
             if r.speedup is None:
                 print(f"{task.id}: {r.error} {r.notes[-3:]}", file=sys.stderr)
                 break
-            runs[task.id].append({
+            got.append({
                 "speedup": r.speedup, "ci": r.speedup_ci, "runtime_ms": r.runtime_ms,
                 "ref_runtime_ms": r.ref_runtime_ms, "trials": r.timing["trials"],
                 "rse": r.timing["rse"], "seconds": time.perf_counter() - start,
+                "notes": r.notes,
             })  # fmt: skip
-        got = runs[task.id]
-        if not got:
-            continue
-        s = [x["speedup"] for x in got]
-        us = 1e3 * sum(x["ref_runtime_ms"] for x in got) / len(got)
-        widest = max(x["ci"][1] - x["ci"][0] for x in got)
-        within = all(0.98 <= v <= 1.02 for v in s)
-        verdict = ("yes" if within else "NO") if us >= 20 else "n/a (<20 us)"
-        rows.append((task.id, us, min(s), max(s), widest, len(got), verdict))
-    print("| task | kernel (us) | speedup min | speedup max | widest 95% CI | runs | "
-          "within [0.98, 1.02] |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for tid, us, lo, hi, w, n, ok in rows:
-        print(f"| {tid} | {us:.1f} | {lo:.3f} | {hi:.3f} | {w:.3f} | {n} | {ok} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": runs, "graphs": args.graphs}, f, indent=1)
+        if got:
+            print(_row(task.id, got), flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"runs": runs, "graphs": args.graphs}, f, indent=1)
+
+
+def _row(task_id: str, got: list[dict]) -> str:
+    s = [x["speedup"] for x in got]
+    us = 1e3 * sum(x["ref_runtime_ms"] for x in got) / len(got)
+    widest = max(x["ci"][1] - x["ci"][0] for x in got)
+    within = all(0.98 <= v <= 1.02 for v in s)
+    verdict = ("yes" if within else "NO") if us >= 20 else "n/a (<20 us)"
+    seconds = sum(x["seconds"] for x in got) / len(got)
+    return (f"| {task_id} | {us:.1f} | {min(s):.3f} | {max(s):.3f} | {widest:.3f} | "
+            f"{len(got)} | {verdict} | {seconds:.1f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The verifier suite (and the tiny SFT benchmark) on a CUDA machine.
 #
-#   bash bench/verify_suite_cuda.sh check|tests|timing|noise|throughput|hostile|sft ...
+#   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|throughput|hostile|sft ...
 #
 # Run from the repository root; results go to $OUT (default ./out). Packages the GPU
 # image lacks are installed from wheels in .whl/ when that folder exists (see
@@ -38,11 +38,17 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     timing)
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_timing.py 2>&1 \
         | tee "$OUT/pytest_timing_cuda.txt" | tail -25 || rc=1 ;;
+    pool)
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/verify/test_pool.py 2>&1 \
+        | tee "$OUT/pytest_pool_cuda.txt" | tail -25 || rc=1 ;;
+    noise-graphs)
+      python3 bench/timing_noise.py --runs 6 --graphs --big big_relu --json "$OUT/timing_noise_graphs.json" \
+        2>&1 | tee "$OUT/timing_noise_graphs.md" | tail -20 || rc=1 ;;
     noise)
       python3 bench/timing_noise.py --runs 6 --json "$OUT/timing_noise.json" 2>&1 \
         | tee "$OUT/timing_noise.md" | tail -20 || rc=1 ;;
     throughput)
-      python3 bench/verify_throughput.py --device cuda --json "$OUT/verify_throughput.json" \
+      python3 bench/verify_throughput.py --device cuda --cli-limit 32 --json "$OUT/verify_throughput.json" \
         2>&1 | tee "$OUT/verify_throughput.md" | tail -20 || rc=1 ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \

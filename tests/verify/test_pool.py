@@ -268,3 +268,45 @@ def test_hostile_kernels_get_a_fresh_workers_verdict_from_a_lane(lane1, name):
         assert verdict(r)[:-1] == verdict(fresh)[:-1]
     if name in MARKERS:
         assert host_processes_with(MARKERS[name]) == []
+
+
+class _Spans:
+    """The lane's real timing lock, recording when each holder had it."""
+
+    def __init__(self, lock, spans: list) -> None:
+        self.lock, self.spans = lock, spans
+
+    def __enter__(self):
+        self.lock.acquire()
+        self.start = time.monotonic()
+
+    def __exit__(self, *exc) -> None:
+        self.spans.append((self.start, time.monotonic()))
+        self.lock.release()
+
+
+@pytest.mark.gpu
+def test_a_cuda_pool_agrees_with_fresh_workers_and_times_one_candidate_at_a_time():
+    # Three lanes on one GPU: every lane's worker is forked from a zygote that never
+    # touched CUDA, and the timing phases of different lanes must never overlap.
+    cuda = VerifyConfig(device="cuda", ref_time_cache="off")
+    goods = [GOOD, GOOD.replace("BLOCK = 1024", "BLOCK = 512"),
+             GOOD.replace("BLOCK = 1024", "BLOCK = 2048")]  # fmt: skip
+    cases = [*goods, WRONG, NO_COMPILE, CHEAT]
+    spans: list = []
+    with VerifierPool(cuda, workers=3) as p:
+        assert {lane.gpu for lane in p.lanes} == {"0"} and p.lanes[0].timing_lock is not None
+        for lane in p.lanes:
+            lane.timing_lock = _Spans(lane.timing_lock, spans)
+        pooled = p.verify_many([(RELU, c) for c in cases])
+    fresh = [verify(RELU, c, cuda) for c in cases]
+    # the reward of a correct kernel follows its measured speedup: compare the rest
+    same = [(v[:6], v[7:]) for v in map(verdict, pooled)]
+    assert same == [(v[:6], v[7:]) for v in map(verdict, fresh)]
+    assert [r.correct for r in pooled] == [True] * 3 + [False] * 3
+    for r in pooled[:3]:
+        assert r.device == "cuda" and r.speedup and r.timing["trials"] >= 50, r.notes
+        assert r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1]
+    assert len(spans) == 3
+    spans.sort()
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))

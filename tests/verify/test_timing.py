@@ -4,7 +4,9 @@ on a real GPU (marker `gpu`), each with the static checks off so the run-time la
 what refuses them.
 """
 
+import dataclasses
 import json
+import math
 
 import pytest
 
@@ -241,3 +243,19 @@ def test_reference_time_alone_is_cached(tmp_path):
     second = verify(BIG_RELU, HONEST, cfg)
     assert not first.timing["ref_alone_cached"] and second.timing["ref_alone_cached"]
     assert len(json.loads((tmp_path / "ref.json").read_text())) == 1
+
+
+@gpu
+def test_cuda_graph_mode_times_the_same_kernel_to_the_same_speedup(honest):
+    # 150 us is far from launch-bound: replaying a captured graph must not change the
+    # verdict or move the speedup by more than the noise of two runs.
+    r = verify(BIG_RELU, HONEST, dataclasses.replace(NO_STATIC, cuda_graphs=True))
+    assert r.correct and not r.cheated and r.timing["graphs"], (r.error, r.flags, r.notes)
+    assert not any("capture failed" in n for n in r.notes), r.notes
+    assert abs(math.log(r.speedup / honest.speedup)) < 0.1, (r.speedup, honest.speedup)
+
+
+@gpu
+def test_cuda_graph_mode_still_refuses_a_cached_output():
+    r = verify(BIG_RELU, CACHED, dataclasses.replace(NO_STATIC, cuda_graphs=True))
+    assert r.cheated and r.reward == 0.0, (r.flags, r.notes)
