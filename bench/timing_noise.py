@@ -2,10 +2,11 @@
 the reference (`class ModelNew(Model): pass`), so the true speedup is exactly 1.
 
     python bench/timing_noise.py [--runs 6] [--json OUT.json] [--tasks builtin:level1 ...]
-                                 [--big big_relu ...] [--graphs]
+                                 [--big big_relu ...] [--graphs] [--fresh]
 
-Each run is fresh: a new sandboxed worker, new secret inputs, the candidate and the
-reference timed interleaved by the verifier's timing phase
+Each run is fresh: a new worker process (forked from a warm sandboxed zygote, as the
+worker pool's are; `--fresh` starts a whole new sandboxed worker instead), new secret
+inputs, the candidate and the reference timed interleaved by the verifier's timing phase
 (`tritonrl.verify.perf.time_candidate`: the same code path `verify` uses for a correct
 kernel, minus the correctness verdict, which a torch-only copy would not get). The
 reference time alone is not cached between runs. Besides the builtin tasks it times
@@ -19,12 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_tasks
+from tritonrl.verify.lane import Lane
 from tritonrl.verify.perf import time_candidate
+from tritonrl.verify.pool import visible_gpus
 
 _BIG = {
     "big_relu": ("torch.relu(x)", "[torch.randn(4096, 16384)]"),
@@ -59,6 +65,7 @@ def main() -> None:
     ap.add_argument("--big", nargs="*", default=list(_BIG), choices=list(_BIG),
                     help="the larger tasks written here to add (none: --big)")  # fmt: skip
     ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays")
+    ap.add_argument("--fresh", action="store_true", help="a new sandboxed worker per run")
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
     report = load_tasks(args.tasks)
@@ -70,11 +77,23 @@ def main() -> None:
           "within [0.98, 1.02] | s per run |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---|---:|", flush=True)
     runs: dict[str, list] = {}
+    root = Path(tempfile.mkdtemp(prefix="timing-noise-"))
+    gpu = visible_gpus()[0]
+    lane = None if args.fresh else Lane(0, root / "lane", root / "cache", config, "cuda", gpu)
+    try:
+        _measure(args, tasks, config, lane, runs)
+    finally:
+        if lane is not None:
+            lane.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _measure(args, tasks, config, lane, runs: dict[str, list]) -> None:
     for task in tasks:  # a row as each task finishes: a cut-off run keeps what it measured
         runs[task.id] = got = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            r = time_candidate(task, copy_of_reference(task), config)
+            r = time_candidate(task, copy_of_reference(task), config, sessions=lane)
             if r.speedup is None:
                 print(f"{task.id}: {r.error} {r.notes[-3:]}", file=sys.stderr)
                 break
@@ -82,7 +101,7 @@ def main() -> None:
                 "speedup": r.speedup, "ci": r.speedup_ci, "runtime_ms": r.runtime_ms,
                 "ref_runtime_ms": r.ref_runtime_ms, "trials": r.timing["trials"],
                 "rse": r.timing["rse"], "seconds": time.perf_counter() - start,
-                "notes": r.notes,
+                "timing": r.timing, "notes": r.notes,
             })  # fmt: skip
         if got:
             print(_row(task.id, got), flush=True)

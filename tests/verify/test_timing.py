@@ -59,7 +59,7 @@ def test_rewards_use_the_noise_ruled_speedup():
     assert compute_reward(r, "kevin") == pytest.approx(1.35)
 
 
-@pytest.mark.parametrize("body", ["SIDE_STREAM", "DEFERRAL", "CACHED"])
+@pytest.mark.parametrize("body", ["SIDE_STREAM", "DEFERRAL", "CACHED", "CAPTURED"])
 def test_the_gpu_cheats_are_well_formed_kernels(body):
     # They run only on a GPU; here at least their source must define a ModelNew with a
     # forward that compiles (a misplaced helper once swallowed `forward`).
@@ -255,7 +255,23 @@ def test_cuda_graph_mode_times_the_same_kernel_to_the_same_speedup(honest):
     assert abs(math.log(r.speedup / honest.speedup)) < 0.1, (r.speedup, honest.speedup)
 
 
+CAPTURED = _forward("""\
+        if torch.cuda.is_current_stream_capturing() and getattr(self, "last", None) is not None:
+            relu_kernel[(1,)](x, self.last, 1, BLOCK=1024)  # the graph holds one element
+            return self.last
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        self.last = y
+        return y
+""")
+
+
 @gpu
-def test_cuda_graph_mode_still_refuses_a_cached_output():
-    r = verify(BIG_RELU, CACHED, dataclasses.replace(NO_STATIC, cuda_graphs=True))
-    assert r.cheated and r.reward == 0.0, (r.flags, r.notes)
+def test_cuda_graph_mode_refuses_a_kernel_that_captures_something_else():
+    # Honest whenever called eagerly (every correctness call and the check call after
+    # timing); the graph it leaves to be timed writes one element of a stale output.
+    r = verify(BIG_RELU, CAPTURED, dataclasses.replace(NO_STATIC, cuda_graphs=True))
+    assert {"impossible_speed", "timing_phase"} <= set(r.flags), (r.flags, r.notes)
+    assert any(n.startswith("timing_phase: output of the graph check") for n in r.notes)
+    assert r.reward == 0.0

@@ -90,7 +90,11 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     for s in sets:
         if s.spec.refill_of == main.spec.name:
             timed = s
-    for name, prepared in (("timed", timed), ("timing_check", check)):
+    # In graph mode the replays were timed: the graph itself must compute the check set
+    # (a kernel can behave while eager and capture something else).
+    checks = [("timed", timed), ("timing_check", check)]
+    checks += [("graph_check", check)] if "new" in (reply.get("graphed") or []) else []
+    for name, prepared in checks:
         if prepared is None:
             continue
         got = _load_output(session, name)
@@ -153,10 +157,12 @@ def output_bytes(out) -> int:
     return 0
 
 
-def time_candidate(task: Task, code: str, config: VerifyConfig | None = None) -> VerifyResult:
+def time_candidate(
+    task: Task, code: str, config: VerifyConfig | None = None, sessions=None
+) -> VerifyResult:
     """Load `code` in a sandboxed worker, run it once on the main input set and time it
     beside the reference, skipping every correctness and cheating verdict (benchmarks of
-    the timer only: never a reward)."""
+    the timer only: never a reward). `sessions`: as `verify`'s (a pool lane)."""
     from tritonrl.verify.funnel import _write_job
     from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
     from tritonrl.verify.session import WorkerSession
@@ -168,10 +174,10 @@ def time_candidate(task: Task, code: str, config: VerifyConfig | None = None) ->
     spec = next(s for s in plan_input_sets(task, "cuda", 2, False) if s.name == "seed_a")
     main = prepare_set(task, spec, "cuda")
     check = prepare_set(task, timing_check_set(spec), "cuda")
-    workdir = Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
+    workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
     try:
         _write_job(workdir, code, [main, check])
-        with WorkerSession(workdir, config, "cuda", file_mb_for([main])) as session:
+        with (sessions or WorkerSession)(workdir, config, "cuda", file_mb_for([main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
                 reply = session.call(cmd)

@@ -124,7 +124,8 @@ class Timer:
 
     def measure(self, fns: dict[str, Callable[[], Any]], options: TimingOptions) -> dict:
         """Time each callable; returns per-name series and stats, the last result of
-        each callable, and notes (graphs off, work off-stream)."""
+        each callable, notes (graphs off, work off-stream) and, in graph mode, the
+        replay callable of each one captured (`graphed`)."""
         notes: list[str] = []
         run = dict(fns)
         if options.graphs:
@@ -168,7 +169,8 @@ class Timer:
                     "device-wide synchronisation instead"
                 )
             series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off_stream}
-        return {"series": series, "last": last, "notes": notes}
+        graphed = {name: run[name] for name in run if run[name] is not fns[name]}
+        return {"series": series, "last": last, "notes": notes, "graphed": graphed}
 
     def _series(self, events: list[float], synced: list[float]) -> tuple[list[float], bool]:
         """The event times, or synchronised times less the overhead where work escaped."""

@@ -12,7 +12,8 @@ own prints go to stderr):
     {"op": "run", "set": "seed_b", "refill_of": "seed_a"}   -> outputs in out/<set>.pt
     {"op": "time", "set": "seed_a", "check": "timing_check", "options": {...},
      "reference": {"path": "reference.py", "overrides": {...}, "origin": ...}}
-         (CUDA only) -> interleaved times; out/timed.pt, out/timing_check.pt
+         (CUDA only) -> interleaved times; out/timed.pt, out/timing_check.pt (and
+         out/graph_check.pt: the captured graph replayed on the check set)
     {"op": "exit"}
 
 The guards (`tritonrl.verify.guards`) are installed BEFORE the candidate is imported.
@@ -224,6 +225,10 @@ class Worker:
                     flags["no_launch"] = "the call after timing launched no Triton kernel"
                 flags.update(self._fallback_flags(audit))
                 torch.save(_detach_cpu(out), Path("out") / "timing_check.pt")
+                if "new" in m["graphed"]:  # what was timed is the graph: replay it too
+                    out = m["graphed"]["new"]()
+                    torch.cuda.synchronize()
+                    torch.save(_detach_cpu(out), Path("out") / "graph_check.pt")
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         flags.update(self._common_flags())
@@ -235,6 +240,7 @@ class Worker:
             "ok": True,
             "series": series,
             "notes": m["notes"],
+            "graphed": sorted(m["graphed"]),
             "flags": flags,
         }
 
