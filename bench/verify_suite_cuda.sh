@@ -3,7 +3,7 @@
 #
 #   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|throughput|hostile|sft ...
 #
-# Run from the repository root; results go to $OUT (default ./out). Packages the GPU
+# Run from the repository root (TIMING_K=expr selects timing tests by pytest -k); results go to $OUT (default ./out). Packages the GPU
 # image lacks are installed from wheels in .whl/ when that folder exists (see
 # docs/benchmarks.md for the list).
 OUT=${OUT:-out}
@@ -36,7 +36,7 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_funnel.py \
         tests/verify/test_adapters.py 2>&1 | tee "$OUT/pytest_funnel_cuda.txt" | tail -15 || rc=1 ;;
     timing)
-      python3 -m pytest -q -p no:cacheprovider tests/verify/test_timing.py 2>&1 \
+      python3 -m pytest -q -p no:cacheprovider tests/verify/test_timing.py ${TIMING_K:+-k "$TIMING_K"} 2>&1 \
         | tee "$OUT/pytest_timing_cuda.txt" | tail -25 || rc=1 ;;
     pool)
       python3 -m pytest -q -p no:cacheprovider -m gpu tests/verify/test_pool.py 2>&1 \
