@@ -17,6 +17,9 @@ started to the last verdict, in candidates per second:
   batch     `tritonrl verify --batch CASES --out RESULTS --workers N`, one process
   pool      `VerifierPool(workers=N).verify_many` in this process (pool start included)
   nofunnel  the same with `VerifyConfig(funnel=False)`: every stage and input set runs
+  warm      the pool's steady state, as a training run sees it: the pool started and a
+            warm-up batch (the same kinds over two other tasks) verified before the clock
+            starts
 
 It prints a table with the ratios to `cli` (and `nofunnel` to `pool`) and, per mode,
 how many candidates of each kind were judged correct, so a reader sees that the modes
@@ -154,13 +157,21 @@ def run_batch(batch, device: str, workers: int, tmp: Path) -> list[dict]:
     return rows
 
 
-def run_pool(batch, device: str, workers: int, funnel: bool) -> list[dict]:
+def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False):
+    """The results' dicts, and the seconds from the pool's start (or, `warm`, from after
+    its warm-up batch) to the last verdict."""
     from tritonrl.config import VerifyConfig
     from tritonrl.verify.pool import VerifierPool
 
+    start = time.perf_counter()
     with VerifierPool(VerifyConfig(device=device, funnel=funnel), workers) as pool:
+        if warm:
+            others = {f"builtin:{t}" for t in TASKS[-2:]}
+            pool.verify_many([(t, c) for t, _, c in build_batch(len(TASKS)) if t.id in others])
+            start = time.perf_counter()
         results = pool.verify_many([(t, c) for t, _, c in batch])
-    return [r.to_dict() for r in results]
+        seconds = time.perf_counter() - start
+    return [r.to_dict() for r in results], seconds
 
 
 def main() -> None:
@@ -171,7 +182,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="candidates for the pool modes")
     ap.add_argument("--cli-limit", type=int, default=-1,
                     help="candidates for cli (default: 32 on cpu, all on cuda)")  # fmt: skip
-    ap.add_argument("--modes", default="cli,batch,pool,nofunnel")
+    ap.add_argument("--modes", default="cli,batch,pool,nofunnel,warm")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     batch = build_batch(args.tasks)
@@ -198,15 +209,21 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             rows = run_cli(part, args.device, args.workers, tmp)
         elif mode == "batch":
             rows = run_batch(part, args.device, args.workers, tmp)
+        if mode in ("cli", "batch"):
+            seconds = time.perf_counter() - start
         else:
-            rows = run_pool(part, args.device, args.workers, funnel=mode == "pool")
-        seconds = time.perf_counter() - start
+            rows, seconds = run_pool(part, args.device, args.workers, funnel=mode != "nofunnel",
+                                     warm=mode == "warm")  # fmt: skip
+        stages: Counter = Counter()
+        for r in rows:
+            stages.update(r.get("stage_times") or {})
         correct = Counter(kind for (_, kind, _), r in zip(part, rows, strict=True)
                           if r.get("correct"))  # fmt: skip
         report["modes"][mode] = {
             "candidates": len(part), "seconds": round(seconds, 2),
             "per_second": round(len(part) / seconds, 3), "correct_by_kind": dict(correct),
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
+            "stage_seconds": {k: round(v, 2) for k, v in stages.items()},
         }  # fmt: skip
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
 
@@ -222,6 +239,9 @@ def _print_table(report: dict) -> None:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(m["correct_by_kind"].items()))
         print(f"| {mode} | {m['candidates']} | {m['seconds']:.1f} | {m['per_second']:.3f} "
               f"| {ratio} | {kinds} |")  # fmt: skip
+    for mode, m in modes.items():
+        spent = ", ".join(f"{k} {v:.0f}" for k, v in m["stage_seconds"].items())
+        print(f"{mode}: seconds summed over candidates per stage: {spent}")
     if "pool" in modes and "nofunnel" in modes:
         gain = modes["pool"]["per_second"] / modes["nofunnel"]["per_second"]
         print(f"\nthe staged funnel: {gain:.2f}x the candidates per second of the pool without it")

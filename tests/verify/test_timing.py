@@ -28,6 +28,14 @@ def test_trimmed_mean_ignores_the_tails_and_rse_shrinks_with_more_trials():
     assert summarize(noisy)["rse"] < summarize(noisy[:50])["rse"] / 2
 
 
+def test_the_speedup_is_a_ratio_of_medians_and_its_error_never_collapses():
+    ref = summarize([2.0] * 40 + [2.6] * 10)  # 20% slow trials: past the trimmed tails
+    new = summarize([1.0] * 50)
+    assert ref["mean"] > 2.05 and speedup_stats(ref, new)[0] == pytest.approx(2.0)
+    mostly_equal = summarize([1.0] * 30 + [1.1] * 20)  # median absolute deviation 0
+    assert mostly_equal["se"] > 0.005 and mostly_equal["half_width"] > 0.01
+
+
 def test_speedup_interval_contains_the_ratio_and_widens_with_noise():
     ref, new = summarize([2.0, 2.02, 1.98] * 20), summarize([1.0, 1.01, 0.99] * 20)
     s, (lo, hi) = speedup_stats(ref, new)
@@ -234,6 +242,24 @@ def test_a_cached_output_is_an_impossible_speed():
 def test_timer_tampering_is_refused():
     r = verify(BIG_RELU, TIMER_TAMPER, NO_STATIC)
     assert "timer_tampering" in r.flags and r.reward == 0.0, (r.flags, r.notes)
+
+
+SLOW_REFERENCE = HONEST.replace(
+    "class ModelNew",
+    "_relu = torch.relu\n"
+    "torch.relu = lambda x: _relu(_relu(_relu(x) * 1.0) * 1.0)  # the reference pays 5 ops\n\n\n"
+    "class ModelNew",
+)
+
+
+@gpu
+def test_a_candidate_that_slows_the_reference_gains_nothing(honest):
+    r = verify(BIG_RELU, SLOW_REFERENCE, NO_STATIC)
+    if not r.cheated:  # timed twice, slowed twice: the reference's time alone counts
+        assert r.timing["tries"] == 2 and "the reference's time alone is used" in r.notes
+        assert r.speedup <= honest.speedup * 1.1, (r.speedup, honest.speedup)
+    else:
+        assert r.reward == 0.0
 
 
 @gpu

@@ -38,17 +38,25 @@ def _load_output(session, name: str):
         return e
 
 
+SLOWED = 1.25  # the reference beside the candidate vs alone: more is suspect
+
+
 def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: VerifyResult):
     """The calibrated timing phase; everything the worker reports is re-derived or
     bounded here (statistics from the raw times, totals against this side's clock,
-    outputs compared with the trusted references, the reference against its time alone)."""
+    outputs compared with the trusted references, the reference against its time alone).
+
+    A reference that ran more than SLOWED times slower beside the candidate than alone
+    is timed once more: a passing disturbance slows both series alike and is gone on the
+    second try (the H100 showed one such run in 36 of a 20 us copy of the reference),
+    while something in the candidate's process that slows the reference is there again,
+    and then the time alone is used, so the speedup is never inflated."""
     from tritonrl.verify import refcache
     from tritonrl.verify.timing import (
         TimingOptions,
         effective_speedup,
         peak_bandwidth_bytes_per_s,
         speedup_stats,
-        summarize,
     )
 
     main = next(s for s in sets if s.spec.name == "seed_a")
@@ -63,14 +71,74 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         "options": options.to_dict(),
         "reference": {"path": "reference.py", "overrides": main.overrides, "origin": task.origin},
     }  # fmt: skip
+    # The timed buffers hold the data of the last set refilled into them (seed_b).
+    timed = main
+    for s in sets:
+        if s.spec.refill_of == main.spec.name:
+            timed = s
+    m = _measure(session, result, cmd, timed, check)
+    if m is None:
+        return
+    alone, cached = refcache.reference_time(
+        task, main, options, refcache.resolve_path(config.ref_time_cache)
+    )
+    used, tries = m["ref"], 1
+    if used["median"] > SLOWED * alone["median"] and not result.cheated:
+        slowed = used["median"] / alone["median"]
+        # the check call refilled the buffers with the check set: it is what is timed now
+        again = _measure(session, result, cmd, check or timed, check)
+        if again is None:
+            return
+        m, used, tries = again, again["ref"], 2
+        result.notes.append(
+            f"the reference ran {slowed:.2f}x slower beside the candidate than alone; "
+            f"timed again: {used['median'] / alone['median']:.2f}x"
+        )
+    if used["median"] > SLOWED * alone["median"]:
+        result.notes.append("the reference's time alone is used")
+        used = alone
+    new = m["new"]
+    floor_ms = (
+        output_bytes(main.expected)
+        / peak_bandwidth_bytes_per_s(torch.cuda.get_device_properties(torch.cuda.current_device()))
+        * 1e3
+    )
+    if min(new["median"], new["mean"]) < 0.8 * floor_ms:  # 0.8: headroom for the estimate
+        result.flag(
+            "impossible_speed",
+            f"{new['median'] * 1e3:.2f} us is below the {floor_ms * 1e3:.2f} us it takes to "
+            "write the outputs at the device's peak bandwidth",
+        )
+    result.runtime_ms, result.ref_runtime_ms = new["median"], used["median"]
+    result.speedup, result.speedup_ci = speedup_stats(used, new)
+    result.reward_speedup = effective_speedup(result.speedup, result.speedup_ci, config.noise_floor)
+    result.notes.extend(str(n) for n in m["reply"].get("notes", [])[:8])
+    result.timing = {
+        "trials": new["n"], "rse": round(max(new["rse"], m["ref"]["rse"]), 5),
+        "median_ms": new["median"], "ref_median_ms": m["ref"]["median"],
+        "mean_ms": new["mean"], "ref_mean_ms": m["ref"]["mean"],
+        "ref_alone_ms": alone["median"], "ref_alone_cached": cached, "tries": tries,
+        "off_stream": m["off_stream"], "graphs": options.graphs,
+        "floor_ms": floor_ms, "host_ms": round(m["wall_ms"], 3),
+    }  # fmt: skip
+    if result.cheated:
+        result.correct = "timing_phase" not in result.flags and result.correct
+        result.fail("performance", f"timing checks: {', '.join(result.flags)}")
+
+
+def _measure(session, result: VerifyResult, cmd: dict, timed, check) -> dict | None:
+    """One `time` call: its series summarised, its total held against this side's wall
+    clock, its outputs compared with the trusted references (`timed`: the set whose data
+    the timed buffers hold). None when the call failed or its reply is unusable."""
     from tritonrl.verify.funnel import _call  # records the reply's and the log's flags
+    from tritonrl.verify.timing import summarize
 
     started = time.perf_counter()
     reply = _call(session, result, cmd)
     wall_ms = (time.perf_counter() - started) * 1e3
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
-        return
+        return None
     try:
         series = reply["series"]
         new_t = [float(x) for x in series["new"]["times_ms"]]
@@ -79,17 +147,12 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
             raise ValueError("empty or non-positive times")
     except (KeyError, TypeError, ValueError) as e:
         result.flag("timer_tampering", f"unusable timing reply ({type(e).__name__}: {e})")
-        return
+        return None
     if sum(new_t) + sum(ref_t) > wall_ms * 1.02 + 1.0:  # events cannot outrun the clock
         result.flag(
             "timer_tampering",
             f"reported {sum(new_t) + sum(ref_t):.1f} ms of GPU time in {wall_ms:.1f} ms",
         )
-    # The timed buffers hold the data of the last set refilled into them (seed_b).
-    timed = main
-    for s in sets:
-        if s.spec.refill_of == main.spec.name:
-            timed = s
     # In graph mode the replays were timed: the graph itself must compute the check set
     # (a kernel can behave while eager and capture something else).
     checks = [("timed", timed), ("timing_check", check)]
@@ -102,42 +165,10 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         why = why or compare_outputs(prepared.expected, got)
         if why:
             result.flag("timing_phase", f"output of the {name.replace('_', ' ')} call: {why}")
-    new, ref = summarize(new_t), summarize(ref_t)
-    floor_ms = (
-        output_bytes(main.expected)
-        / peak_bandwidth_bytes_per_s(torch.cuda.get_device_properties(torch.cuda.current_device()))
-        * 1e3
-    )
-    if new["mean"] < 0.8 * floor_ms:  # 0.8: headroom for the bandwidth estimate
-        result.flag(
-            "impossible_speed",
-            f"{new['mean'] * 1e3:.2f} us is below the {floor_ms * 1e3:.2f} us it takes to "
-            "write the outputs at the device's peak bandwidth",
-        )
-    alone, cached = refcache.reference_time(
-        task, main, options, refcache.resolve_path(config.ref_time_cache)
-    )
-    used = ref
-    if ref["mean"] > 1.25 * alone["mean"]:
-        result.notes.append(
-            f"the reference ran {ref['mean'] / alone['mean']:.2f}x slower beside the "
-            "candidate than alone; the time alone is used"
-        )
-        used = alone
-    result.runtime_ms, result.ref_runtime_ms = new["mean"], used["mean"]
-    result.speedup, result.speedup_ci = speedup_stats(used, new)
-    result.reward_speedup = effective_speedup(result.speedup, result.speedup_ci, config.noise_floor)
-    result.notes.extend(str(n) for n in reply.get("notes", [])[:8])
-    result.timing = {
-        "trials": new["n"], "rse": round(max(new["rse"], ref["rse"]), 5),
-        "median_ms": new["median"], "ref_median_ms": ref["median"],
-        "ref_alone_ms": alone["mean"], "ref_alone_cached": cached,
-        "off_stream": bool(series["new"].get("off_stream")), "graphs": options.graphs,
-        "floor_ms": floor_ms, "host_ms": round(wall_ms, 3),
+    return {
+        "new": summarize(new_t), "ref": summarize(ref_t), "reply": reply, "wall_ms": wall_ms,
+        "off_stream": bool(series["new"].get("off_stream")),
     }  # fmt: skip
-    if result.cheated:
-        result.correct = "timing_phase" not in result.flags and result.correct
-        result.fail("performance", f"timing checks: {', '.join(result.flags)}")
 
 
 def file_mb_for(sets) -> int:
