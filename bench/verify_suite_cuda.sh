@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The verifier suite (and the tiny SFT benchmark) on a CUDA machine.
 #
-#   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|throughput|hostile|sft ...
+#   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|throughput|startup|scaling|
+#                                hostile|sft ...
 #
-# Run from the repository root (TIMING_K=expr selects timing tests by pytest -k); results go to $OUT (default ./out). Packages the GPU
+# Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
+# NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default ./out). Packages the GPU
 # image lacks are installed from wheels in .whl/ when that folder exists (see
 # docs/benchmarks.md for the list).
 OUT=${OUT:-out}
@@ -45,11 +47,19 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
       python3 bench/timing_noise.py --runs 6 --graphs --big big_relu --json "$OUT/timing_noise_graphs.json" \
         2>&1 | tee "$OUT/timing_noise_graphs.md" | tail -20 || rc=1 ;;
     noise)
-      python3 bench/timing_noise.py --runs 6 --json "$OUT/timing_noise.json" 2>&1 \
+      python3 bench/timing_noise.py --runs 6 $NOISE_ARGS --json "$OUT/timing_noise.json" 2>&1 \
         | tee "$OUT/timing_noise.md" | tail -20 || rc=1 ;;
     throughput)
       python3 bench/verify_throughput.py --device cuda --cli-limit 32 --json "$OUT/verify_throughput.json" \
         2>&1 | tee "$OUT/verify_throughput.md" | tail -20 || rc=1 ;;
+    startup)
+      python3 bench/worker_startup.py --json "$OUT/worker_startup.json" 2>&1 \
+        | tee "$OUT/worker_startup.md" | tail -20 || rc=1 ;;
+    scaling)  # the warm pool's steady state against its number of lanes
+      for w in 8 16; do
+        python3 bench/verify_throughput.py --device cuda --modes warm --workers $w \
+          --json "$OUT/verify_warm_$w.json" 2>&1 | tail -4 || rc=1
+      done ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \
         | tee "$OUT/pytest_hostile_cuda.txt" | tail -25 || rc=1 ;;

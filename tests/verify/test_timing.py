@@ -36,6 +36,16 @@ def test_the_speedup_is_a_ratio_of_medians_and_its_error_never_collapses():
     assert mostly_equal["se"] > 0.005 and mostly_equal["half_width"] > 0.01
 
 
+def test_a_short_kernels_interval_keeps_the_between_run_spread():
+    # 4.2 us with a tiny within-run error: runs on the H100 spread from 0.96 to 1.02
+    ref, new = summarize([0.0042, 0.00421] * 100), summarize([0.00421, 0.0042] * 100)
+    _, (lo, hi) = speedup_stats(ref, new)
+    assert lo < 0.96 and hi > 1.04
+    big_ref, big_new = summarize([0.182, 0.1821] * 100), summarize([0.1821, 0.182] * 100)
+    _, (lo, hi) = speedup_stats(big_ref, big_new)
+    assert hi - lo < 0.005  # 180 us: the floor is negligible
+
+
 def test_speedup_interval_contains_the_ratio_and_widens_with_noise():
     ref, new = summarize([2.0, 2.02, 1.98] * 20), summarize([1.0, 1.01, 0.99] * 20)
     s, (lo, hi) = speedup_stats(ref, new)
