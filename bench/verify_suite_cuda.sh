@@ -5,8 +5,8 @@
 #                                hostile|sft ...
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
-# NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default ./out). Packages the GPU
-# image lacks are installed from wheels in .whl/ when that folder exists (see
+# NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default
+# ./out). Packages the GPU image lacks are installed from wheels in .whl/ when that folder exists (see
 # docs/benchmarks.md for the list).
 OUT=${OUT:-out}
 mkdir -p "$OUT"
