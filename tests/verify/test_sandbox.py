@@ -108,6 +108,25 @@ def test_probe_reports_mechanisms() -> None:
     assert probe() == info  # cached
 
 
+def test_cgroup_probes_from_many_threads_at_once_all_find_the_cgroup() -> None:
+    # A pool's lanes start together: 16 threads once probed under one name, and every
+    # thread but the first found no writable pids cgroup and refused to run (H100).
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from tritonrl.verify.sandbox.cgroup import cgroup_parent
+
+    gate = Barrier(16)
+
+    def find(_: int):
+        gate.wait()
+        return cgroup_parent("pids"), cgroup_parent("memory")
+
+    with ThreadPoolExecutor(16) as ex:
+        found = list(ex.map(find, range(16)))
+    assert all(pids and memory for pids, memory in found), found
+
+
 def test_normal_run_reports_what_is_enforced(workdir: Path) -> None:
     run = run_script(workdir, "print('hello')")
     assert run.ok and run.stdout == "hello\n" and run.killed is None

@@ -34,6 +34,7 @@ import logging
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,8 @@ def _candidates(controller: str) -> list[Path]:
 
 
 def _usable(base: Path, controller: str) -> bool:
-    test = base / f"{_CGROUP_PREFIX}probe-{os.getpid()}-{controller}"
+    # unique per call: threads of one process probe at once (a pool's lanes starting)
+    test = base / f"{_CGROUP_PREFIX}probe-{os.getpid()}-{controller}-{uuid.uuid4().hex[:12]}"
     try:
         test.mkdir()
         ok = any((test / name).exists() for name in _LIMIT_FILES[controller])

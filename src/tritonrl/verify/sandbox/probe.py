@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 from tritonrl.verify.sandbox.cgroup import memory_cgroup_parent, pids_cgroup_parent
 from tritonrl.verify.sandbox.trampoline import TRAMPOLINE, landlock_abi
@@ -27,9 +28,14 @@ from tritonrl.verify.sandbox.trampoline import TRAMPOLINE, landlock_abi
 log = logging.getLogger(__name__)
 
 
+_LOCK = threading.Lock()
+
+
 def probe() -> dict[str, bool | int | str]:
-    """Which sandboxing mechanisms this host offers (computed once per process)."""
-    return dict(_probe())
+    """Which sandboxing mechanisms this host offers (computed once per process; the
+    pool's lanes ask from many threads at once, and one probe must not see another's)."""
+    with _LOCK:
+        return dict(_probe())
 
 
 @functools.cache
