@@ -55,10 +55,11 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     startup)
       python3 bench/worker_startup.py --json "$OUT/worker_startup.json" 2>&1 \
         | tee "$OUT/worker_startup.md" | tail -20 || rc=1 ;;
-    scaling)  # the warm pool's steady state against its number of lanes
-      for w in 8 16; do
-        python3 bench/verify_throughput.py --device cuda --modes warm --workers $w \
-          --json "$OUT/verify_warm_$w.json" 2>&1 | tail -4 || rc=1
+    scaling)  # the warm pool's steady state: 8 or 16 lanes, Triton's driver in the zygote or not
+      for run in "16 0" "16 1" "8 1"; do
+        read -r w drv <<< "$run"
+        TRITONRL_ZYGOTE_DRIVER=$drv python3 bench/verify_throughput.py --device cuda --modes warm \
+          --workers "$w" --json "$OUT/verify_warm_${w}_driver$drv.json" 2>&1 | tail -4 || rc=1
       done ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \
