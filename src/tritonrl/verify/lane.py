@@ -79,8 +79,8 @@ class Lane:
         self.recycle_jobs = max(1, recycle_jobs)
         base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
         env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
-        if gpu is not None:  # Triton's driver built once in the zygote (0 turns it off)
-            env["TRITONRL_ZYGOTE_DRIVER"] = os.environ.get("TRITONRL_ZYGOTE_DRIVER", "1")
+        if gpu is not None:  # opt-in, not yet run on a GPU: see zygote._preload_driver
+            env["TRITONRL_ZYGOTE_DRIVER"] = os.environ.get("TRITONRL_ZYGOTE_DRIVER", "0")
         self.sandbox = dataclasses.replace(
             base,
             env=env,

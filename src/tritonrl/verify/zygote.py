@@ -4,8 +4,8 @@
                                              `spawn_sandboxed`, cwd = the lane's root)
 
 It imports torch, triton and the worker's modules once (installing no guard and never
-touching CUDA; on a GPU lane it also builds Triton's driver utilities, see
-`_preload_driver`), says `Z{"zygote": "ready"}` and then serves one job at a time. A job is
+touching CUDA; on a GPU lane with TRITONRL_ZYGOTE_DRIVER=1 it also builds Triton's
+driver utilities, see `_preload_driver`), says `Z{"zygote": "ready"}` and then serves one job at a time. A job is
 one JSON line on stdin, from the trusted side:
 
     {"dir": JOB_DIR, "env": {...}, "landlock": {"rw": [...], "deny_tcp": true} | null,
@@ -291,7 +291,10 @@ def _preload_driver() -> None:
     utilities took 0.56 s of gcc in each new worker, bench/worker_startup.py), without
     initialising CUDA: the device count comes from NVML, and a forked child may not use
     a CUDA driver its parent initialised. Skipped, and said on stderr, where NVML sees
-    no GPU (torch would then count devices through CUDA itself)."""
+    no GPU (torch would then count devices through CUDA itself).
+
+    Opt-in (TRITONRL_ZYGOTE_DRIVER=1 in the trusted process's environment): written
+    after the session's GPU time ran out, it has not yet run on a GPU."""
     import torch
 
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
