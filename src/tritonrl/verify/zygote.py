@@ -5,8 +5,8 @@
 
 It imports torch, triton and the worker's modules once (installing no guard and never
 touching CUDA; on a GPU lane with TRITONRL_ZYGOTE_DRIVER=1 it also builds Triton's
-driver utilities, see `_preload_driver`), says `Z{"zygote": "ready"}` and then serves one job at a time. A job is
-one JSON line on stdin, from the trusted side:
+driver utilities, see `_preload_driver`), says `Z{"zygote": "ready"}` and then serves
+one job at a time. A job is one JSON line on stdin, from the trusted side:
 
     {"dir": JOB_DIR, "env": {...}, "landlock": {"rw": [...], "deny_tcp": true} | null,
      "sweep": true}
