@@ -310,3 +310,20 @@ def test_a_cuda_pool_agrees_with_fresh_workers_and_times_one_candidate_at_a_time
     assert len(spans) == 3
     spans.sort()
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_the_zygote_driver_preload_falls_back_where_nvml_sees_no_gpu(tmp_path):
+    # Where NVML finds no GPU (this machine), the preload must say so and go on, leaving
+    # CUDA untouched: counting devices through CUDA itself would poison every fork.
+    import subprocess
+
+    code = (
+        "import torch\nfrom tritonrl.verify.zygote import _preload_driver\n"
+        "_preload_driver()\nprint(torch.cuda.is_initialized())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    if "NVML sees no GPU" not in done.stderr:
+        pytest.skip("NVML sees a GPU here: this test is for the fallback")
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+    assert "tritonrl-zygote: no preloaded Triton driver" in done.stderr
