@@ -45,7 +45,8 @@ class VerifyConfig:
     tiny_run_first: bool = True  # the shrunk-shape run before the full input sets
     # Extension 4, calibrated timing (CUDA only): candidate and reference interleaved in
     # the worker, trials extended past `trials` until the relative standard error of each
-    # trimmed mean is under `target_rse` (capped by max_trials / timing_max_seconds).
+    # median is under `target_rse` (capped by max_trials / timing_max_seconds); the
+    # speedup is the ratio of the medians (tritonrl.verify.timing).
     timing: bool = True
     warmup: int = 10
     trials: int = 50
