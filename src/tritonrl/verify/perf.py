@@ -48,7 +48,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
 
     A reference that ran more than SLOWED times slower beside the candidate than alone
     is timed once more: a passing disturbance slows both series alike and is gone on the
-    second try (the H100 showed one such run in 36 of a 20 us copy of the reference),
+    second try (on the H100, one of six runs of a 20 us copy of the reference),
     while something in the candidate's process that slows the reference is there again,
     and then the time alone is used, so the speedup is never inflated."""
     from tritonrl.verify import refcache

@@ -61,7 +61,8 @@ class TimingOptions:
 def summarize(times: list[float], trim: float = TRIM) -> dict[str, float]:
     """Trimmed mean and median, and the standard error, RSE and 95% half-width of the
     median: the larger of its robust estimate (from the median absolute deviation) and
-    the trimmed mean's, so a run of identical event readings never claims zero noise."""
+    the trimmed mean's, so a majority of identical event readings (a deviation of 0)
+    does not claim zero noise. `speedup_stats` adds a floor for what no one run sees."""
     xs = sorted(times)
     n = len(xs)
     k = int(n * trim)
