@@ -2,7 +2,7 @@
 the reference (`class ModelNew(Model): pass`), so the true speedup is exactly 1.
 
     python bench/timing_noise.py [--runs 6] [--json OUT.json] [--tasks builtin:level1 ...]
-                                 [--big big_relu ...] [--graphs] [--fresh]
+                                 [--big big_relu ...] [--graphs] [--fresh] [--busy N]
 
 Each run is fresh: a new worker process (forked from a warm sandboxed zygote, as the
 worker pool's are; `--fresh` starts a whole new sandboxed worker instead), new secret
@@ -23,6 +23,7 @@ import json
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def main() -> None:
                     help="the larger tasks written here to add (none: --big)")  # fmt: skip
     ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays")
     ap.add_argument("--fresh", action="store_true", help="a new sandboxed worker per run")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="meanwhile N pool lanes verify other candidates on the same GPU "
+                         "(correctness runs only), as the other lanes of a pool do")  # fmt: skip
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
     report = load_tasks(args.tasks)
@@ -80,12 +84,40 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="timing-noise-"))
     gpu = visible_gpus()[0]
     lane = None if args.fresh else Lane(0, root / "lane", root / "cache", config, "cuda", gpu)
+    stop = threading.Event()
+    churn = threading.Thread(target=busy, args=(args.busy, "cuda", stop), daemon=True)
+    if args.busy:
+        churn.start()
     try:
         _measure(args, tasks, config, lane, runs)
     finally:
+        stop.set()
         if lane is not None:
             lane.stop()
+        if args.busy:
+            churn.join()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def busy(lanes: int, device: str, stop: threading.Event) -> int:
+    """Verify the throughput bench's mixed batch (each round's sources made new, so
+    every round compiles and runs again) on `lanes` pool lanes without timing, until
+    `stop`; returns the candidates verified."""
+    from verify_throughput import build_batch  # bench/, beside this file
+
+    from tritonrl.verify.pool import VerifierPool
+
+    batch = [(t, c) for t, _, c in build_batch(8)]
+    done, round_ = 0, 0
+    with VerifierPool(VerifyConfig(device=device, timing=False), lanes) as pool:
+        while not stop.is_set():
+            round_ += 1
+            futures = [pool.submit(t, f"{c}\n# round {round_}\n") for t, c in batch]
+            for f in futures:
+                while not f.done() and not stop.is_set():
+                    time.sleep(0.1)
+            done += sum(f.done() for f in futures)
+    return done
 
 
 def _measure(args, tasks, config, lane, runs: dict[str, list]) -> None:
@@ -107,7 +139,7 @@ def _measure(args, tasks, config, lane, runs: dict[str, list]) -> None:
             print(_row(task.id, got), flush=True)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"runs": runs, "graphs": args.graphs}, f, indent=1)
+                json.dump({"runs": runs, "graphs": args.graphs, "busy": args.busy}, f, indent=1)
 
 
 def _row(task_id: str, got: list[dict]) -> str:

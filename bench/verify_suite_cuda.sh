@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The verifier suite (and the tiny SFT benchmark) on a CUDA machine.
 #
-#   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|throughput|startup|scaling|
+#   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|contention|throughput|
+#                                startup|scaling|
 #                                hostile|sft ...
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
@@ -46,6 +47,9 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     noise-graphs)
       python3 bench/timing_noise.py --runs 6 --graphs --big big_relu --json "$OUT/timing_noise_graphs.json" \
         2>&1 | tee "$OUT/timing_noise_graphs.md" | tail -20 || rc=1 ;;
+    contention)  # the spread while 15 other lanes run correctness on the same GPU
+      python3 bench/timing_noise.py --runs 6 --busy 15 $NOISE_ARGS \
+        --json "$OUT/timing_noise_busy.json" 2>&1 | tee "$OUT/timing_noise_busy.md" | tail -20 || rc=1 ;;
     noise)
       python3 bench/timing_noise.py --runs 6 $NOISE_ARGS --json "$OUT/timing_noise.json" 2>&1 \
         | tee "$OUT/timing_noise.md" | tail -20 || rc=1 ;;
