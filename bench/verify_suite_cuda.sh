@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The verifier suite (and the tiny SFT benchmark) on a CUDA machine.
 #
-#   bash bench/verify_suite_cuda.sh check|tests|timing|pool|noise|noise-graphs|contention|throughput|
-#                                startup|scaling|
-#                                hostile|sft ...
+#   bash bench/verify_suite_cuda.sh STAGE ...
+#
+# STAGE: check, tests, timing, pool, noise, noise-graphs, contention, throughput,
+#        startup, scaling, hostile, sft (run in the order given).
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
 # NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default
