@@ -281,21 +281,21 @@ class _Spans:
         self.start = time.monotonic()
 
     def __exit__(self, *exc) -> None:
-        self.spans.append((self.start, time.monotonic()))
+        self.spans.append((id(self.lock), self.start, time.monotonic()))
         self.lock.release()
 
 
 @pytest.mark.gpu
 def test_a_cuda_pool_agrees_with_fresh_workers_and_times_one_candidate_at_a_time():
-    # Three lanes on one GPU: every lane's worker is forked from a zygote that never
-    # touched CUDA, and the timing phases of different lanes must never overlap.
+    # Three lanes (on one GPU here): every lane's worker is forked from a zygote that
+    # never touched CUDA, and timing phases on the same GPU must never overlap.
     cuda = VerifyConfig(device="cuda", ref_time_cache="off")
     goods = [GOOD, GOOD.replace("BLOCK = 1024", "BLOCK = 512"),
              GOOD.replace("BLOCK = 1024", "BLOCK = 2048")]  # fmt: skip
     cases = [*goods, WRONG, NO_COMPILE, CHEAT]
     spans: list = []
     with VerifierPool(cuda, workers=3) as p:
-        assert {lane.gpu for lane in p.lanes} == {"0"} and p.lanes[0].timing_lock is not None
+        assert all(lane.gpu is not None and lane.timing_lock for lane in p.lanes)
         for lane in p.lanes:
             lane.timing_lock = _Spans(lane.timing_lock, spans)
         pooled = p.verify_many([(RELU, c) for c in cases])
@@ -309,7 +309,8 @@ def test_a_cuda_pool_agrees_with_fresh_workers_and_times_one_candidate_at_a_time
         assert r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1]
     assert len(spans) == 3
     spans.sort()
-    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+    for (gpu_a, _, a_end), (gpu_b, b_start, _) in zip(spans, spans[1:], strict=False):
+        assert gpu_a != gpu_b or a_end <= b_start, spans
 
 
 def test_the_zygote_driver_preload_falls_back_where_nvml_sees_no_gpu(tmp_path):
