@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from tritonrl.config import VerifyConfig
 from tritonrl.tasks import load_builtin
 from tritonrl.verify.adapters import compute_score, make_trl_reward
 from tritonrl.verify.pool import close_shared_pools
@@ -59,6 +60,27 @@ def test_unknown_task_ids_and_missing_columns_are_clear_errors():
         reward(prompts=["p"], completions=[GOOD], task_id=["builtin:level1/nope"])
     with pytest.raises(KeyError, match="no 'task_id' column"):
         reward(prompts=["p"], completions=[GOOD])
+
+
+def test_verl_batch_entry_point_scores_every_row_in_order_and_verifies_repeats_once():
+    from tritonrl.verify.adapters import compute_score_batch
+    from tritonrl.verify.pool import shared_pool
+
+    pool = shared_pool(VerifyConfig())
+    before = pool.stats["submitted"]
+    unique = GOOD + "\n# batch\n"  # not verified by another test of this module yet
+    scores = compute_score_batch(
+        data_sources=["tritonrl"] * 5,
+        solution_strs=[unique, BAD, unique, GOOD, GOOD],
+        ground_truths=[RELU.id, RELU.source, RELU.id, "builtin:level1/nope", RELU.id],
+        extra_infos=[{}, None, {}, None, {"verify_config": {"no_such_setting": 1}}],
+    )
+    assert [s["correct"] for s in scores] == [True, False, True, False, False]
+    assert scores[0] == scores[2] and scores[0]["score"] >= 0.7
+    assert scores[1]["stage"] == "correctness" and scores[1]["score"] == pytest.approx(0.3)
+    assert scores[3]["score"] == 0.0 and "bad ground_truth" in scores[3]["error"]
+    assert scores[4]["score"] == 0.0 and "bad verify_config" in scores[4]["error"]
+    assert pool.stats["submitted"] - before == 2  # the repeat shared its row's job
 
 
 def test_verl_compute_score_by_id_and_by_inline_reference():

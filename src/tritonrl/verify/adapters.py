@@ -14,7 +14,9 @@ batch are also kept as `reward.scorer.last_details`.
 verl (`custom_reward_function.path` pointing at this module, `name: compute_score`):
 `compute_score(data_source, solution_str, ground_truth, extra_info)` where
 `ground_truth` is a task id (`builtin:level1/1_ReLU`, a file path) or a reference
-source in the KernelBench format; it returns a dict with `score` and the details.
+source in the KernelBench format; it returns a dict with `score` and the details. With
+verl's batch reward manager (`reward_model.reward_manager=batch`), `name:
+compute_score_batch` takes the whole batch's lists and verifies the rows side by side.
 
 Candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
 warm sandboxed lanes, one per CPU core or, on CUDA, per GPU; created on first use and
@@ -148,13 +150,43 @@ def compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None
 ) -> dict[str, Any]:
     """verl's custom reward entry point: a dict with `score` plus details for logging."""
-    config = VerifyConfig(**(extra_info or {}).get("verify_config", {}))
-    try:
-        task = _task_from_ground_truth(ground_truth)
-    except Exception as e:  # a bad row must not crash a multi-node run
-        return {"score": 0.0, "stage": "task", "error": f"bad ground_truth: {e}",
-                "correct": False, "flags": "", "speedup": -1.0}  # fmt: skip
-    r = shared_pool(config).submit(task, solution_str, config).result()
+    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info])[0]
+
+
+def compute_score_batch(
+    data_sources, solution_strs, ground_truths, extra_infos=None, **_: Any
+) -> list[dict[str, Any]]:
+    """verl's batch entry point (`reward_model.reward_manager=batch`, `name:
+    compute_score_batch`): every row of a batch is queued on the pool at once, so its
+    lanes verify them side by side (identical rows once); one dict per row, in order.
+    A row whose ground truth or `verify_config` is bad scores 0 with the reason."""
+    rows = list(zip(solution_strs, ground_truths, extra_infos or [None] * len(solution_strs),
+                    strict=True))  # fmt: skip
+    del data_sources  # one kind of task: the ground truth names it
+    pending: list[Any] = []
+    seen: dict[tuple, Any] = {}
+    for solution, ground_truth, extra in rows:
+        what = "verify_config"
+        try:  # a bad row must not crash a multi-node run
+            config = VerifyConfig(**(extra or {}).get("verify_config", {}))
+            what = "ground_truth"
+            task = _task_from_ground_truth(ground_truth)
+        except Exception as e:  # noqa: BLE001
+            pending.append(f"bad {what}: {e}")
+            continue
+        key = (task.id, task.source, solution, repr(config))
+        if key not in seen:
+            seen[key] = shared_pool(config).submit(task, solution, config)
+        pending.append(seen[key])
+    return [_score(p.result()) if not isinstance(p, str) else _failed(p) for p in pending]
+
+
+def _score(r: VerifyResult) -> dict[str, Any]:
     return {"score": r.reward, "stage": r.stage, "correct": r.correct,
             "flags": ",".join(r.flags), "error": r.error or "",
             "speedup": r.speedup if r.speedup is not None else -1.0}  # fmt: skip
+
+
+def _failed(why: str) -> dict[str, Any]:
+    return {"score": 0.0, "stage": "task", "error": why, "correct": False, "flags": "",
+            "speedup": -1.0}  # fmt: skip
