@@ -69,11 +69,16 @@ def test_verl_batch_entry_point_scores_every_row_in_order_and_verifies_repeats_o
     pool = shared_pool(VerifyConfig())
     before = pool.stats["submitted"]
     unique = GOOD + "\n# batch\n"  # not verified by another test of this module yet
+    import numpy as np
+
+    def column(values):  # as verl's non_tensor_batch holds them
+        return np.array(values, dtype=object)
+
     scores = compute_score_batch(
-        data_sources=["tritonrl"] * 5,
-        solution_strs=[unique, BAD, unique, GOOD, GOOD],
-        ground_truths=[RELU.id, RELU.source, RELU.id, "builtin:level1/nope", RELU.id],
-        extra_infos=[{}, None, {}, None, {"verify_config": {"no_such_setting": 1}}],
+        data_sources=column(["tritonrl"] * 5),
+        solution_strs=column([unique, BAD, unique, GOOD, GOOD]),
+        ground_truths=column([RELU.id, RELU.source, RELU.id, "builtin:level1/nope", RELU.id]),
+        extra_infos=column([{}, None, {}, None, {"verify_config": {"no_such_setting": 1}}]),
     )
     assert [s["correct"] for s in scores] == [True, False, True, False, False]
     assert scores[0] == scores[2] and scores[0]["score"] >= 0.7

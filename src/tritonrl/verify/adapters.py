@@ -160,8 +160,9 @@ def compute_score_batch(
     compute_score_batch`): every row of a batch is queued on the pool at once, so its
     lanes verify them side by side (identical rows once); one dict per row, in order.
     A row whose ground truth or `verify_config` is bad scores 0 with the reason."""
-    rows = list(zip(solution_strs, ground_truths, extra_infos or [None] * len(solution_strs),
-                    strict=True))  # fmt: skip
+    # verl passes numpy object arrays: no truth value, elements of numpy's str type
+    extras = [None] * len(solution_strs) if extra_infos is None else list(extra_infos)
+    rows = list(zip(solution_strs, ground_truths, extras, strict=True))
     del data_sources  # one kind of task: the ground truth names it
     pending: list[Any] = []
     seen: dict[tuple, Any] = {}
