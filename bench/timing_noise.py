@@ -99,25 +99,22 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def busy(lanes: int, device: str, stop: threading.Event) -> int:
+def busy(lanes: int, device: str, stop: threading.Event) -> None:
     """Verify the throughput bench's mixed batch (each round's sources made new, so
     every round compiles and runs again) on `lanes` pool lanes without timing, until
-    `stop`; returns the candidates verified."""
+    `stop`."""
     from verify_throughput import build_batch  # bench/, beside this file
 
     from tritonrl.verify.pool import VerifierPool
 
     batch = [(t, c) for t, _, c in build_batch(8)]
-    done, round_ = 0, 0
+    round_ = 0
     with VerifierPool(VerifyConfig(device=device, timing=False), lanes) as pool:
         while not stop.is_set():
             round_ += 1
             futures = [pool.submit(t, f"{c}\n# round {round_}\n") for t, c in batch]
-            for f in futures:
-                while not f.done() and not stop.is_set():
-                    time.sleep(0.1)
-            done += sum(f.done() for f in futures)
-    return done
+            while not stop.is_set() and not all(f.done() for f in futures):
+                time.sleep(0.1)
 
 
 def _measure(args, tasks, config, lane, runs: dict[str, list]) -> None:

@@ -291,16 +291,11 @@ def test_cuda_graph_mode_times_the_same_kernel_to_the_same_speedup(honest):
     assert abs(math.log(r.speedup / honest.speedup)) < 0.1, (r.speedup, honest.speedup)
 
 
-CAPTURED = _forward("""\
-        if torch.cuda.is_current_stream_capturing() and getattr(self, "last", None) is not None:
-            relu_kernel[(1,)](x, self.last, 1, BLOCK=1024)  # the graph holds one element
-            return self.last
-        y = torch.empty_like(x)
-        n = x.numel()
-        relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
-        self.last = y
-        return y
-""")
+# CACHED's cheat, done only while the graph is captured
+CAPTURED = CACHED.replace(
+    "if _timing_phase() and", "if torch.cuda.is_current_stream_capturing() and"
+)
+assert CAPTURED != CACHED
 
 
 @gpu
