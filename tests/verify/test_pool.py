@@ -313,6 +313,26 @@ def test_a_cuda_pool_agrees_with_fresh_workers_and_times_one_candidate_at_a_time
         assert gpu_a != gpu_b or a_end <= b_start, spans
 
 
+@pytest.mark.gpu
+def test_a_cuda_pool_gives_jobs_triton_modules_built_by_trusted_code():
+    # The first job builds its launcher itself and asks for it; the trusted builder makes
+    # it; a later job with another source of the same signature then builds no C module
+    # at all: its own Triton cache holds its kernel and nothing else.
+    cuda = VerifyConfig(device="cuda", timing=False)
+    other = GOOD.replace("BLOCK = 1024", "BLOCK = 512")
+    with VerifierPool(cuda, workers=1) as p:
+        store, cache = p.launchers, p.root / "cache"
+        assert p.verify_many([(RELU, GOOD)])[0].correct
+        store.wait()
+        assert store.stats["built"] >= 1 and store.stats["failed"] == 0, store.stats
+        assert list(store.root.glob("*/cuda_utils*"))
+        before = set(cache.iterdir())
+        assert p.verify_many([(RELU, other)])[0].correct
+        (job_cache,) = set(cache.iterdir()) - before
+        assert list(job_cache.rglob("*.cubin")), "the kernel was compiled in the job's cache"
+        assert not list(job_cache.rglob("*.so")), list(job_cache.rglob("*.so"))
+
+
 def test_the_zygote_driver_preload_falls_back_where_nvml_sees_no_gpu(tmp_path):
     # Where NVML finds no GPU (this machine), the preload must say so and go on, leaving
     # CUDA untouched: counting devices through CUDA itself would poison every fork.

@@ -61,7 +61,13 @@ class FindingsLog:
             self.write(f"{name}: {detail}")
 
 
-def _read_bounded(path: Path) -> bytes:
+def read_head(path: str | os.PathLike, cap: int) -> bytes:
+    """At most `cap` bytes from the start of a file an untrusted process wrote: only a
+    regular file, without following links or blocking on FIFOs (b"" otherwise)."""
+    return _read_bounded(Path(path), cap, tail=False)
+
+
+def _read_bounded(path: Path, cap: int = READ_CAP, tail: bool = True) -> bytes:
     """Head and tail of a regular file, without following links or blocking on FIFOs."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -71,11 +77,11 @@ def _read_bounded(path: Path) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return b""
-        head = os.read(fd, READ_CAP)
-        if info.st_size <= READ_CAP:
+        head = os.read(fd, cap)
+        if info.st_size <= cap or not tail:
             return head
-        os.lseek(fd, max(READ_CAP, info.st_size - READ_CAP), os.SEEK_SET)
-        return head + b"\n" + os.read(fd, READ_CAP)
+        os.lseek(fd, max(cap, info.st_size - cap), os.SEEK_SET)
+        return head + b"\n" + os.read(fd, cap)
     except OSError:
         return b""
     finally:

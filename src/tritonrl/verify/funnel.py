@@ -213,9 +213,16 @@ def _run_in_worker(
             return
     if result.device == "cuda" and config.timing:
         result.stage = "performance"
-        # A pooled session's GPU lock: one timing job per GPU at a time.
-        with _stage(result, "performance"), getattr(session, "timing_lock", None) or nullcontext():
-            time_phase(session, task, sets, check, config, result)
+        # A pooled session's GPU lock: one timing job per GPU at a time. The wait for it
+        # is a stage of its own, so that "performance" is the time the GPU was held.
+        lock = getattr(session, "timing_lock", None) or nullcontext()
+        with _stage(result, "gpu_wait"):
+            lock.__enter__()
+        try:
+            with _stage(result, "performance"):
+                time_phase(session, task, sets, check, config, result)
+        finally:
+            lock.__exit__(None, None, None)
     result.stage = "done" if result.correct and not result.cheated else result.stage
 
 

@@ -145,50 +145,55 @@ def _finite(out: Any) -> bool:
     return True
 
 
-def _run_reference(inst, init, inputs, seed, device, dtype):
+def _build_reference(inst, init, seed, dtype):
+    """The reference model under the parameters' seed, and its state (torch's global RNG:
+    under TRUSTED_LOCK)."""
     torch.manual_seed(seed)
     model = inst.module.Model(*init)
     if dtype is not None:
         model = model.to(dtype)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    model = model.to(device)
+    return model, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _forward(model, inputs, device):
+    """The reference's outputs (CPU) for `inputs`; no RNG, so outside the lock: the lanes'
+    threads run their references side by side."""
     args = [x.clone() if isinstance(x, torch.Tensor) else x for x in to_device(inputs, device)]
     with torch.no_grad():
         out = model(*args)
-    return state, _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out
+    return _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out
 
 
 # The trusted side's work that is not thread-safe runs under one lock when verifications
-# run in threads of one process (the trainer adapters): inputs and parameters come from
-# torch's global RNG under a seed, and CPython 3.11's `ast.parse` can fail with
-# "AST constructor recursion depth mismatch" when threads parse at once (gh-106905).
+# run in threads of one process (the pool's lanes, the trainer adapters): inputs and
+# parameters come from torch's global RNG under a seed, and CPython 3.11's `ast.parse`
+# can fail with "AST constructor recursion depth mismatch" when threads parse at once
+# (gh-106905). The reference's forward pass needs neither and runs outside it.
 TRUSTED_LOCK = threading.Lock()
 
 
 def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
     """Build inputs and expected outputs for one set (raises if the reference fails)."""
     with TRUSTED_LOCK:
-        return _prepare_set(task, spec, device)
-
-
-def _prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
-    inst = instantiate(task, spec.mode)
-    init = inst.init_inputs()
-    inputs = inst.inputs(spec.seed)
-    if spec.dtype is not None:
-        inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
+        inst = instantiate(task, spec.mode)
+        init = inst.init_inputs()
+        inputs = inst.inputs(spec.seed)
+        if spec.dtype is not None:
+            inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
+        model, state = _build_reference(inst, init, spec.param_seed, spec.dtype)
+    model = model.to(device)
     note = None
     if spec.shift:
         shifted = _float_tensors_map(inputs, _shift)
-        state, expected = _run_reference(inst, init, shifted, spec.param_seed, device, spec.dtype)
+        expected = _forward(model, shifted, device)
         if _finite(expected):
             inputs = shifted
         else:  # e.g. log/sqrt tasks: keep the signs, change magnitudes only
             inputs = _float_tensors_map(inputs, lambda t: t * 3.0)
             note = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
-            state, expected = _run_reference(
-                inst, init, inputs, spec.param_seed, device, spec.dtype
-            )
+            with TRUSTED_LOCK:  # a fresh model: the first forward may have changed its state
+                model, state = _build_reference(inst, init, spec.param_seed, spec.dtype)
+            expected = _forward(model.to(device), inputs, device)
     else:
-        state, expected = _run_reference(inst, init, inputs, spec.param_seed, device, spec.dtype)
+        expected = _forward(model, inputs, device)
     return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note)

@@ -10,12 +10,14 @@ as its session factory: `workdir()` makes a job dir beneath the lane's root and
 
 A job's Triton cache is `<cache root>/<sha256 of candidate.py>`, reached through the
 job's own `.triton/cache` (a link): only identical sources share compiled kernels, and
-a job can write no other source's entry. The per-job deadline is `config.timeout_s`
-from the job's start. A timeout, a worker that dies or crashes, a zygote that dies, a
-reply that is not one bounded line, or a sweep that left something alive kills the
-whole sandbox: the lane starts a fresh zygote for its next job (it is "recycled"), as
-it does after `recycle_jobs` clean jobs. The verdict of such a job is the failure text
-a fresh `WorkerSession` gives (`session.died_error`).
+a job can write no other source's entry. On CUDA a pool's `LauncherStore` (read-only in
+the sandbox, `TRITONRL_LAUNCHERS` in the job's environment) gives jobs Triton's C
+modules pre-built, and takes the launchers a finished job asked for. The per-job
+deadline is `config.timeout_s` from the job's start. A timeout, a worker that dies or
+crashes, a zygote that dies, a reply that is not one bounded line, or a sweep that left
+something alive kills the whole sandbox: the lane starts a fresh zygote for its next job
+(it is "recycled"), as it does after `recycle_jobs` clean jobs. The verdict of such a
+job is the failure text a fresh `WorkerSession` gives (`session.died_error`).
 
 What it does NOT do: schedule (see `tritonrl.verify.pool`), or trust the zygote: its
 lines are only read as "ready", "done" and the framed replies of the job's worker,
@@ -43,6 +45,7 @@ from typing import Any
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.findings import read_findings
+from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.session import (
     MAX_REPLY_BYTES,
     STDERR_CAP,
@@ -69,6 +72,7 @@ class Lane:
         gpu: str | None = None,
         timing_lock: threading.Lock | None = None,
         recycle_jobs: int = 256,
+        store: LauncherStore | None = None,
     ) -> None:
         self.index, self.device, self.gpu = index, device, gpu
         self.root = Path(root).resolve()
@@ -77,6 +81,7 @@ class Lane:
         self.cache_root.mkdir(parents=True, exist_ok=True)
         self.timing_lock = timing_lock
         self.recycle_jobs = max(1, recycle_jobs)
+        self.store = store
         base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
         env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
         if gpu is not None:  # opt-in, not yet run on a GPU: see zygote._preload_driver
@@ -85,6 +90,7 @@ class Lane:
             base,
             env=env,
             extra_rw_paths=(*base.extra_rw_paths, str(self.cache_root)),
+            extra_ro_paths=(*base.extra_ro_paths, *([str(store.root)] if store else [])),
             # CUDA's start-up writes beneath /proc/<pid>: each job's own, allowed by its
             # nested domain, must not be refused by the zygote's.
             landlock_rw=("/proc",) if base.gpu else (),
@@ -268,6 +274,7 @@ class PooledSession:
                 "TMPDIR": w,
                 "TRITON_CACHE_DIR": f"{w}/.triton/cache",
                 "XDG_CACHE_HOME": f"{w}/.cache",
+                **({"TRITONRL_LAUNCHERS": str(lane.store.root)} if lane.store else {}),
             },
             "landlock": lane.landlock_rules(self.workdir, cache),
             "sweep": "pidns" in lane.enforced,
@@ -338,3 +345,5 @@ class PooledSession:
             clean = not self.broken and done.get("status") == 0 and done.get("clean") is True
             why = self.broken or f"worker status {done.get('status')}, clean {done.get('clean')}"
             lane.job_finished(clean, why)
+            if lane.store is not None:  # the launchers it had to build, for the next jobs
+                lane.store.take(self.workdir)

@@ -12,7 +12,9 @@ session factory, taking jobs from one queue. Lanes default to one per CPU core o
 CPU; on CUDA to one per visible GPU, and `workers` lanes are spread round-robin over the
 GPUs, each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and its thread's
 trusted-side work (reference outputs and timing) running on the same device; a lock
-per GPU lets one timing phase at a time run on it. Identical (task, candidate) pairs in
+per GPU lets one timing phase at a time run on it. On CUDA the lanes share Triton's C
+modules (driver utilities, launchers) built by trusted code (`shared_launchers`,
+`tritonrl.verify.launchers`), not each job's gcc. Identical (task, candidate) pairs in
 one batch are verified once and each gets its own copy of the result. A lane is
 recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
 (`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
@@ -47,6 +49,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
 from tritonrl.verify.funnel import verify
 from tritonrl.verify.lane import Lane
+from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
 
 # VerifyConfig fields a lane's sandbox is built from: a job must agree with its pool.
@@ -78,6 +81,7 @@ class VerifierPool:
         workers: int | None = None,
         device: str | None = None,
         recycle_jobs: int | None = None,
+        shared_launchers: bool = True,
     ) -> None:
         from tritonrl.tasks.check import resolve_device
 
@@ -90,6 +94,11 @@ class VerifierPool:
         workers = workers or (len(gpus) if gpus else os.cpu_count() or 1)
         self.root = Path(tempfile.mkdtemp(prefix="tritonrl-pool-"))
         locks = [threading.Lock() for _ in gpus]
+        # Triton's C modules built once by trusted code (tritonrl.verify.launchers).
+        self.launchers = None
+        if gpus and shared_launchers:
+            self.launchers = LauncherStore(self.root / "launchers")
+            self.launchers.build_utils()
         self.lanes = [
             Lane(
                 i,
@@ -100,6 +109,7 @@ class VerifierPool:
                 gpu=gpus[i % len(gpus)] if gpus else None,
                 timing_lock=locks[i % len(gpus)] if gpus else None,
                 recycle_jobs=recycle_jobs or self.config.pool_recycle_jobs,
+                store=self.launchers,
             )  # fmt: skip
             for i in range(workers)
         ]
@@ -239,6 +249,8 @@ class VerifierPool:
             lane.kill()
         for t in self._threads:
             t.join()
+        if self.launchers is not None:
+            self.launchers.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> VerifierPool:

@@ -109,6 +109,11 @@ class Worker:
         self.allowed = frozenset(cmd.get("allowed", ()))
         if self.findings is not None:  # every finding reaches the log as it happens
             guards.SINKS.append(self.findings.write)
+        store = os.environ.get("TRITONRL_LAUNCHERS")
+        if store and self.device == "cuda":  # a pool job: Triton's C modules, pre-built
+            from tritonrl.verify import launchers
+
+            launchers.install(store, str(Path(launchers.REQUESTS).resolve()))
         # Everything a candidate could tamper with is captured before it is imported.
         self.timers = guards.capture_timers()
         self.launches = guards.LaunchCounter()
