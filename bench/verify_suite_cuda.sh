@@ -60,11 +60,12 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     startup)
       python3 bench/worker_startup.py --json "$OUT/worker_startup.json" 2>&1 \
         | tee "$OUT/worker_startup.md" | tail -20 || rc=1 ;;
-    scaling)  # the warm pool's steady state: 8 or 16 lanes, Triton's driver in the zygote or not
-      for run in "16 0" "16 1" "8 1"; do
-        read -r w drv <<< "$run"
-        TRITONRL_ZYGOTE_DRIVER=$drv python3 bench/verify_throughput.py --device cuda --modes warm \
-          --workers "$w" --json "$OUT/verify_warm_${w}_driver$drv.json" 2>&1 | tail -4 || rc=1
+    scaling)  # the warm pool's steady state: what each start-up saving gives, 16 or 8 lanes
+      for run in "16 before --no-shared-launchers --no-warm-compiler" \
+                 "16 launchers --no-warm-compiler" "16 both" "8 both" "12 both"; do
+        read -r w name flags <<< "$run"
+        python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
+          --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | tail -6 || rc=1
       done ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \

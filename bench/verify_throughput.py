@@ -21,6 +21,10 @@ started to the last verdict, in candidates per second:
             warm-up batch (the same kinds over two other tasks) verified before the clock
             starts
 
+`--no-shared-launchers` and `--no-warm-compiler` switch off what the pool does on CUDA
+so that a job does not pay for Triton's start-up (tritonrl.verify.launchers,
+zygote._warm_compiler): run with and without them to see what each saves.
+
 It prints a table with the ratios to `cli` (and `nofunnel` to `pool`) and, per mode,
 how many candidates of each kind were judged correct, so a reader sees that the modes
 agree. Measures; asserts nothing.
@@ -157,21 +161,23 @@ def run_batch(batch, device: str, workers: int, tmp: Path) -> list[dict]:
     return rows
 
 
-def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False):
-    """The results' dicts, and the seconds from the pool's start (or, `warm`, from after
-    its warm-up batch) to the last verdict."""
+def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False, **options):
+    """The results' dicts, the seconds from the pool's start (or, `warm`, from after its
+    warm-up batch) to the last verdict, and the shared launchers' counts (on CUDA).
+    `options`: VerifierPool's (shared_launchers, warm_compiler)."""
     from tritonrl.config import VerifyConfig
     from tritonrl.verify.pool import VerifierPool
 
     start = time.perf_counter()
-    with VerifierPool(VerifyConfig(device=device, funnel=funnel), workers) as pool:
+    with VerifierPool(VerifyConfig(device=device, funnel=funnel), workers, **options) as pool:
         if warm:
             others = {f"builtin:{t}" for t in TASKS[-2:]}
             pool.verify_many([(t, c) for t, _, c in build_batch(len(TASKS)) if t.id in others])
             start = time.perf_counter()
         results = pool.verify_many([(t, c) for t, _, c in batch])
         seconds = time.perf_counter() - start
-    return [r.to_dict() for r in results], seconds
+        launchers = dict(pool.launchers.stats) if pool.launchers else None
+    return [r.to_dict() for r in results], seconds, launchers
 
 
 def main() -> None:
@@ -184,13 +190,25 @@ def main() -> None:
                     help="candidates for cli (default: 32 on cpu, all on cuda)")  # fmt: skip
     ap.add_argument("--modes", default="cli,batch,pool,nofunnel,warm")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument(
+        "--no-shared-launchers",
+        action="store_true",
+        help="every job builds Triton's C modules itself (as before)",
+    )
+    ap.add_argument(
+        "--no-warm-compiler",
+        action="store_true",
+        help="the lanes' zygotes compile nothing before they fork",
+    )
     args = ap.parse_args()
     batch = build_batch(args.tasks)
     if args.limit:
         batch = batch[: args.limit]
     cli_limit = args.cli_limit if args.cli_limit >= 0 else (32 if args.device == "cpu" else 0)
     report = {"device": args.device, "workers": args.workers, "tasks": TASKS[: args.tasks],
-              "candidates": len(batch), "modes": {}}  # fmt: skip
+              "candidates": len(batch), "modes": {},
+              "pool_options": {"shared_launchers": not args.no_shared_launchers,
+                               "warm_compiler": not args.no_warm_compiler}}  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="verify-bench-"))
     try:
         _run_modes(args, batch, cli_limit, report, tmp)
@@ -209,11 +227,14 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             rows = run_cli(part, args.device, args.workers, tmp)
         elif mode == "batch":
             rows = run_batch(part, args.device, args.workers, tmp)
+        launchers = None
         if mode in ("cli", "batch"):
             seconds = time.perf_counter() - start
         else:
-            rows, seconds = run_pool(part, args.device, args.workers, funnel=mode != "nofunnel",
-                                     warm=mode == "warm")  # fmt: skip
+            rows, seconds, launchers = run_pool(
+                part, args.device, args.workers, funnel=mode != "nofunnel", warm=mode == "warm",
+                **report["pool_options"],
+            )  # fmt: skip
         stages: Counter = Counter()
         for r in rows:
             stages.update(r.get("stage_times") or {})
@@ -224,6 +245,7 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             "per_second": round(len(part) / seconds, 3), "correct_by_kind": dict(correct),
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
             "stage_seconds": {k: round(v, 2) for k, v in stages.items()},
+            "shared_launchers": launchers,
         }  # fmt: skip
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
 
@@ -240,8 +262,11 @@ def _print_table(report: dict) -> None:
         print(f"| {mode} | {m['candidates']} | {m['seconds']:.1f} | {m['per_second']:.3f} "
               f"| {ratio} | {kinds} |")  # fmt: skip
     for mode, m in modes.items():
-        spent = ", ".join(f"{k} {v:.0f}" for k, v in m["stage_seconds"].items())
+        spent = ", ".join(f"{k} {v:.1f}" for k, v in m["stage_seconds"].items())
         print(f"{mode}: seconds summed over candidates per stage: {spent}")
+        if m.get("shared_launchers"):
+            print(f"{mode}: shared launchers: {m['shared_launchers']}")
+    print(f"pool options: {report['pool_options']}")
     if "pool" in modes and "nofunnel" in modes:
         gain = modes["pool"]["per_second"] / modes["nofunnel"]["per_second"]
         print(f"\nthe staged funnel: {gain:.2f}x the candidates per second of the pool without it")

@@ -348,3 +348,24 @@ def test_the_zygote_driver_preload_falls_back_where_nvml_sees_no_gpu(tmp_path):
         pytest.skip("NVML sees a GPU here: this test is for the fallback")
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
     assert "tritonrl-zygote: no preloaded Triton driver" in done.stderr
+
+
+def test_the_zygote_warms_triton_up_without_a_gpu_and_starts_no_thread(tmp_path):
+    # The warm-up compile runs before the zygote forks: it must work without touching a
+    # GPU (it compiles for the lane's target), leave no thread running (a fork of a
+    # multi-threaded process can deadlock its children) and leave the environment and
+    # the lane's dir as they were.
+    import subprocess
+
+    code = (
+        "import os, torch\nfrom tritonrl.verify.zygote import _warm_compiler\n"
+        "os.environ['TRITON_CACHE_DIR'] = 'before'\n"
+        "threads = len(os.listdir('/proc/self/task'))  # torch's own, before the warm-up\n"
+        "print(_warm_compiler(90), len(os.listdir('/proc/self/task')) - threads,\n"
+        "      os.environ['TRITON_CACHE_DIR'], torch.cuda.is_initialized(), os.listdir('.'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a GPU lane's
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "0", "before", "False", "[]"], done.stderr[-2000:]

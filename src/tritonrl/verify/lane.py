@@ -73,6 +73,7 @@ class Lane:
         timing_lock: threading.Lock | None = None,
         recycle_jobs: int = 256,
         store: LauncherStore | None = None,
+        capability: int | None = None,
     ) -> None:
         self.index, self.device, self.gpu = index, device, gpu
         self.root = Path(root).resolve()
@@ -86,6 +87,8 @@ class Lane:
         env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
         if gpu is not None:  # opt-in, not yet run on a GPU: see zygote._preload_driver
             env["TRITONRL_ZYGOTE_DRIVER"] = os.environ.get("TRITONRL_ZYGOTE_DRIVER", "0")
+        if capability is not None:  # the zygote compiles once for it: zygote._warm_compiler
+            env["TRITONRL_ZYGOTE_TARGET"] = str(capability)
         self.sandbox = dataclasses.replace(
             base,
             env=env,

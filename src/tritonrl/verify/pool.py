@@ -14,7 +14,9 @@ GPUs, each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and its t
 trusted-side work (reference outputs and timing) running on the same device; a lock
 per GPU lets one timing phase at a time run on it. On CUDA the lanes share Triton's C
 modules (driver utilities, launchers) built by trusted code (`shared_launchers`,
-`tritonrl.verify.launchers`), not each job's gcc. Identical (task, candidate) pairs in
+`tritonrl.verify.launchers`), not each job's gcc, and each zygote compiles one trusted
+kernel for its GPU first, so that jobs start past Triton's first-compile cost
+(`warm_compiler`). Identical (task, candidate) pairs in
 one batch are verified once and each gets its own copy of the result. A lane is
 recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
 (`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
@@ -82,6 +84,7 @@ class VerifierPool:
         device: str | None = None,
         recycle_jobs: int | None = None,
         shared_launchers: bool = True,
+        warm_compiler: bool = True,
     ) -> None:
         from tritonrl.tasks.check import resolve_device
 
@@ -94,6 +97,12 @@ class VerifierPool:
         workers = workers or (len(gpus) if gpus else os.cpu_count() or 1)
         self.root = Path(tempfile.mkdtemp(prefix="tritonrl-pool-"))
         locks = [threading.Lock() for _ in gpus]
+        capabilities = [None] * len(gpus)
+        if warm_compiler:  # each lane's zygote compiles once for its GPU
+            import torch
+
+            majors_minors = [torch.cuda.get_device_capability(i) for i in range(len(gpus))]
+            capabilities = [major * 10 + minor for major, minor in majors_minors]
         # Triton's C modules built once by trusted code (tritonrl.verify.launchers).
         self.launchers = None
         if gpus and shared_launchers:
@@ -110,6 +119,7 @@ class VerifierPool:
                 timing_lock=locks[i % len(gpus)] if gpus else None,
                 recycle_jobs=recycle_jobs or self.config.pool_recycle_jobs,
                 store=self.launchers,
+                capability=capabilities[i % len(gpus)] if gpus else None,
             )  # fmt: skip
             for i in range(workers)
         ]

@@ -5,7 +5,9 @@
 
 It imports torch, triton and the worker's modules once (installing no guard and never
 touching CUDA; on a GPU lane with TRITONRL_ZYGOTE_DRIVER=1 it also builds Triton's
-driver utilities, see `_preload_driver`), says `Z{"zygote": "ready"}` and then serves
+driver utilities, see `_preload_driver`, and given TRITONRL_ZYGOTE_TARGET, the GPU's
+compute capability, compiles one trusted kernel so that forked jobs start past Triton's
+first-compile cost, see `_warm_compiler`), says `Z{"zygote": "ready"}` and then serves
 one job at a time. A job is one JSON line on stdin, from the trusted side:
 
     {"dir": JOB_DIR, "env": {...}, "landlock": {"rw": [...], "deny_tcp": true} | null,
@@ -284,6 +286,43 @@ def _preload() -> None:
 
     if os.environ.get("TRITONRL_ZYGOTE_DRIVER") == "1":
         _preload_driver()
+    if os.environ.get("TRITONRL_ZYGOTE_TARGET"):
+        _warm_compiler(int(os.environ["TRITONRL_ZYGOTE_TARGET"]))
+
+
+def _warm_compiler(capability: int) -> bool:
+    """Compile one trusted kernel for the lane's GPU (`capability`, e.g. 90) without a
+    GPU: the first compile in a process pays for Triton's and LLVM's start-up, and every
+    forked job then starts past it (on the CPU a new kernel compiled in 0.37 s cold and
+    in 0.045 s in a child forked after this). It leaves no thread behind, so the fork
+    stays safe; failures are said on stderr and every job pays, as before."""
+    try:
+        import triton
+        import triton.language as tl
+        from triton.backends.compiler import GPUTarget
+
+        @triton.jit
+        def _warm(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+        signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+        src = triton.compiler.ASTSource(_warm, signature, constexprs={"BLOCK": 128})
+        with tempfile.TemporaryDirectory(prefix=".zygote-warm-", dir=os.getcwd()) as cache:
+            previous = os.environ.get("TRITON_CACHE_DIR")
+            os.environ["TRITON_CACHE_DIR"] = cache
+            try:
+                triton.compile(src, target=GPUTarget("cuda", capability, 32))
+            finally:
+                if previous is None:
+                    os.environ.pop("TRITON_CACHE_DIR", None)
+                else:
+                    os.environ["TRITON_CACHE_DIR"] = previous
+        return True
+    except Exception as exc:  # noqa: BLE001 - every job then pays for the first compile
+        sys.stderr.write(f"tritonrl-zygote: no warm compiler: {exc!r}\n")
+        return False
 
 
 def _preload_driver() -> None:
