@@ -61,8 +61,8 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
       python3 bench/worker_startup.py --json "$OUT/worker_startup.json" 2>&1 \
         | tee "$OUT/worker_startup.md" | tail -20 || rc=1 ;;
     scaling)  # the warm pool's steady state: what each start-up saving gives, 16 or 8 lanes
-      for run in "16 before --no-shared-launchers --no-warm-compiler" \
-                 "16 launchers --no-warm-compiler" "16 both" "8 both" "12 both"; do
+      for run in "16 both" "16 before --no-shared-launchers --no-warm-compiler" \
+                 "16 launchers --no-warm-compiler" "8 both" "12 both"; do
         read -r w name flags <<< "$run"
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
           --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | tail -6 || rc=1
