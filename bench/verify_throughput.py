@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import shutil
@@ -174,10 +175,25 @@ def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False,
             others = {f"builtin:{t}" for t in TASKS[-2:]}
             pool.verify_many([(t, c) for t, _, c in build_batch(len(TASKS)) if t.id in others])
             start = time.perf_counter()
+        cpu = _cpu_now()
         results = pool.verify_many([(t, c) for t, _, c in batch])
         seconds = time.perf_counter() - start
+        cpu = {k: round(v - cpu[k], 2) for k, v in _cpu_now().items()}
         launchers = dict(pool.launchers.stats) if pool.launchers else None
-    return [r.to_dict() for r in results], seconds, launchers
+    return [r.to_dict() for r in results], seconds, {"shared_launchers": launchers, "cpu": cpu}
+
+
+def _cpu_now() -> dict[str, float]:
+    """CPU seconds so far: this (trusted) process's, all its threads together (near the
+    wall time means its GIL is the limit), and the whole machine's busy and idle time."""
+    own = os.times()
+    out = {"trusted_s": own.user + own.system}
+    with contextlib.suppress(OSError):
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        hz = os.sysconf("SC_CLK_TCK")
+        idle = ticks[3] + ticks[4]
+        out.update(machine_busy_s=(sum(ticks) - idle) / hz, machine_idle_s=idle / hz)
+    return out
 
 
 def main() -> None:
@@ -227,11 +243,11 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             rows = run_cli(part, args.device, args.workers, tmp)
         elif mode == "batch":
             rows = run_batch(part, args.device, args.workers, tmp)
-        launchers = None
+        extra: dict = {}
         if mode in ("cli", "batch"):
             seconds = time.perf_counter() - start
         else:
-            rows, seconds, launchers = run_pool(
+            rows, seconds, extra = run_pool(
                 part, args.device, args.workers, funnel=mode != "nofunnel", warm=mode == "warm",
                 **report["pool_options"],
             )  # fmt: skip
@@ -245,7 +261,7 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             "per_second": round(len(part) / seconds, 3), "correct_by_kind": dict(correct),
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
             "stage_seconds": {k: round(v, 2) for k, v in stages.items()},
-            "shared_launchers": launchers,
+            **extra,
         }  # fmt: skip
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
 
@@ -266,6 +282,8 @@ def _print_table(report: dict) -> None:
         print(f"{mode}: seconds summed over candidates per stage: {spent}")
         if m.get("shared_launchers"):
             print(f"{mode}: shared launchers: {m['shared_launchers']}")
+        if m.get("cpu"):
+            print(f"{mode}: CPU seconds while it ran ({m['seconds']:.1f} s): {m['cpu']}")
     print(f"pool options: {report['pool_options']}")
     if "pool" in modes and "nofunnel" in modes:
         gain = modes["pool"]["per_second"] / modes["nofunnel"]["per_second"]
