@@ -4,7 +4,7 @@
 #   bash bench/verify_suite_cuda.sh STAGE ...
 #
 # STAGE: check, tests, timing, pool, noise, noise-graphs, contention, throughput,
-#        startup, scaling, hostile, sft (run in the order given).
+#        startup, scaling, lanes, hostile, sft (run in the order given).
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
 # NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default
@@ -66,6 +66,11 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
         read -r w name flags <<< "$run"
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
           --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | tail -6 || rc=1
+      done ;;
+    lanes)  # the warm pool's steady state with 16, 12 and 8 lanes, CPU seconds beside it
+      for w in 16 12 8; do
+        python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" \
+          --json "$OUT/verify_warm_$w.json" 2>&1 | grep -E "^\| warm|stage|CPU" || rc=1
       done ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \
