@@ -183,6 +183,20 @@ def test_a_job_writes_only_its_own_dir_and_its_own_cache(lane1):
     assert not list(lane.root.glob("planted*"))
 
 
+def test_a_job_runs_with_one_passive_openmp_thread(lane1):
+    # The lanes share the machine's cores: a job's torch must not start a thread per core
+    # that spins while idle (on the H100 that tripled the CPU time per candidate).
+    probe = GOOD.replace(
+        "class ModelNew(nn.Module):\n",
+        "class ModelNew(nn.Module):\n    def __new__(cls, *a, **k):\n        import os\n"
+        "        raise RuntimeError(f'threads={torch.get_num_threads()} '\n"
+        "                           f'wait={os.environ.get(\"OMP_WAIT_POLICY\")}')\n\n",
+        1,
+    )  # fmt: skip
+    r = lane1.verify_many([(RELU, probe)], VerifyConfig(device="cpu", static_checks=False))[0]
+    assert "threads=1 wait=PASSIVE" in (r.error or ""), r.error
+
+
 def test_identical_cases_are_verified_once(pool):
     before = dict(pool.stats)
     results = pool.verify_many([(RELU, GOOD), (RELU, WRONG), (RELU, GOOD)])

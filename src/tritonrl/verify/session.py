@@ -56,6 +56,16 @@ def died_error(code: int | None, stderr: str, oom_killed: bool = False) -> Worke
     return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
 
 
+# On CUDA a worker's own CPU work is small (loading inputs, saving outputs), and idle
+# OpenMP threads spin: on the H100 a worker's 16 threads and those of the process that
+# verifies took 5.7 CPU seconds per correct candidate, 1.4 with one thread each
+# (docs/benchmarks.md). On the CPU the interpreter runs the kernel: threads stay.
+WORKER_ENV = {
+    False: {"TRITON_INTERPRET": "1", "OMP_WAIT_POLICY": "PASSIVE"},
+    True: {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"},
+}
+
+
 def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.SandboxConfig:
     """`file_mb`: the largest file the worker may write (outputs of full-size tasks)."""
     package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
@@ -66,7 +76,7 @@ def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.
         max_procs=config.max_procs,
         strict=config.sandbox_strict,
         gpu=device == "cuda",
-        env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
+        env=WORKER_ENV[device == "cuda"],
         extra_ro_paths=(package_root,),
     )
 
