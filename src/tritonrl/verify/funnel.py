@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import tempfile
 import time
 from contextlib import contextmanager, nullcontext
@@ -105,11 +106,19 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
             check = seed_a and prepare_set(task, timing_check_set(seed_a.spec), result.device)
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
-        _write_job(workdir, code, sets + ([check] if check else []))
+        with _stage(result, "write"):
+            _write_job(workdir, code, sets + ([check] if check else []))
         session_for = sessions or WorkerSession
-        with session_for(workdir, config, result.device, file_mb_for(sets)) as session:
+        # A `with` statement, its start and its end timed as stages of their own.
+        with _stage(result, "start"):
+            session = session_for(workdir, config, result.device, file_mb_for(sets))
+            session.__enter__()
+        try:
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
             _run_in_worker(session, task, sets, config, result, check)
+        finally:
+            with _stage(result, "teardown"):
+                session.__exit__(*sys.exc_info())
     except WorkerError as e:
         # The worker is dead (killed by now): what its guards saw before it died is in
         # its findings log, the one record that survives a segfault or the deadline.
