@@ -129,6 +129,7 @@ def test_every_extension_can_be_switched_off():
         (["--lora.r", "0"], "lora.r must be >= 1"),
         (["--verify.allowed_torch_ops", "mm"], "use policy 'partial'"),
         (["--curriculum.start", "0.6"], "0 <= start <= end <= 1"),
+        (["--verify.cuda_max_connections", "-1"], r"must be in \[0, 32\]"),
     ],
 )
 def test_bad_overrides_name_what_is_wrong(overrides, message):

@@ -54,6 +54,11 @@ class VerifyConfig:
     target_rse: float = 0.01
     timing_max_seconds: float = 20.0
     cuda_graphs: bool = False  # replay a captured CUDA graph per trial (launch-bound kernels)
+    # CUDA_DEVICE_MAX_CONNECTIONS of every worker (0: the driver's default, 8). One
+    # hardware queue per process let the H100 create 12 worker contexts a second instead
+    # of 5 (they are made one at a time); a kernel that overlaps work on several streams
+    # then runs them one after another, which understates a speedup that relies on it.
+    cuda_max_connections: int = 1
     # Noise rule: a speedup whose 95% interval contains 1, or within this of 1, is 1.
     noise_floor: float = 0.02
     # Reference times measured alone, cached per task/shapes/device/versions:
@@ -97,6 +102,10 @@ class VerifyConfig:
             raise ValueError("verify.noise_floor must be in [0, 1)")
         if self.pool_recycle_jobs < 1:
             raise ValueError("verify.pool_recycle_jobs must be at least 1")
+        if not 0 <= self.cuda_max_connections <= 32:
+            raise ValueError(
+                "verify.cuda_max_connections must be in [0, 32] (0: the CUDA driver's default)"
+            )
 
 
 # --------------------------------------------------------------------------- stages

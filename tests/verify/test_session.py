@@ -44,3 +44,14 @@ def test_findings_written_before_a_crash_are_read_back(tmp_path) -> None:
             session.call(LOAD)
         found = session.findings()
     assert found == {"introspection": "gc.get_objects"}
+
+
+def test_cuda_workers_get_one_hardware_queue_and_one_passive_thread_by_default():
+    from tritonrl.verify.session import sandbox_config
+
+    env = sandbox_config(VerifyConfig(), "cuda").env
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["OMP_NUM_THREADS"] == "1"
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    default = sandbox_config(VerifyConfig(cuda_max_connections=0), "cuda").env
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in default  # the driver's own
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in sandbox_config(VerifyConfig(), "cpu").env

@@ -228,11 +228,17 @@ def test_an_honest_kernel_is_timed_with_an_interval_and_the_checks_recorded(hone
 
 
 @gpu
-def test_side_stream_work_is_counted(honest):
-    r = verify(BIG_RELU, SIDE_STREAM, NO_STATIC)
-    assert r.timing["off_stream"] or r.cheated, r.timing
+@pytest.mark.parametrize("connections", [1, 0])
+def test_side_stream_work_is_counted(honest, connections):
+    # With one hardware queue per worker (the default) the side stream's work may land
+    # inside the timed window; with the driver's 8 queues it escapes the stream's events
+    # and the device-wide synchronisation must catch it. Never is the speedup inflated.
+    config = dataclasses.replace(NO_STATIC, cuda_max_connections=connections)
+    r = verify(BIG_RELU, SIDE_STREAM, config)
+    if connections != 1:
+        assert r.timing["off_stream"] or r.cheated, r.timing
     if not r.cheated:
-        assert r.speedup <= honest.speedup * 1.1  # not inflated
+        assert r.speedup <= honest.speedup * 1.1, (r.speedup, honest.speedup)  # not inflated
 
 
 @gpu

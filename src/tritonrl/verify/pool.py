@@ -55,7 +55,7 @@ from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
 
 # VerifyConfig fields a lane's sandbox is built from: a job must agree with its pool.
-LANE_FIELDS = ("device", "memory_mb", "max_procs", "sandbox_strict")
+LANE_FIELDS = ("device", "memory_mb", "max_procs", "sandbox_strict", "cuda_max_connections")
 _STOP = object()
 
 

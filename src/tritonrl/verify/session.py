@@ -66,6 +66,12 @@ WORKER_ENV = {
 }
 
 
+def _connections(config: VerifyConfig, device: str) -> dict[str, str]:
+    if device != "cuda" or not config.cuda_max_connections:
+        return {}
+    return {"CUDA_DEVICE_MAX_CONNECTIONS": str(config.cuda_max_connections)}
+
+
 def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.SandboxConfig:
     """`file_mb`: the largest file the worker may write (outputs of full-size tasks)."""
     package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
@@ -76,7 +82,7 @@ def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.
         max_procs=config.max_procs,
         strict=config.sandbox_strict,
         gpu=device == "cuda",
-        env=WORKER_ENV[device == "cuda"],
+        env={**WORKER_ENV[device == "cuda"], **_connections(config, device)},
         extra_ro_paths=(package_root,),
     )
 
