@@ -95,13 +95,15 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
     if result.cheated and config.funnel:
         result.fail("static", f"static checks: {findings[0].flag} (line {findings[0].line})")
         return
-    with _stage(result, "prepare"):
+    # The reference runs on the GPU too: beside other lanes' checks, never while one times.
+    shared = getattr(getattr(sessions, "gpu_gate", None), "shared", nullcontext)
+    with _stage(result, "prepare"), shared():
         sets = _prepare_sets(task, config, result)
     if sets is None:
         return
     check = None
     if result.device == "cuda" and config.timing:
-        with _stage(result, "prepare"):
+        with _stage(result, "prepare"), shared():
             seed_a = next((s for s in sets if s.spec.name == "seed_a"), None)
             check = seed_a and prepare_set(task, timing_check_set(seed_a.spec), result.device)
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
@@ -189,9 +191,10 @@ def _run_in_worker(
     result.compiled = True
     result.stage = "correctness"
     all_ok = True
+    shared = getattr(getattr(session, "gpu_gate", None), "shared", nullcontext)
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
-        with _stage(result, stage_name):
+        with _stage(result, stage_name), shared():
             try:
                 ok, detail = _check_set(session, s, result)
             except WorkerError as e:  # the worker died (or hung) on this set: it failed
@@ -222,16 +225,20 @@ def _run_in_worker(
             return
     if result.device == "cuda" and config.timing:
         result.stage = "performance"
-        # A pooled session's GPU lock: one timing job per GPU at a time. The wait for it
-        # is a stage of its own, so that "performance" is the time the GPU was held.
+        # A pooled session's GPU alone (the exclusive side of its gate): one timing phase
+        # and no correctness run on it. The wait is a stage of its own, so that
+        # "performance" is the time the GPU was held.
         lock = getattr(session, "timing_lock", None) or nullcontext()
         with _stage(result, "gpu_wait"):
-            lock.__enter__()
+            drained = lock.__enter__()
         try:
             with _stage(result, "performance"):
                 time_phase(session, task, sets, check, config, result)
         finally:
             lock.__exit__(None, None, None)
+        if drained is False:  # a correctness run stayed past the gate's wait (a hang?)
+            result.timing["shared_gpu"] = True
+            result.notes.append("timed while another lane's correctness run held this GPU")
     result.stage = "done" if result.correct and not result.cheated else result.stage
 
 

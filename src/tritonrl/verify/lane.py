@@ -6,7 +6,8 @@ the lane's GPU), waits for it to import torch and triton, and then serves the fu
 as its session factory: `workdir()` makes a job dir beneath the lane's root and
 `lane(workdir, config, device)` returns a `PooledSession`, the same interface as
 `WorkerSession` (`call`, `workdir`, `enforced`, `missing`, a context manager) plus
-`timing_lock`, the lane's per-GPU lock that the funnel holds around timing.
+`gpu_gate`, the lane's per-GPU gate (`tritonrl.verify.gate`), and `timing_lock`, its
+exclusive side, which the funnel holds around timing.
 
 A job's Triton cache is `<cache root>/<sha256 of candidate.py>`, reached through the
 job's own `.triton/cache` (a link): only identical sources share compiled kernels, and
@@ -45,6 +46,7 @@ from typing import Any
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.findings import read_findings
+from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.session import (
     MAX_REPLY_BYTES,
@@ -70,7 +72,7 @@ class Lane:
         config: VerifyConfig,
         device: str,
         gpu: str | None = None,
-        timing_lock: threading.Lock | None = None,
+        gpu_gate: GpuGate | None = None,
         recycle_jobs: int = 256,
         store: LauncherStore | None = None,
         capability: int | None = None,
@@ -80,7 +82,8 @@ class Lane:
         self.root.mkdir(parents=True, exist_ok=True)
         self.cache_root = Path(cache_root).resolve()
         self.cache_root.mkdir(parents=True, exist_ok=True)
-        self.timing_lock = timing_lock
+        self.gpu_gate = gpu_gate
+        self.timing_lock = gpu_gate.exclusive if gpu_gate else None
         self.recycle_jobs = max(1, recycle_jobs)
         self.store = store
         base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
@@ -245,6 +248,7 @@ class PooledSession:
         self.workdir = Path(workdir).resolve()
         self.config = config
         self.timing_lock = lane.timing_lock
+        self.gpu_gate = lane.gpu_gate
         self.enforced: list[str] = []
         self.missing: list[str] = []
         self.done: dict | None = None  # the zygote's "done" line, once the worker is gone

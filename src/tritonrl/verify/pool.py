@@ -11,8 +11,9 @@ one thread per lane runs the normal funnel (`funnel.verify`) with the lane as it
 session factory, taking jobs from one queue. Lanes default to one per CPU core on the
 CPU; on CUDA to one per visible GPU, and `workers` lanes are spread round-robin over the
 GPUs, each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and its thread's
-trusted-side work (reference outputs and timing) running on the same device; a lock
-per GPU lets one timing phase at a time run on it. On CUDA the lanes share Triton's C
+trusted-side work (reference outputs and timing) running on the same device; a gate
+per GPU (`tritonrl.verify.gate`) lets correctness runs share it and one timing phase at
+a time have it alone. On CUDA the lanes share Triton's C
 modules (driver utilities, launchers) built by trusted code (`shared_launchers`,
 `tritonrl.verify.launchers`), not each job's gcc, and each zygote compiles one trusted
 kernel for its GPU first, so that jobs start past Triton's first-compile cost
@@ -25,8 +26,9 @@ recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
 The verdicts are the funnel's: the same as `verify()` with a fresh worker per
 candidate, including the failure texts of timeouts and crashes.
 
-What it does NOT do: isolate GPU timing from other lanes' correctness runs on the same
-GPU (the lock only serialises timing phases), give a lane more than one job at a time,
+What it does NOT do: isolate GPU timing from work that outlives a correctness run (a
+hung kernel until its worker's deadline: the gate waits `DRAIN_S` and then notes it),
+give a lane more than one job at a time,
 keep the compile cache after `close()`, or deduplicate across batches.
 """
 
@@ -50,6 +52,7 @@ from pathlib import Path
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
 from tritonrl.verify.funnel import verify
+from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.lane import Lane
 from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
@@ -96,7 +99,7 @@ class VerifierPool:
             raise ValueError("device cuda: no visible GPU")
         workers = workers or (len(gpus) if gpus else os.cpu_count() or 1)
         self.root = Path(tempfile.mkdtemp(prefix="tritonrl-pool-"))
-        locks = [threading.Lock() for _ in gpus]
+        gates = [GpuGate() for _ in gpus]
         capabilities = [None] * len(gpus)
         if warm_compiler:  # each lane's zygote compiles once for its GPU
             import torch
@@ -116,7 +119,7 @@ class VerifierPool:
                 self.config,
                 self.device,
                 gpu=gpus[i % len(gpus)] if gpus else None,
-                timing_lock=locks[i % len(gpus)] if gpus else None,
+                gpu_gate=gates[i % len(gpus)] if gpus else None,
                 recycle_jobs=recycle_jobs or self.config.pool_recycle_jobs,
                 store=self.launchers,
                 capability=capabilities[i % len(gpus)] if gpus else None,

@@ -1,0 +1,90 @@
+"""The per-GPU gate: correctness runs side by side, a timing phase alone, never starved."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tritonrl.verify.gate import GpuGate
+
+
+def _in_thread(fn) -> threading.Thread:
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
+
+
+def test_shared_holders_overlap_and_the_exclusive_side_waits_for_them():
+    gate, events = GpuGate(), []
+    inside = threading.Barrier(3)
+
+    def check(name: str) -> None:
+        with gate.shared():
+            events.append(f"{name} in")
+            inside.wait(5)  # both readers are inside at once
+            time.sleep(0.05)
+            events.append(f"{name} out")
+
+    readers = [_in_thread(lambda n=n: check(n)) for n in ("a", "b")]
+    inside.wait(5)
+    with gate.exclusive as drained:
+        events.append("timing")
+    assert drained is True
+    for t in readers:
+        t.join(5)
+    assert events.index("timing") > max(events.index("a out"), events.index("b out"))
+
+
+def test_a_waiting_timing_phase_holds_new_correctness_runs_back():
+    gate, events = GpuGate(), []
+    first_in, release_first = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with gate.shared():
+            first_in.set()
+            release_first.wait(5)
+            events.append("first out")
+
+    def timing() -> None:
+        with gate.exclusive:
+            events.append("timing")
+            time.sleep(0.05)
+            events.append("timing out")
+
+    def late() -> None:
+        with gate.shared():
+            events.append("late in")
+
+    threads = [_in_thread(first)]
+    first_in.wait(5)
+    threads.append(_in_thread(timing))
+    time.sleep(0.05)  # the timing phase now waits for `first`
+    threads.append(_in_thread(late))
+    time.sleep(0.05)
+    assert events == []  # the late reader did not slip in ahead of the waiting timing
+    release_first.set()
+    for t in threads:
+        t.join(5)
+    assert events == ["first out", "timing", "timing out", "late in"]
+
+
+def test_a_hung_correctness_run_delays_timing_only_so_long_and_is_reported():
+    gate = GpuGate(drain_s=0.2)
+    hung, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with gate.shared():
+            hung.set()
+            release.wait(10)
+
+    t = _in_thread(stuck)
+    hung.wait(5)
+    start = time.monotonic()
+    drained = gate.exclusive.acquire()
+    waited = time.monotonic() - start
+    gate.exclusive.release()
+    release.set()
+    t.join(5)
+    assert drained is False and 0.15 < waited < 2.0
+    with gate.exclusive as drained_now:  # nothing inside any more
+        assert drained_now is True
