@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_tasks
+from tritonrl.verify.gate import gate_for
 from tritonrl.verify.lane import Lane
 from tritonrl.verify.perf import time_candidate
 from tritonrl.verify.pool import visible_gpus
@@ -83,7 +84,9 @@ def main() -> None:
     runs: dict[str, list] = {}
     root = Path(tempfile.mkdtemp(prefix="timing-noise-"))
     gpu = visible_gpus()[0]
-    lane = None if args.fresh else Lane(0, root / "lane", root / "cache", config, "cuda", gpu)
+    # The lane shares this process's gate for the GPU with the --busy pool's lanes.
+    lane = None if args.fresh else Lane(0, root / "lane", root / "cache", config, "cuda", gpu,
+                                        gpu_gate=gate_for(gpu))  # fmt: skip
     stop = threading.Event()
     churn = threading.Thread(target=busy, args=(args.busy, "cuda", stop), daemon=True)
     if args.busy:

@@ -67,10 +67,11 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
           --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | tail -6 || rc=1
       done ;;
-    lanes)  # the warm pool's steady state with 16, 12 and 8 lanes, CPU seconds beside it
-      for w in 16 12 8; do
-        python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" \
-          --json "$OUT/verify_warm_$w.json" 2>&1 | grep -E "^\| warm|stage|CPU" || rc=1
+    lanes)  # the warm pool's steady state: 16, 12, 8 lanes, timing alone or beside checks
+      for run in "16 exclusive" "12 exclusive" "8 exclusive" "16 shared --shared-timing"; do
+        read -r w name flags <<< "$run"
+        python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
+          --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl" || rc=1
       done ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \

@@ -162,7 +162,8 @@ def run_batch(batch, device: str, workers: int, tmp: Path) -> list[dict]:
     return rows
 
 
-def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False, **options):
+def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False,
+             exclusive_timing: bool = True, **options):  # fmt: skip
     """The results' dicts, the seconds from the pool's start (or, `warm`, from after its
     warm-up batch) to the last verdict, and the shared launchers' counts (on CUDA).
     `options`: VerifierPool's (shared_launchers, warm_compiler)."""
@@ -170,7 +171,8 @@ def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False,
     from tritonrl.verify.pool import VerifierPool
 
     start = time.perf_counter()
-    with VerifierPool(VerifyConfig(device=device, funnel=funnel), workers, **options) as pool:
+    config = VerifyConfig(device=device, funnel=funnel, exclusive_timing=exclusive_timing)
+    with VerifierPool(config, workers, **options) as pool:
         if warm:
             others = {f"builtin:{t}" for t in TASKS[-2:]}
             pool.verify_many([(t, c) for t, _, c in build_batch(len(TASKS)) if t.id in others])
@@ -212,6 +214,11 @@ def main() -> None:
         help="every job builds Triton's C modules itself (as before)",
     )
     ap.add_argument(
+        "--shared-timing",
+        action="store_true",
+        help="VerifyConfig(exclusive_timing=False): timing beside other lanes' checks",
+    )
+    ap.add_argument(
         "--no-warm-compiler",
         action="store_true",
         help="the lanes' zygotes compile nothing before they fork",
@@ -224,7 +231,8 @@ def main() -> None:
     report = {"device": args.device, "workers": args.workers, "tasks": TASKS[: args.tasks],
               "candidates": len(batch), "modes": {},
               "pool_options": {"shared_launchers": not args.no_shared_launchers,
-                               "warm_compiler": not args.no_warm_compiler}}  # fmt: skip
+                               "warm_compiler": not args.no_warm_compiler},
+              "exclusive_timing": not args.shared_timing}  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="verify-bench-"))
     try:
         _run_modes(args, batch, cli_limit, report, tmp)
@@ -249,7 +257,7 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
         else:
             rows, seconds, extra = run_pool(
                 part, args.device, args.workers, funnel=mode != "nofunnel", warm=mode == "warm",
-                **report["pool_options"],
+                exclusive_timing=report["exclusive_timing"], **report["pool_options"],
             )  # fmt: skip
         stages: Counter = Counter()
         for r in rows:
@@ -284,7 +292,7 @@ def _print_table(report: dict) -> None:
             print(f"{mode}: shared launchers: {m['shared_launchers']}")
         if m.get("cpu"):
             print(f"{mode}: CPU seconds while it ran ({m['seconds']:.1f} s): {m['cpu']}")
-    print(f"pool options: {report['pool_options']}")
+    print(f"pool options: {report['pool_options']}, exclusive timing: {report['exclusive_timing']}")
     if "pool" in modes and "nofunnel" in modes:
         gain = modes["pool"]["per_second"] / modes["nofunnel"]["per_second"]
         print(f"\nthe staged funnel: {gain:.2f}x the candidates per second of the pool without it")

@@ -59,6 +59,10 @@ class VerifyConfig:
     # of 5 (they are made one at a time); a kernel that overlaps work on several streams
     # then runs them one after another, which understates a speedup that relies on it.
     cuda_max_connections: int = 1
+    # The worker pool on CUDA: a timing phase has its GPU alone, no other lane's
+    # correctness run beside it (tritonrl.verify.gate). False: more candidates a second,
+    # and timings exposed to the other lanes' work.
+    exclusive_timing: bool = True
     # Noise rule: a speedup whose 95% interval contains 1, or within this of 1, is 1.
     noise_floor: float = 0.02
     # Reference times measured alone, cached per task/shapes/device/versions:

@@ -88,3 +88,27 @@ def test_a_hung_correctness_run_delays_timing_only_so_long_and_is_reported():
     assert drained is False and 0.15 < waited < 2.0
     with gate.exclusive as drained_now:  # nothing inside any more
         assert drained_now is True
+
+
+def test_one_gate_per_gpu_for_the_whole_process():
+    from tritonrl.verify.gate import gate_for
+
+    assert gate_for("0") is gate_for("0") and gate_for("0") is not gate_for("1")
+
+
+def test_preparing_a_set_holds_the_gate_only_around_the_reference_passes():
+    # The inputs and parameters come from torch's RNG under the trusted lock; only the
+    # reference's forward pass uses the device, and only it may wait for a timing phase.
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify.inputs import TRUSTED_LOCK, InputSet, prepare_set
+
+    task = load_builtin("level1/1_ReLU").tasks[0]
+    gate, entered = GpuGate(), []
+
+    def watched():
+        entered.append(TRUSTED_LOCK.locked())
+        return gate.shared()
+
+    prepare_set(task, InputSet("seed_a", "small", 123), "cpu", watched)
+    prepare_set(task, InputSet("shifted", "small", 456, shift=True), "cpu", watched)
+    assert entered == [False, False]

@@ -95,17 +95,19 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
     if result.cheated and config.funnel:
         result.fail("static", f"static checks: {findings[0].flag} (line {findings[0].line})")
         return
-    # The reference runs on the GPU too: beside other lanes' checks, never while one times.
-    shared = getattr(getattr(sessions, "gpu_gate", None), "shared", nullcontext)
-    with _stage(result, "prepare"), shared():
-        sets = _prepare_sets(task, config, result)
+    # The reference's pass on the GPU: beside other lanes' checks, never while one times.
+    shared = _shared(sessions, config)
+    with _stage(result, "prepare"):
+        sets = _prepare_sets(task, config, result, shared)
     if sets is None:
         return
     check = None
     if result.device == "cuda" and config.timing:
-        with _stage(result, "prepare"), shared():
+        with _stage(result, "prepare"):
             seed_a = next((s for s in sets if s.spec.name == "seed_a"), None)
-            check = seed_a and prepare_set(task, timing_check_set(seed_a.spec), result.device)
+            check = seed_a and prepare_set(
+                task, timing_check_set(seed_a.spec), result.device, shared
+            )
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
         with _stage(result, "write"):
@@ -131,14 +133,23 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _prepare_sets(task: Task, config: VerifyConfig, result: VerifyResult) -> list | None:
+def _shared(holder: Any, config: VerifyConfig):
+    """The shared side of a pooled session's GPU gate (a no-op without one, or when the
+    job does not ask for exclusive timing)."""
+    gate = getattr(holder, "gpu_gate", None)
+    return gate.shared if gate is not None and config.exclusive_timing else nullcontext
+
+
+def _prepare_sets(
+    task: Task, config: VerifyConfig, result: VerifyResult, gpu=nullcontext
+) -> list | None:
     sets = []
     specs = plan_input_sets(
         task, result.device, config.num_input_sets, config.multi_input, config.tiny_run_first
     )
     for spec in specs:
         try:
-            sets.append(prepare_set(task, spec, result.device))
+            sets.append(prepare_set(task, spec, result.device, gpu))
         except Exception as e:  # the task's own code failed: not the candidate's fault
             result.fail(
                 "compile", f"reference failed on input set {spec.name}: {type(e).__name__}: {e}"
@@ -191,7 +202,7 @@ def _run_in_worker(
     result.compiled = True
     result.stage = "correctness"
     all_ok = True
-    shared = getattr(getattr(session, "gpu_gate", None), "shared", nullcontext)
+    shared = _shared(session, config)
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
         with _stage(result, stage_name), shared():

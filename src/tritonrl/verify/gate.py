@@ -12,9 +12,14 @@ deadline; the exclusive side waits at most `drain_s` for the holders to leave an
 times anyway, and says so: `exclusive.acquire()` returns False, the funnel notes it in
 the result (`timing["shared_gpu"]`), a reader can discount that timing.
 
+`gate_for(gpu)` gives every pool and lane of this process the same gate for one GPU.
+`VerifyConfig.exclusive_timing = False` makes a job skip the shared side: its runs then
+neither wait for timing phases nor are waited for (faster, and its timing is exposed to
+the other lanes' work; docs/benchmarks.md has both).
+
 What it does NOT do: stop GPU work that outlives a run (a kernel still spinning after its
-worker's reply; the lane kills the worker at its deadline), or order other processes'
-use of the GPU.
+worker's reply; the lane kills the worker at its deadline), or order the GPU use of other
+processes (two trainer processes with pools on one GPU do not see each other's gates).
 """
 
 from __future__ import annotations
@@ -25,6 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 DRAIN_S = 10.0  # the longest a timing phase waits for correctness runs to leave
+_GATES: dict[str, GpuGate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def gate_for(gpu: str) -> GpuGate:
+    """This process's gate for the GPU that CUDA_VISIBLE_DEVICES names `gpu`."""
+    with _GATES_LOCK:
+        return _GATES.setdefault(gpu, GpuGate())
 
 
 class GpuGate:

@@ -20,6 +20,7 @@ candidate's process. Integer inputs (indices, labels) are never transformed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -172,8 +173,9 @@ def _forward(model, inputs, device):
 TRUSTED_LOCK = threading.Lock()
 
 
-def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
-    """Build inputs and expected outputs for one set (raises if the reference fails)."""
+def prepare_set(task: Task, spec: InputSet, device: str, gpu=contextlib.nullcontext) -> PreparedSet:
+    """Build inputs and expected outputs for one set (raises if the reference fails).
+    `gpu`: a context held around the reference's passes on the device (the pool's gate)."""
     with TRUSTED_LOCK:
         inst = instantiate(task, spec.mode)
         init = inst.init_inputs()
@@ -181,11 +183,11 @@ def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
         if spec.dtype is not None:
             inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
         model, state = _build_reference(inst, init, spec.param_seed, spec.dtype)
-    model = model.to(device)
     note = None
     if spec.shift:
         shifted = _float_tensors_map(inputs, _shift)
-        expected = _forward(model, shifted, device)
+        with gpu():
+            expected = _forward(model.to(device), shifted, device)
         if _finite(expected):
             inputs = shifted
         else:  # e.g. log/sqrt tasks: keep the signs, change magnitudes only
@@ -193,7 +195,9 @@ def prepare_set(task: Task, spec: InputSet, device: str) -> PreparedSet:
             note = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
             with TRUSTED_LOCK:  # a fresh model: the first forward may have changed its state
                 model, state = _build_reference(inst, init, spec.param_seed, spec.dtype)
-            expected = _forward(model.to(device), inputs, device)
+            with gpu():
+                expected = _forward(model.to(device), inputs, device)
     else:
-        expected = _forward(model, inputs, device)
+        with gpu():
+            expected = _forward(model.to(device), inputs, device)
     return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note)

@@ -17,6 +17,7 @@ What this module does NOT do: decide correctness (the funnel does) or time on th
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -214,7 +215,8 @@ def time_candidate(
                 reply = session.call(cmd)
                 if not reply.get("ok"):
                     return result.fail("compile", str(reply.get("error")))
-            time_phase(session, task, [main], check, config, result)
+            with getattr(session, "timing_lock", None) or contextlib.nullcontext():
+                time_phase(session, task, [main], check, config, result)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result

@@ -52,7 +52,7 @@ from pathlib import Path
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
 from tritonrl.verify.funnel import verify
-from tritonrl.verify.gate import GpuGate
+from tritonrl.verify.gate import gate_for
 from tritonrl.verify.lane import Lane
 from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
@@ -99,7 +99,7 @@ class VerifierPool:
             raise ValueError("device cuda: no visible GPU")
         workers = workers or (len(gpus) if gpus else os.cpu_count() or 1)
         self.root = Path(tempfile.mkdtemp(prefix="tritonrl-pool-"))
-        gates = [GpuGate() for _ in gpus]
+        gates = [gate_for(g) for g in gpus]
         capabilities = [None] * len(gpus)
         if warm_compiler:  # each lane's zygote compiles once for its GPU
             import torch

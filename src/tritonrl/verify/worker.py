@@ -114,6 +114,10 @@ class Worker:
             from tritonrl.verify import launchers
 
             launchers.install(store, str(Path(launchers.REQUESTS).resolve()))
+        if self.device == "cuda":  # the context now, while the pool's GPU gate is not held
+            import torch
+
+            torch.empty(1, device="cuda")
         # Everything a candidate could tamper with is captured before it is imported.
         self.timers = guards.capture_timers()
         self.launches = guards.LaunchCounter()
