@@ -186,6 +186,7 @@ class LauncherStore:
         self._seen: set[tuple] = set()
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
+        self._closing = False
         self._thread = threading.Thread(target=self._serve, daemon=True, name="tritonrl-launchers")
         self._thread.start()
 
@@ -234,7 +235,8 @@ class LauncherStore:
                     break
                 batch.append(more)
             try:
-                self._run(batch)
+                if not self._closing:  # a closing pool does not wait for what it queued
+                    self._run(batch)
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -265,6 +267,7 @@ class LauncherStore:
         return built
 
     def close(self) -> None:
+        self._closing = True
         self._queue.put(None)
         self._thread.join(timeout=BUILD_TIMEOUT_S)
 

@@ -117,7 +117,10 @@ class Worker:
         if self.device == "cuda":  # the context now, while the pool's GPU gate is not held
             import torch
 
-            torch.empty(1, device="cuda")
+            try:
+                torch.empty(1, device="cuda")
+            except Exception as e:  # noqa: BLE001 - the machine's fault, said as such
+                return {"ok": False, "error": f"the worker has no usable GPU: {_short_error(e)}"}
         # Everything a candidate could tamper with is captured before it is imported.
         self.timers = guards.capture_timers()
         self.launches = guards.LaunchCounter()
