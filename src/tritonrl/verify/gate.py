@@ -18,8 +18,10 @@ neither wait for timing phases nor are waited for (faster, and its timing is exp
 the other lanes' work; docs/benchmarks.md has both).
 
 What it does NOT do: stop GPU work that outlives a run (a kernel still spinning after its
-worker's reply; the lane kills the worker at its deadline), or order the GPU use of other
-processes (two trainer processes with pools on one GPU do not see each other's gates).
+worker's reply; the lane kills the worker at its deadline), cover the workers' start and
+end (their CUDA contexts are made at `load` and torn down at exit, ungated, and that also
+works the GPU), or order the GPU use of other processes (two trainer processes with pools
+on one GPU do not see each other's gates).
 """
 
 from __future__ import annotations
