@@ -185,7 +185,7 @@ def test_a_job_writes_only_its_own_dir_and_its_own_cache(lane1):
 
 def test_a_job_runs_with_one_passive_openmp_thread(lane1):
     # The lanes share the machine's cores: a job's torch must not start a thread per core
-    # that spins while idle (on the H100 that tripled the CPU time per candidate).
+    # that spins while idle (on the H100 that took 4x the CPU time per candidate).
     probe = GOOD.replace(
         "class ModelNew(nn.Module):\n",
         "class ModelNew(nn.Module):\n    def __new__(cls, *a, **k):\n        import os\n"
