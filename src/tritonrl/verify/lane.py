@@ -89,8 +89,6 @@ class Lane:
         base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
         env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
         env["OMP_NUM_THREADS"] = "1"  # the lanes share the cores; one thread per job each
-        if gpu is not None:  # opt-in, not yet run on a GPU: see zygote._preload_driver
-            env["TRITONRL_ZYGOTE_DRIVER"] = os.environ.get("TRITONRL_ZYGOTE_DRIVER", "0")
         if capability is not None:  # the zygote compiles once for it: zygote._warm_compiler
             env["TRITONRL_ZYGOTE_TARGET"] = str(capability)
         self.sandbox = dataclasses.replace(

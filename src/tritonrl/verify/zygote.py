@@ -4,9 +4,8 @@
                                              `spawn_sandboxed`, cwd = the lane's root)
 
 It imports torch, triton and the worker's modules once (installing no guard and never
-touching CUDA; on a GPU lane with TRITONRL_ZYGOTE_DRIVER=1 it also builds Triton's
-driver utilities, see `_preload_driver`, and given TRITONRL_ZYGOTE_TARGET, the GPU's
-compute capability, compiles one trusted kernel so that forked jobs start past Triton's
+touching CUDA; given TRITONRL_ZYGOTE_TARGET, the GPU's compute capability, it
+compiles one trusted kernel so that forked jobs start past Triton's
 first-compile cost, see `_warm_compiler`), says `Z{"zygote": "ready"}` and then serves
 one job at a time. A job is one JSON line on stdin, from the trusted side:
 
@@ -284,8 +283,6 @@ def _preload() -> None:
     import tritonrl.verify.timing  # noqa: F401
     import tritonrl.verify.worker  # noqa: F401
 
-    if os.environ.get("TRITONRL_ZYGOTE_DRIVER") == "1":
-        _preload_driver()
     if os.environ.get("TRITONRL_ZYGOTE_TARGET"):
         _warm_compiler(int(os.environ["TRITONRL_ZYGOTE_TARGET"]))
 
@@ -323,29 +320,6 @@ def _warm_compiler(capability: int) -> bool:
     except Exception as exc:  # noqa: BLE001 - every job then pays for the first compile
         sys.stderr.write(f"tritonrl-zygote: no warm compiler: {exc!r}\n")
         return False
-
-
-def _preload_driver() -> None:
-    """Triton's CUDA driver object, built once for every job (on the H100 its C
-    utilities took 0.56 s of gcc in each new worker, bench/worker_startup.py), without
-    initialising CUDA: the device count comes from NVML, and a forked child may not use
-    a CUDA driver its parent initialised. Skipped, and said on stderr, where NVML sees
-    no GPU (torch would then count devices through CUDA itself).
-
-    Opt-in (TRITONRL_ZYGOTE_DRIVER=1 in the trusted process's environment): written
-    after the session's GPU time ran out, it has not yet run on a GPU."""
-    import torch
-
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(os.getcwd(), ".zygote-triton")
-    try:
-        if torch.cuda._device_count_nvml() < 1:
-            raise RuntimeError("NVML sees no GPU")
-        from triton.runtime import driver
-
-        driver.active.get_current_stream  # noqa: B018 - builds and loads the utilities
-    except Exception as exc:  # noqa: BLE001 - every job then builds its own, as before
-        sys.stderr.write(f"tritonrl-zygote: no preloaded Triton driver: {exc!r}\n")
 
 
 def main() -> None:
