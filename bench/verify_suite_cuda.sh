@@ -4,7 +4,7 @@
 #   bash bench/verify_suite_cuda.sh STAGE ...
 #
 # STAGE: check, tests, timing, pool, noise, noise-graphs, contention, throughput,
-#        startup, scaling, lanes, hostile, sft (run in the order given).
+#        startup, scaling, lanes, jobcpu, contexts, hostile, sft (in the order given).
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
 # NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default
@@ -72,6 +72,14 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
         read -r w name flags <<< "$run"
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
           --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl" || rc=1
+      done ;;
+    jobcpu)  # CPU seconds per job, one lane, with the default OpenMP threads and with one
+      python3 bench/verify_job_cpu.py --kinds wrong_op,correct 2>&1 | tail -2 || rc=1
+      OMP_NUM_THREADS=1 python3 bench/verify_job_cpu.py --kinds wrong_op,correct 2>&1 | tail -2 || rc=1 ;;
+    contexts)  # CUDA contexts created at once: the driver's default queues, and one
+      for api in torch driver; do
+        python3 bench/cuda_contexts.py --api $api || rc=1
+        CUDA_DEVICE_MAX_CONNECTIONS=1 python3 bench/cuda_contexts.py --api $api || rc=1
       done ;;
     hostile)
       TRITONRL_TEST_PARALLEL=8 python3 -m pytest -q -p no:cacheprovider tests/verify/test_hostile.py 2>&1 \
