@@ -68,10 +68,13 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
           --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | tail -6 || rc=1
       done ;;
     lanes)  # the warm pool's steady state: 16, 12, 8 lanes, timing alone or beside checks
-      for run in "16 exclusive" "12 exclusive" "8 exclusive" "16 shared --shared-timing"; do
+      # (reference times cached by the warm-up, as after a training run's first step;
+      # "cold": each task's reference timed alone inside the batch)
+      for run in "16 exclusive" "16 cold --ref-times cold" "12 exclusive" "8 exclusive" \
+                 "16 shared --shared-timing"; do
         read -r w name flags <<< "$run"
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
-          --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl" || rc=1
+          --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl|timed" || rc=1
       done ;;
     jobcpu)  # CPU seconds per job, one lane, with the default OpenMP threads and with one
       python3 bench/verify_job_cpu.py --kinds wrong_op,correct 2>&1 | tail -2 || rc=1

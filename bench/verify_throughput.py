@@ -19,7 +19,12 @@ started to the last verdict, in candidates per second:
   nofunnel  the same with `VerifyConfig(funnel=False)`: every stage and input set runs
   warm      the pool's steady state, as a training run sees it: the pool started and a
             warm-up batch (the same kinds over two other tasks) verified before the clock
-            starts
+            starts; with `--ref-times cached` (the default) the warm-up batch also holds a
+            copy of each measured task's solution, marked by a comment so that it shares
+            no compiled kernel with the batch: the reference times of the tasks are then
+            cached, as after a training run's first step (`cold`: measured in the batch)
+
+Each pool mode gets a reference-time cache of its own, so modes and runs compare alike.
 
 `--no-shared-launchers` and `--no-warm-compiler` switch off what the pool does on CUDA
 so that a job does not pay for Triton's start-up (tritonrl.verify.launchers,
@@ -162,20 +167,27 @@ def run_batch(batch, device: str, workers: int, tmp: Path) -> list[dict]:
     return rows
 
 
-def run_pool(batch, device: str, workers: int, funnel: bool, warm: bool = False,
-             exclusive_timing: bool = True, **options):  # fmt: skip
+def run_pool(batch, device: str, workers: int, funnel: bool, ref_times: Path,
+             warm: bool = False, exclusive_timing: bool = True, cached_refs: bool = True,
+             **options):  # fmt: skip
     """The results' dicts, the seconds from the pool's start (or, `warm`, from after its
     warm-up batch) to the last verdict, and the shared launchers' counts (on CUDA).
-    `options`: VerifierPool's (shared_launchers, warm_compiler)."""
+    `ref_times`: a new reference-time cache file. `options`: VerifierPool's
+    (shared_launchers, warm_compiler)."""
     from tritonrl.config import VerifyConfig
     from tritonrl.verify.pool import VerifierPool
 
     start = time.perf_counter()
-    config = VerifyConfig(device=device, funnel=funnel, exclusive_timing=exclusive_timing)
+    config = VerifyConfig(device=device, funnel=funnel, exclusive_timing=exclusive_timing,
+                          ref_time_cache=str(ref_times))  # fmt: skip
     with VerifierPool(config, workers, **options) as pool:
         if warm:
             others = {f"builtin:{t}" for t in TASKS[-2:]}
-            pool.verify_many([(t, c) for t, _, c in build_batch(len(TASKS)) if t.id in others])
+            cases = [(t, c) for t, _, c in build_batch(len(TASKS)) if t.id in others]
+            if cached_refs:  # the batch's references timed: a distinct source, same kernel
+                tasks = {t.id: t for t, _, _ in batch}.values()
+                cases += [(t, t.solution + "\n# a warm-up copy\n") for t in tasks]
+            pool.verify_many(cases)
             start = time.perf_counter()
         cpu = _cpu_now()
         results = pool.verify_many([(t, c) for t, _, c in batch])
@@ -219,6 +231,12 @@ def main() -> None:
         help="VerifyConfig(exclusive_timing=False): timing beside other lanes' checks",
     )
     ap.add_argument(
+        "--ref-times",
+        choices=["cached", "cold"],
+        default="cached",
+        help="warm mode: the batch's reference times cached by the warm-up, or measured",
+    )
+    ap.add_argument(
         "--no-warm-compiler",
         action="store_true",
         help="the lanes' zygotes compile nothing before they fork",
@@ -232,7 +250,8 @@ def main() -> None:
               "candidates": len(batch), "modes": {},
               "pool_options": {"shared_launchers": not args.no_shared_launchers,
                                "warm_compiler": not args.no_warm_compiler},
-              "exclusive_timing": not args.shared_timing}  # fmt: skip
+              "exclusive_timing": not args.shared_timing,
+              "ref_times": args.ref_times}  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="verify-bench-"))
     try:
         _run_modes(args, batch, cli_limit, report, tmp)
@@ -256,8 +275,10 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             seconds = time.perf_counter() - start
         else:
             rows, seconds, extra = run_pool(
-                part, args.device, args.workers, funnel=mode != "nofunnel", warm=mode == "warm",
-                exclusive_timing=report["exclusive_timing"], **report["pool_options"],
+                part, args.device, args.workers, funnel=mode != "nofunnel",
+                ref_times=tmp / f"ref_times_{mode}.json", warm=mode == "warm",
+                exclusive_timing=report["exclusive_timing"],
+                cached_refs=args.ref_times == "cached", **report["pool_options"],
             )  # fmt: skip
         stages: Counter = Counter()
         for r in rows:
@@ -269,9 +290,26 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             "per_second": round(len(part) / seconds, 3), "correct_by_kind": dict(correct),
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
             "stage_seconds": {k: round(v, 2) for k, v in stages.items()},
+            "timed": _timed_summary(rows),
             **extra,
         }  # fmt: skip
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
+def _timed_summary(rows: list[dict]) -> dict | None:
+    """What the timed candidates cost: trials per series, the worker's timing call in ms
+    (`host_ms`), and how many reference times came from the cache."""
+    timed = [r["timing"] for r in rows if (r.get("timing") or {}).get("trials")]
+    if not timed:
+        return None
+    trials = sorted(t["trials"] for t in timed)
+    host = sorted(t["host_ms"] for t in timed)
+    return {
+        "timed": len(timed), "trials_median": trials[len(trials) // 2], "trials_max": trials[-1],
+        "host_ms_median": host[len(host) // 2], "host_ms_max": host[-1],
+        "host_ms_sum": round(sum(host), 1),
+        "ref_alone_cached": sum(bool(t.get("ref_alone_cached")) for t in timed),
+    }  # fmt: skip
 
 
 def _print_table(report: dict) -> None:
@@ -290,9 +328,12 @@ def _print_table(report: dict) -> None:
         print(f"{mode}: seconds summed over candidates per stage: {spent}")
         if m.get("shared_launchers"):
             print(f"{mode}: shared launchers: {m['shared_launchers']}")
+        if m.get("timed"):
+            print(f"{mode}: timed candidates: {m['timed']}")
         if m.get("cpu"):
             print(f"{mode}: CPU seconds while it ran ({m['seconds']:.1f} s): {m['cpu']}")
-    print(f"pool options: {report['pool_options']}, exclusive timing: {report['exclusive_timing']}")
+    print(f"pool options: {report['pool_options']}, exclusive timing: "
+          f"{report['exclusive_timing']}, reference times: {report['ref_times']}")  # fmt: skip
     if "pool" in modes and "nofunnel" in modes:
         gain = modes["pool"]["per_second"] / modes["nofunnel"]["per_second"]
         print(f"\nthe staged funnel: {gain:.2f}x the candidates per second of the pool without it")

@@ -112,3 +112,74 @@ def test_preparing_a_set_holds_the_gate_only_around_the_reference_passes():
     prepare_set(task, InputSet("seed_a", "small", 123), "cpu", watched)
     prepare_set(task, InputSet("shifted", "small", 456, shift=True), "cpu", watched)
     assert entered == [False, False]
+
+
+class _TimingWorker:
+    """Stands in for a pooled session's worker, whose timing commands need CUDA: it
+    answers each command as the real one does and records which side of the gate was
+    held when the command arrived."""
+
+    def __init__(self, workdir, gate: GpuGate, prepared, check, ref_ms: float) -> None:
+        self.workdir, self.gpu_gate, self.timing_lock = workdir, gate, gate.exclusive
+        self.prepared, self.check, self.ref_ms = prepared, check, ref_ms
+        self.ops: list[tuple[str, int, bool]] = []
+
+    def call(self, cmd: dict) -> dict:
+        import torch
+
+        gate = self.gpu_gate
+        self.ops.append((cmd["op"], gate._shared, gate._held))
+        if cmd["op"] == "time":
+            times = {"new": [0.001] * 50, "ref": [self.ref_ms] * 50}
+            return {"ok": True, "graphed": [], "notes": [],
+                    "series": {k: {"times_ms": v} for k, v in times.items()}}  # fmt: skip
+        if cmd["op"] == "time_check":
+            (self.workdir / "out").mkdir(exist_ok=True)
+            # after the first check call the timed buffers hold the check set
+            refilled = any(op == "time_check" for op, *_ in self.ops[:-1])
+            timed = self.check if refilled else self.prepared
+            torch.save(timed.expected, self.workdir / "out" / "timed.pt")
+            torch.save(self.check.expected, self.workdir / "out" / "timing_check.pt")
+        return {"ok": True}
+
+    def findings(self) -> dict:
+        return {}
+
+
+def test_a_timing_phase_holds_the_gpu_alone_only_while_it_times(tmp_path, monkeypatch):
+    # Readying the timing and checking its outputs run beside other lanes' checks; only
+    # the worker's measurement and the reference's time alone hold the GPU alone. A
+    # reference slowed beside the candidate is measured again, also alone.
+    import torch
+
+    from tritonrl.config import VerifyConfig
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify import refcache
+    from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
+    from tritonrl.verify.perf import time_phase
+    from tritonrl.verify.result import VerifyResult
+
+    task = load_builtin("level1/1_ReLU").tasks[0]
+    main = prepare_set(task, InputSet("seed_a", "small", 123), "cpu")
+    check = prepare_set(task, timing_check_set(main.spec), "cpu")
+    gate = GpuGate()
+    alone_held = []
+
+    def alone(*args):
+        alone_held.append((gate._shared, gate._held))
+        return {"median": 0.002, "mean": 0.002, "se": 1e-6, "rse": 1e-3, "n": 50}, True
+
+    monkeypatch.setattr(refcache, "reference_time", alone)
+    props = type("Props", (), {"memory_clock_rate": 2_619_000, "memory_bus_width": 5120})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: props)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    config = VerifyConfig(device="cuda", ref_time_cache="off")
+    for ref_ms, tries in [(0.002, 1), (0.003, 2)]:  # as alone; 1.5x slower beside it
+        worker = _TimingWorker(tmp_path, gate, main, check, ref_ms)
+        result = VerifyResult(task=task.id, device="cuda")
+        time_phase(worker, task, [main], check, config, result)
+        ops = [("time_prep", 1, False)] + [("time", 0, True), ("time_check", 1, False)] * tries
+        assert worker.ops == ops, worker.ops
+        assert result.timing["tries"] == tries and not result.flags, result.flags
+        assert {"perf_prep", "gpu_wait", "performance", "perf_check"} <= set(result.stage_times)
+    assert alone_held == [(0, True)] * 2

@@ -290,11 +290,12 @@ class _Spans:
     def __init__(self, lock, spans: list) -> None:
         self.lock, self.spans = lock, spans
 
-    def __enter__(self):
-        self.lock.acquire()
+    def acquire(self) -> bool:
+        drained = self.lock.acquire()
         self.start = time.monotonic()
+        return drained
 
-    def __exit__(self, *exc) -> None:
+    def release(self) -> None:
         self.spans.append((id(self.lock), self.start, time.monotonic()))
         self.lock.release()
 

@@ -46,6 +46,21 @@ def test_a_short_kernels_interval_keeps_the_between_run_spread():
     assert hi - lo < 0.005  # 180 us: the floor is negligible
 
 
+def test_trials_stop_once_more_could_not_narrow_the_interval():
+    from tritonrl.verify.timing import SYSTEMATIC_MS, converged
+
+    # 4 us, scattered by +-0.6 us: an RSE above 1%, but a standard error already under the
+    # floor that the interval keeps whatever the count
+    short = summarize([0.004 + 0.0003 * ((i * 7) % 5 - 2) for i in range(50)])
+    assert short["rse"] > 0.01 and short["se"] < SYSTEMATIC_MS
+    assert converged([short], 0.01)
+    # 20 us scattered by +-10%: 1% is 0.2 us, above the floor
+    long = summarize([0.02 * (1 + 0.05 * ((i * 7) % 5 - 2)) for i in range(50)])
+    assert long["rse"] > 0.01 and long["se"] > SYSTEMATIC_MS
+    assert not converged([long], 0.01) and not converged([short, long], 0.01)
+    assert converged([summarize([0.02] * 25 + [0.0201] * 25)], 0.01)
+
+
 def test_speedup_interval_contains_the_ratio_and_widens_with_noise():
     ref, new = summarize([2.0, 2.02, 1.98] * 20), summarize([1.0, 1.01, 0.99] * 20)
     s, (lo, hi) = speedup_stats(ref, new)

@@ -236,20 +236,7 @@ def _run_in_worker(
             return
     if result.device == "cuda" and config.timing:
         result.stage = "performance"
-        # A pooled session's GPU alone (the exclusive side of its gate): one timing phase
-        # and no correctness run on it. The wait is a stage of its own, so that
-        # "performance" is the time the GPU was held.
-        lock = getattr(session, "timing_lock", None) or nullcontext()
-        with _stage(result, "gpu_wait"):
-            drained = lock.__enter__()
-        try:
-            with _stage(result, "performance"):
-                time_phase(session, task, sets, check, config, result)
-        finally:
-            lock.__exit__(None, None, None)
-        if drained is False:  # a correctness run stayed past the gate's wait (a hang?)
-            result.timing["shared_gpu"] = True
-            result.notes.append("timed while another lane's correctness run held this GPU")
+        time_phase(session, task, sets, check, config, result)
     result.stage = "done" if result.correct and not result.cheated else result.stage
 
 

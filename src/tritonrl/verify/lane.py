@@ -7,7 +7,7 @@ as its session factory: `workdir()` makes a job dir beneath the lane's root and
 `lane(workdir, config, device)` returns a `PooledSession`, the same interface as
 `WorkerSession` (`call`, `workdir`, `enforced`, `missing`, a context manager) plus
 `gpu_gate`, the lane's per-GPU gate (`tritonrl.verify.gate`), and `timing_lock`, its
-exclusive side, which the funnel holds around timing.
+exclusive side, which the timing phase holds while it measures (`perf.time_phase`).
 
 A job's Triton cache is `<cache root>/<sha256 of candidate.py>`, reached through the
 job's own `.triton/cache` (a link): only identical sources share compiled kernels, and

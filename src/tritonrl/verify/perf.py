@@ -47,12 +47,19 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     bounded here (statistics from the raw times, totals against this side's clock,
     outputs compared with the trusted references, the reference against its time alone).
 
+    On a pooled session it holds the GPU gate's shared side (`tritonrl.verify.gate`)
+    while the worker readies the timing (`time_prep`) and checks its outputs
+    (`time_check`), and the exclusive side only while the worker times and this side
+    times the reference alone (the stages `perf_prep`, `gpu_wait`, `performance`,
+    `perf_check`).
+
     A reference that ran more than SLOWED times slower beside the candidate than alone
     is timed once more: a passing disturbance slows both series alike and is gone on the
     second try (on the H100, one of six runs of a 20 us copy of the reference),
     while something in the candidate's process that slows the reference is there again,
     and then the time alone is used, so the speedup is never inflated."""
     from tritonrl.verify import refcache
+    from tritonrl.verify.funnel import _call, _shared, _stage
     from tritonrl.verify.timing import (
         TimingOptions,
         effective_speedup,
@@ -66,29 +73,39 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         target_rse=config.target_rse, max_seconds=config.timing_max_seconds,
         graphs=config.cuda_graphs,
     )  # fmt: skip
+    shared = _shared(session, config)
     (session.workdir / "reference.py").write_text(task.source, encoding="utf-8")
-    cmd = {
-        "op": "time", "set": "seed_a", "check": check and check.spec.name,
-        "options": options.to_dict(),
+    prep = {
+        "op": "time_prep", "set": "seed_a",
         "reference": {"path": "reference.py", "overrides": main.overrides, "origin": task.origin},
     }  # fmt: skip
+    with _stage(result, "perf_prep"), shared():
+        reply = _call(session, result, prep)
+    if not reply.get("ok"):
+        result.notes.append(f"timing failed: {reply.get('error')}")
+        return
+    time_cmd = {"op": "time", "options": options.to_dict()}
+    check_cmd = {"op": "time_check", "check": check and check.spec.name}
     # The timed buffers hold the data of the last set refilled into them (seed_b).
     timed = main
     for s in sets:
         if s.spec.refill_of == main.spec.name:
             timed = s
-    m = _measure(session, result, cmd, timed, check)
-    if m is None:
+    with _exclusive(session, result):
+        m = _measure(session, result, time_cmd)
+        alone, cached = (None, False) if m is None else refcache.reference_time(
+            task, main, options, refcache.resolve_path(config.ref_time_cache)
+        )  # fmt: skip
+    if m is None or not _check(session, result, check_cmd, timed, check, m, shared):
         return
-    alone, cached = refcache.reference_time(
-        task, main, options, refcache.resolve_path(config.ref_time_cache)
-    )
     used, tries = m["ref"], 1
     if used["median"] > SLOWED * alone["median"] and not result.cheated:
         slowed = used["median"] / alone["median"]
+        with _exclusive(session, result):
+            again = _measure(session, result, time_cmd)
         # the check call refilled the buffers with the check set: it is what is timed now
-        again = _measure(session, result, cmd, check or timed, check)
-        if again is None:
+        retimed = check or timed
+        if again is None or not _check(session, result, check_cmd, retimed, check, again, shared):
             return
         m, used, tries = again, again["ref"], 2
         result.notes.append(
@@ -121,16 +138,37 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         "ref_alone_ms": alone["median"], "ref_alone_cached": cached, "tries": tries,
         "off_stream": m["off_stream"], "graphs": options.graphs,
         "floor_ms": floor_ms, "host_ms": round(m["wall_ms"], 3),
+        **({"shared_gpu": True} if result.timing.get("shared_gpu") else {}),
     }  # fmt: skip
     if result.cheated:
         result.correct = "timing_phase" not in result.flags and result.correct
         result.fail("performance", f"timing checks: {', '.join(result.flags)}")
 
 
-def _measure(session, result: VerifyResult, cmd: dict, timed, check) -> dict | None:
-    """One `time` call: its series summarised, its total held against this side's wall
-    clock, its outputs compared with the trusted references (`timed`: the set whose data
-    the timed buffers hold). None when the call failed or its reply is unusable."""
+@contextlib.contextmanager
+def _exclusive(session, result: VerifyResult):
+    """A pooled session's GPU alone (the exclusive side of its gate) around a timing
+    measurement: the wait is the stage `gpu_wait`, the hold `performance`. When a
+    correctness run stayed past the gate's wait (a hang?), the timing says so."""
+    from tritonrl.verify.funnel import _stage
+
+    lock = getattr(session, "timing_lock", None)
+    with _stage(result, "gpu_wait"):
+        drained = lock.acquire() if lock is not None else True
+    try:
+        with _stage(result, "performance"):
+            yield
+    finally:
+        if lock is not None:
+            lock.release()
+    if drained is False:
+        result.timing["shared_gpu"] = True
+        result.notes.append("timed while another lane's correctness run held this GPU")
+
+
+def _measure(session, result: VerifyResult, cmd: dict) -> dict | None:
+    """One `time` call: its series summarised and its total held against this side's
+    wall clock. None when the call failed or its reply is unusable."""
     from tritonrl.verify.funnel import _call  # records the reply's and the log's flags
     from tritonrl.verify.timing import summarize
 
@@ -154,10 +192,27 @@ def _measure(session, result: VerifyResult, cmd: dict, timed, check) -> dict | N
             "timer_tampering",
             f"reported {sum(new_t) + sum(ref_t):.1f} ms of GPU time in {wall_ms:.1f} ms",
         )
-    # In graph mode the replays were timed: the graph itself must compute the check set
-    # (a kernel can behave while eager and capture something else).
+    return {
+        "new": summarize(new_t), "ref": summarize(ref_t), "reply": reply, "wall_ms": wall_ms,
+        "off_stream": bool(series["new"].get("off_stream")),
+    }  # fmt: skip
+
+
+def _check(session, result: VerifyResult, cmd: dict, timed, check, m: dict, shared) -> bool:
+    """The `time_check` call (beside other lanes' checks) and its outputs against the
+    trusted references: the last timed output (`timed`: the set whose data the timed
+    buffers held), a call on the fresh check set and, in graph mode, the timed graph
+    replayed on it (a kernel can behave while eager and capture something else). False
+    when the call failed."""
+    from tritonrl.verify.funnel import _call, _stage
+
+    with _stage(result, "perf_check"), shared():
+        reply = _call(session, result, cmd)
+    if not reply.get("ok"):
+        result.notes.append(f"timing failed: {reply.get('error')}")
+        return False
     checks = [("timed", timed), ("timing_check", check)]
-    checks += [("graph_check", check)] if "new" in (reply.get("graphed") or []) else []
+    checks += [("graph_check", check)] if "new" in (m["reply"].get("graphed") or []) else []
     for name, prepared in checks:
         if prepared is None:
             continue
@@ -166,10 +221,7 @@ def _measure(session, result: VerifyResult, cmd: dict, timed, check) -> dict | N
         why = why or compare_outputs(prepared.expected, got)
         if why:
             result.flag("timing_phase", f"output of the {name.replace('_', ' ')} call: {why}")
-    return {
-        "new": summarize(new_t), "ref": summarize(ref_t), "reply": reply, "wall_ms": wall_ms,
-        "off_stream": bool(series["new"].get("off_stream")),
-    }  # fmt: skip
+    return True
 
 
 def file_mb_for(sets) -> int:
@@ -215,8 +267,7 @@ def time_candidate(
                 reply = session.call(cmd)
                 if not reply.get("ok"):
                     return result.fail("compile", str(reply.get("error")))
-            with getattr(session, "timing_lock", None) or contextlib.nullcontext():
-                time_phase(session, task, [main], check, config, result)
+            time_phase(session, task, [main], check, config, result)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result

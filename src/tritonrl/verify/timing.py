@@ -7,7 +7,11 @@ their identity is re-checked separately). `measure({"new": f, "ref": g}, options
 the callables interleaved in alternating blocks (ABBA, so drift and warm-up order hit
 both alike): warm-up calls, then trials each preceded by an L2 flush and bracketed by
 CUDA events, extended past `trials` until every series' relative standard error is under
-`target_rse` (capped by `max_trials` and `max_seconds`).
+`target_rse`, or its standard error under `SYSTEMATIC_MS` (the floor `speedup_stats`
+puts under it anyway, so more trials could not narrow the interval; `converged`), capped
+by `max_trials` and `max_seconds`. The overhead of a synchronisation is calibrated at the
+first `measure`, not when the timer is built: the pool's workers build theirs while
+other lanes use the GPU, and time only while they have it alone.
 
 Work on any stream counts: each trial also records an event after a device-wide
 synchronisation; where that event lags the stream's end event by more than the
@@ -93,6 +97,14 @@ def speedup_stats(ref: dict[str, float], new: dict[str, float]) -> tuple[float, 
     return ratio, (ratio * math.exp(-spread), ratio * math.exp(spread))
 
 
+def converged(stats: list[dict[str, float]], target_rse: float) -> bool:
+    """Whether more trials are pointless: each median's standard error is under
+    `target_rse` of it, or under SYSTEMATIC_MS, the floor `speedup_stats` puts under every
+    median's error (so a 4 us kernel is not timed 500 times to narrow an interval that
+    the floor keeps at +-5% whatever the count)."""
+    return all(s["se"] <= max(target_rse * s["median"], SYSTEMATIC_MS) for s in stats)
+
+
 def effective_speedup(speedup: float, ci: tuple[float, float], noise_floor: float) -> float:
     """The speedup a reward may use (the noise rule): 1.0 when the interval contains 1
     or the point is within `noise_floor` of 1; otherwise the interval's bound nearest 1,
@@ -116,7 +128,7 @@ class Timer:
         self.sync = synchronize or torch.cuda.synchronize
         self.clock = clock or time.perf_counter
         self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-        self.overhead_ms = self._calibrate()
+        self.overhead_ms: float | None = None  # calibrated by the first `measure`
 
     def _trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
         """(stream event ms, device-synchronised ms, fn's result) of one flushed call."""
@@ -143,6 +155,8 @@ class Timer:
         each callable, notes (graphs off, work off-stream) and, in graph mode, the
         replay callable of each one captured (`graphed`)."""
         notes: list[str] = []
+        if self.overhead_ms is None:
+            self.overhead_ms = self._calibrate()
         run = dict(fns)
         if options.graphs:
             for name, fn in fns.items():
@@ -171,9 +185,9 @@ class Timer:
             elapsed = self.clock() - host_start
             if done >= options.max_trials or elapsed >= options.max_seconds:
                 break
-            if done >= options.trials and all(
-                summarize(self._series(events[n], synced[n])[0])["rse"] <= options.target_rse
-                for n in run
+            if done >= options.trials and converged(
+                [summarize(self._series(events[n], synced[n])[0]) for n in run],
+                options.target_rse,
             ):
                 break
         series = {}

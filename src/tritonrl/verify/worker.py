@@ -10,10 +10,13 @@ own prints go to stderr):
 
     {"op": "load", "device": "cpu", "policy": "strict", "allowed": []}
     {"op": "run", "set": "seed_b", "refill_of": "seed_a"}   -> outputs in out/<set>.pt
-    {"op": "time", "set": "seed_a", "check": "timing_check", "options": {...},
+    {"op": "time_prep", "set": "seed_a",
      "reference": {"path": "reference.py", "overrides": {...}, "origin": ...}}
-         (CUDA only) -> interleaved times; out/timed.pt, out/timing_check.pt (and
-         out/graph_check.pt: the captured graph replayed on the check set)
+         (CUDA only) -> the reference built, the timer's buffers made, each called once
+    {"op": "time", "options": {...}}  -> interleaved times (the GPU should be quiet)
+    {"op": "time_check", "check": "timing_check"} -> out/timed.pt (the last timed
+         output), out/timing_check.pt (a call on the check set under the guards) and
+         out/graph_check.pt (the captured graph replayed on the check set)
     {"op": "exit"}
 
 The guards (`tritonrl.verify.guards`) are installed BEFORE the candidate is imported.
@@ -98,7 +101,9 @@ class Worker:
         self.policy = "strict"
         self.allowed: frozenset[str] = frozenset()
         self.cache: dict[str, tuple[Any, list]] = {}  # set name -> (model, input buffers)
-        self.timer = None  # the calibrated timer, built on the first `time` command
+        self.timer = None  # the calibrated timer, built by `time_prep`
+        self.timed: dict[str, Any] | None = None  # time_prep's callables
+        self.measured: dict[str, Any] | None = None  # the last `time`'s measurement
 
     # -- commands ---------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
@@ -196,37 +201,81 @@ class Worker:
             torch.save(_detach_cpu(out), Path("out") / f"{name}.pt")
         return {"ok": True, "launches": self.launches.count, "flags": flags}
 
-    def time(self, cmd: dict) -> dict:
-        """Time the candidate and the reference interleaved (CUDA); save the last timed
-        output, then refill the inputs with the fresh `check` set and run once more under
-        the guards, so what was timed is shown to compute the right thing."""
+    def time_prep(self, cmd: dict) -> dict:
+        """Ready the timing phase: the reference built with the candidate's parameters,
+        the timer built from the timers captured before the import, and one call of each
+        (first calls load libraries and kernels). Nothing here is timed, so the pool runs
+        it while other lanes use the GPU."""
         import torch
-
-        from tritonrl.tasks.check import to_device
-        from tritonrl.verify import guards
-        from tritonrl.verify.timing import Timer, TimingOptions
 
         name = cmd["set"]
         model, inputs = self.cache[name]
         try:
             reference = self._reference(cmd["reference"], self.sets[name])
             ref_inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-            if self.timer is None:  # built from the timers captured before the import
+            if self.timer is None:
+                from tritonrl.verify.timing import Timer
+
                 t = self.timers
                 self.timer = Timer(
                     t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"]
                 )
+            fns = {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)}
+            with torch.no_grad():
+                for fn in fns.values():
+                    fn()
+            self.timer.sync()
+        except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
+            return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
+        self.timed, self.measured = {"set": name, "fns": fns, "inputs": inputs}, None
+        return {"ok": True, "flags": self._common_flags()}
+
+    def time(self, cmd: dict) -> dict:
+        """Time the candidate and the reference interleaved (after `time_prep`)."""
+        import torch
+
+        from tritonrl.verify.timing import TimingOptions
+
+        if self.timed is None:
+            return {"ok": False, "error": "time before time_prep", "flags": {}}
+        try:
             options = TimingOptions(**cmd.get("options", {}))
             with torch.no_grad():
-                m = self.timer.measure(
-                    {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)},
-                    options,
-                )
+                m = self.timer.measure(self.timed["fns"], options)
+        except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
+            return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
+        self.measured = m
+        series = {
+            k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"]}
+            for k, v in m["series"].items()
+        }
+        return {
+            "ok": True,
+            "series": series,
+            "notes": m["notes"],
+            "graphed": sorted(m["graphed"]),
+            "flags": self._common_flags(),
+        }
+
+    def time_check(self, cmd: dict) -> dict:
+        """Save the last timed output, then refill the inputs with the fresh `check` set
+        and run once more under the guards (and replay the graph, if one was timed), so
+        what was timed is shown to compute the right thing."""
+        import torch
+
+        from tritonrl.tasks.check import to_device
+        from tritonrl.verify import guards
+
+        m, timed = self.measured, self.timed
+        if m is None or timed is None:
+            return {"ok": False, "error": "time_check before time", "flags": {}}
+        flags: dict[str, str] = {}
+        try:
             Path("out").mkdir(exist_ok=True)
             torch.save(_detach_cpu(m["last"]["new"]), Path("out") / "timed.pt")
-            flags: dict[str, str] = {}
             check = self.sets.get(cmd.get("check") or "")
             if check is not None:
+                model, inputs = self.cache[timed["set"]]
                 guards.refill_(inputs, to_device(check["inputs"], self.device))
                 self.launches.reset()
                 audit = guards.OpAudit(self.launches, policy=self.policy, allowed=self.allowed)
@@ -241,20 +290,10 @@ class Worker:
                     out = m["graphed"]["new"]()
                     torch.cuda.synchronize()
                     torch.save(_detach_cpu(out), Path("out") / "graph_check.pt")
-        except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
+        except BaseException as e:  # noqa: BLE001 - a failure while checking is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         flags.update(self._common_flags())
-        series = {
-            k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"]}
-            for k, v in m["series"].items()
-        }
-        return {
-            "ok": True,
-            "series": series,
-            "notes": m["notes"],
-            "graphed": sorted(m["graphed"]),
-            "flags": flags,
-        }
+        return {"ok": True, "flags": flags}
 
     def _reference(self, spec: dict, data: dict):
         """The task's reference `Model` (its source written by the trusted side only for
@@ -350,7 +389,10 @@ def main() -> None:
     # Opened before any candidate code: findings reach it even if the worker then dies.
     findings = FindingsLog(FINDINGS_NAME)
     worker = Worker(channel, findings)
-    handlers = {"load": worker.load, "run": worker.run, "time": worker.time}
+    handlers = {
+        "load": worker.load, "run": worker.run, "time_prep": worker.time_prep,
+        "time": worker.time, "time_check": worker.time_check,
+    }  # fmt: skip
     # Local references: a candidate that rebinds the module's globals (`__main__._reply`)
     # does not reach the reply path (HACKS.md #13, #14).
     reply, log_flags = _reply, findings.write_flags
