@@ -289,11 +289,19 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             "candidates": len(part), "seconds": round(seconds, 2),
             "per_second": round(len(part) / seconds, 3), "correct_by_kind": dict(correct),
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
+            "timings": [
+                {"task": t.id, "kind": kind, **{k: r["timing"].get(k) for k in TIMING_KEYS}}
+                for (t, kind, _), r in zip(part, rows, strict=True) if r.get("timing")
+            ],
             "stage_seconds": {k: round(v, 2) for k, v in stages.items()},
             "timed": _timed_summary(rows),
             **extra,
         }  # fmt: skip
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
+TIMING_KEYS = ("trials", "rse", "median_ms", "ref_median_ms", "off_stream", "host_ms",
+               "ref_alone_cached", "tries")  # fmt: skip
 
 
 def _timed_summary(rows: list[dict]) -> dict | None:

@@ -197,6 +197,36 @@ def test_a_job_runs_with_one_passive_openmp_thread(lane1):
     assert "threads=1 wait=PASSIVE" in (r.error or ""), r.error
 
 
+def test_every_command_and_the_exit_of_a_job_hold_the_gpu_gates_shared_side(lane1, monkeypatch):
+    # A worker makes its CUDA context at `load` and tears it down as it exits: both use
+    # the GPU, so neither may overlap a timing phase. (A CPU lane given a gate: the
+    # worker is the real one; the CUDA lanes' own test times on the GPU.)
+    from tritonrl.verify.gate import GpuGate
+    from tritonrl.verify.lane import PooledSession
+
+    gate, seen = GpuGate(), []
+    call, leave = PooledSession.call, PooledSession.__exit__
+
+    def watched_call(self, cmd):
+        seen.append((cmd["op"], gate._shared))
+        return call(self, cmd)
+
+    def watched_exit(self, *exc):
+        seen.append(("exit", gate._shared))
+        return leave(self, *exc)
+
+    monkeypatch.setattr(PooledSession, "call", watched_call)
+    monkeypatch.setattr(PooledSession, "__exit__", watched_exit)
+    monkeypatch.setattr(lane1.lanes[0], "gpu_gate", gate)
+    assert lane1.verify_many([(RELU, GOOD)])[0].correct
+    ops = [op for op, _ in seen]
+    assert ops[0] == "load" and ops[-1] == "exit" and set(ops[1:-1]) == {"run"}, seen
+    assert all(held == 1 for _, held in seen), seen
+    assert gate._shared == 0
+    monkeypatch.setattr(lane1.lanes[0], "gpu_gate", None)  # as a CPU lane is
+    assert lane1.verify_many([(RELU, WRONG)])[0].correct is False
+
+
 def test_identical_cases_are_verified_once(pool):
     before = dict(pool.stats)
     results = pool.verify_many([(RELU, GOOD), (RELU, WRONG), (RELU, GOOD)])

@@ -121,7 +121,8 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
             _run_in_worker(session, task, sets, config, result, check)
         finally:
-            with _stage(result, "teardown"):
+            # The worker's CUDA context is torn down as it exits: GPU work as well.
+            with _stage(result, "teardown"), _shared(session, config)():
                 session.__exit__(*sys.exc_info())
     except WorkerError as e:
         # The worker is dead (killed by now): what its guards saw before it died is in
@@ -185,7 +186,10 @@ def _run_in_worker(
     check: PreparedSet | None = None,
 ):  # fmt: skip
     result.stage = "compile"
-    with _stage(result, "compile"):
+    shared = _shared(session, config)
+    # `load` makes the worker's CUDA context and runs the candidate's module code, both
+    # of which may use the GPU: beside other lanes' checks, never while one times.
+    with _stage(result, "compile"), shared():
         reply = _call(
             session,
             result,
@@ -202,7 +206,6 @@ def _run_in_worker(
     result.compiled = True
     result.stage = "correctness"
     all_ok = True
-    shared = _shared(session, config)
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
         with _stage(result, stage_name), shared():

@@ -18,11 +18,16 @@ the result (`timing["shared_gpu"]`), a reader can discount that timing.
 neither wait for timing phases nor are waited for (faster, and its timing is exposed to
 the other lanes' work; docs/benchmarks.md has both).
 
-What it does NOT do: stop GPU work that outlives a run (a kernel still spinning after its
-worker's reply; the lane kills the worker at its deadline), cover the workers' start and
-end (their CUDA contexts are made at `load` and torn down at exit, ungated, and that also
-works the GPU), or order the GPU use of other processes (two trainer processes with pools
-on one GPU do not see each other's gates).
+The funnel also holds the shared side while a worker makes its CUDA context and imports
+the candidate (`load`) and while it exits (its context torn down): on the H100, with
+those ungated, small kernels timed in a busy pool read up to 10x their time, timed to the
+device-wide synchronisation, and ran to the trial cap (docs/benchmarks.md).
+
+What it does NOT do: stop GPU work that outlives a run or runs between a worker's
+commands (a kernel still spinning after its reply, a thread the candidate started: the
+lane kills the worker at its deadline, and the thread is flagged), or order the GPU use
+of other processes (two trainer processes with pools on one GPU do not see each other's
+gates). The shared side is not re-entrant: a holder must not take it again.
 """
 
 from __future__ import annotations
