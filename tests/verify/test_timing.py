@@ -61,6 +61,86 @@ def test_trials_stop_once_more_could_not_narrow_the_interval():
     assert converged([summarize([0.02] * 25 + [0.0201] * 25)], 0.01)
 
 
+class _Device:
+    """A GPU's and a host's clocks, in ms: what the Timer's captured functions see. Work
+    starts on the GPU once launched and once the GPU is free; the host waits only at a
+    synchronisation. (The Timer's loop is plain Python; the GPU tests time for real.)"""
+
+    def __init__(self, flush_ms: float, cycles_per_ms: float = 1e6) -> None:
+        self.host = self.gpu = 0.0
+        self.flush_ms, self.cycles_per_ms = flush_ms, cycles_per_ms
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = True) -> None:
+                self.at = None
+
+            def record(self) -> None:
+                self.at = device._run(0.0)
+
+            def elapsed_time(self, other) -> float:
+                return other.at - self.at
+
+        class Flush:
+            def zero_(self) -> None:
+                device._run(device.flush_ms)
+
+        self.Event, self.flush = Event, Flush()
+
+    def _run(self, ms: float) -> float:
+        self.gpu = max(self.gpu, self.host) + ms
+        return self.gpu
+
+    def clock(self) -> float:
+        return self.host / 1e3
+
+    def sync(self) -> None:
+        self.host = max(self.host, self.gpu)
+
+    def spin(self, cycles: int) -> None:
+        self._run(cycles / self.cycles_per_ms)
+
+    def call(self, launch_ms: float, kernel_ms: float):
+        def fn():
+            self.host += launch_ms  # the host's time to launch the kernel
+            self._run(kernel_ms)
+
+        return fn
+
+
+def _timer(device: _Device):
+    from tritonrl.verify.timing import Timer
+
+    return Timer(device.Event, device.sync, device.clock, device.spin, device.flush)
+
+
+def test_a_launch_slower_than_the_flush_is_not_timed():
+    # A 4 us kernel whose launch takes the host 200 us, after a flush of 90 us: without a
+    # pre-roll the GPU would wait inside the timed span and read 114 us. The exposed
+    # trials are thrown away, the spin raised, and the kernel's 4 us is what is timed.
+    from tritonrl.verify.timing import TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    m = _timer(device).measure(
+        {"new": device.call(0.2, 0.004), "ref": device.call(0.01, 0.004)}, TimingOptions()
+    )
+    for name in ("new", "ref"):
+        assert m["series"][name]["stats"]["median"] == pytest.approx(0.004), name
+        assert len(m["series"][name]["times_ms"]) >= 50
+    assert m["rerun"] >= 1 and m["preroll_us"] == pytest.approx(300, rel=0.01)
+    assert not m["notes"], m["notes"]
+
+
+def test_a_launch_past_the_longest_pre_roll_is_timed_as_it_is_and_said():
+    from tritonrl.verify.timing import MAX_PREROLL_MS, TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    m = _timer(device).measure({"new": device.call(3.0, 0.004)}, TimingOptions())
+    assert m["preroll_us"] == pytest.approx(MAX_PREROLL_MS * 1e3)
+    assert m["series"]["new"]["stats"]["median"] > 1.0  # the launch shows: never hidden
+    assert any("launched slower than the longest pre-roll" in n for n in m["notes"])
+
+
 def test_speedup_interval_contains_the_ratio_and_widens_with_noise():
     ref, new = summarize([2.0, 2.02, 1.98] * 20), summarize([1.0, 1.01, 0.99] * 20)
     s, (lo, hi) = speedup_stats(ref, new)

@@ -5,7 +5,8 @@ reference passes, and the untimed parts of a timing phase: readying it and check
 outputs) side by side: `with gate.shared(): ...`. A timing measurement takes the
 exclusive side (`gate.exclusive`, also usable as a lock): new shared holders wait while it
 waits or holds (so timing is not starved), and it waits for those already inside to
-finish. Every lane's throughput waits on these windows, so they hold only the trials. On the H100, 15 lanes checking other candidates beside a timed 2.7 ms matmul
+finish. Every lane's throughput waits on these windows, so they hold only the trials.
+On the H100, 15 lanes checking other candidates beside a timed 2.7 ms matmul
 moved its copy-of-reference speedup to between 0.91 and 1.14 (docs/benchmarks.md).
 
 A candidate that hangs inside a correctness run would hold its shared slot until its

@@ -18,6 +18,7 @@ What this module does NOT do: decide correctness (the funnel does) or time on th
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import tempfile
 import time
@@ -138,6 +139,8 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         "ref_alone_ms": alone["median"], "ref_alone_cached": cached, "tries": tries,
         "off_stream": m["off_stream"], "graphs": options.graphs,
         "floor_ms": floor_ms, "host_ms": round(m["wall_ms"], 3),
+        "preroll_us": _number(m["reply"].get("preroll_us")),
+        "rerun": _number(m["reply"].get("rerun")),
         **({"shared_gpu": True} if result.timing.get("shared_gpu") else {}),
     }  # fmt: skip
     if result.cheated:
@@ -222,6 +225,11 @@ def _check(session, result: VerifyResult, cmd: dict, timed, check, m: dict, shar
         if why:
             result.flag("timing_phase", f"output of the {name.replace('_', ' ')} call: {why}")
     return True
+
+
+def _number(x) -> float | None:
+    """A number the worker reported for information only (None when it is not one)."""
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 def file_mb_for(sets) -> int:

@@ -43,6 +43,8 @@ TRIM = 0.1  # trimmed mean: 10% off each tail
 # The spread between runs of an identical kernel that no run sees in itself: on the H100
 # about 0.1 us for kernels of 4-20 us (a copy of the reference, docs/benchmarks.md).
 SYSTEMATIC_MS = 1e-4
+MAX_PREROLL_MS = 1.0  # the longest GPU spin that waits for the host to launch a call
+SPIN_PROBE_CYCLES = 1_000_000  # the spin timed once to learn its clock rate
 
 
 @dataclass
@@ -119,44 +121,90 @@ def effective_speedup(speedup: float, ci: tuple[float, float], noise_floor: floa
 
 
 class Timer:
-    """The measurement loop over captured timing functions (CUDA only)."""
+    """The measurement loop over captured timing functions (CUDA only).
 
-    def __init__(self, event_cls=None, synchronize=None, clock: Callable[[], float] | None = None):
+    Each trial is: an event `pre`, the L2 flush, a GPU spin (the pre-roll), the start
+    event, the call, the end event, a device-wide synchronisation and the `synced` event.
+    The GPU reaches the start event only after the flush and the spin; when the host
+    needed longer than that to launch the call, the GPU idled inside the timed span and
+    the trial would time the host. Such a trial ("exposed": the host's launch time is
+    more than the GPU's time from `pre` to `start`) is thrown away and the spin raised
+    to 1.5x the longest launch seen, up to MAX_PREROLL_MS, at which trials count as they
+    are and a note says how many. What is timed is thus the call's GPU time; the host's
+    launch time is not, as in CUDA-graph mode. On the H100, in a pool of 16 lanes, Triton
+    launches took the host longer than a 256 MB flush often enough that 4 us kernels
+    read 10-80 us without it (docs/benchmarks.md)."""
+
+    def __init__(
+        self, event_cls=None, synchronize=None, clock: Callable[[], float] | None = None,
+        spin: Callable[[int], Any] | None = None, flush: Any = None,
+    ):  # fmt: skip
         import torch
 
         self.Event = event_cls or torch.cuda.Event
         self.sync = synchronize or torch.cuda.synchronize
         self.clock = clock or time.perf_counter
-        self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        self.spin = spin or torch.cuda._sleep
+        self.flush_buffer = (
+            flush
+            if flush is not None
+            else torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        )
         self.overhead_ms: float | None = None  # calibrated by the first `measure`
+        self.cycles_per_ms = 0.0
+        self.preroll_cycles = 0
 
-    def _trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
-        """(stream event ms, device-synchronised ms, fn's result) of one flushed call."""
+    def _trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any, float, float]:
+        """(stream event ms, device-synchronised ms, fn's result, the host's ms from `pre`
+        to the end event's launch, the GPU's ms from `pre` to the start event)."""
+        pre, start, end, synced = (self.Event(enable_timing=True) for _ in range(4))
+        host_start = self.clock()
+        pre.record()
         self.flush_buffer.zero_()
-        start, end, synced = (self.Event(enable_timing=True) for _ in range(3))
+        if self.preroll_cycles:
+            self.spin(self.preroll_cycles)
         start.record()
         out = fn()
         end.record()
+        host_ms = (self.clock() - host_start) * 1e3
         self.sync()  # device-wide: work left on any stream is waited for
         synced.record()
         self.sync()
-        return start.elapsed_time(end), start.elapsed_time(synced), out
+        return (start.elapsed_time(end), start.elapsed_time(synced), out, host_ms,
+                pre.elapsed_time(start))  # fmt: skip
 
     def _calibrate(self, n: int = 30) -> float:
-        """Median lag of the synchronised event behind the end event with no work."""
+        """Median lag of the synchronised event behind the end event with no work; and
+        the spin's clock cycles per ms."""
         lags = []
         for _ in range(n):
-            ev, synced, _ = self._trial(lambda: None)
+            ev, synced, *_ = self._trial(lambda: None)
             lags.append(synced - ev)
+        a, b = self.Event(enable_timing=True), self.Event(enable_timing=True)
+        a.record()
+        self.spin(SPIN_PROBE_CYCLES)
+        b.record()
+        self.sync()
+        self.cycles_per_ms = SPIN_PROBE_CYCLES / max(a.elapsed_time(b), 1e-3)
         return statistics.median(lags)
+
+    def _raise_preroll(self, host_ms: float) -> bool:
+        """Spin long enough for a launch of `host_ms`; False when already at the cap."""
+        cap = int(MAX_PREROLL_MS * self.cycles_per_ms)
+        if self.preroll_cycles >= cap:
+            return False
+        self.preroll_cycles = min(cap, int(1.5 * host_ms * self.cycles_per_ms))
+        return True
 
     def measure(self, fns: dict[str, Callable[[], Any]], options: TimingOptions) -> dict:
         """Time each callable; returns per-name series and stats, the last result of
-        each callable, notes (graphs off, work off-stream) and, in graph mode, the
-        replay callable of each one captured (`graphed`)."""
+        each callable, notes (graphs off, work off-stream, launches the pre-roll did not
+        cover), the pre-roll, and, in graph mode, the replay callable of each one
+        captured (`graphed`)."""
         notes: list[str] = []
         if self.overhead_ms is None:
             self.overhead_ms = self._calibrate()
+        self.preroll_cycles = 0  # learnt again by each measurement
         run = dict(fns)
         if options.graphs:
             for name, fn in fns.items():
@@ -174,16 +222,25 @@ class Timer:
         last: dict[str, Any] = {}
         order = list(run)
         host_start = self.clock()
+        attempts = rerun = exposed = 0
         while True:
             for name in order:
                 for _ in range(options.block):
-                    ev, sv, last[name] = self._trial(run[name])
+                    ev, sv, last[name], host_ms, preroll_ms = self._trial(run[name])
+                    if host_ms > preroll_ms:  # the GPU waited for the launch
+                        if self._raise_preroll(host_ms):
+                            rerun += 1
+                            continue
+                        exposed += 1
                     events[name].append(ev)
                     synced[name].append(sv)
             order.reverse()  # ABBA
-            done = len(events[order[0]])
+            attempts += options.block
+            done = min(len(v) for v in events.values())
             elapsed = self.clock() - host_start
-            if done >= options.max_trials or elapsed >= options.max_seconds:
+            if attempts >= 2 * options.max_trials or elapsed >= options.max_seconds:
+                break
+            if done >= options.max_trials:
                 break
             if done >= options.trials and converged(
                 [summarize(self._series(events[n], synced[n])[0]) for n in run],
@@ -199,8 +256,15 @@ class Timer:
                     "device-wide synchronisation instead"
                 )
             series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off_stream}
+        preroll_us = 1e3 * self.preroll_cycles / self.cycles_per_ms if self.cycles_per_ms else 0.0
+        if exposed:
+            notes.append(
+                f"{exposed} trials launched slower than the longest pre-roll "
+                f"({preroll_us:.0f} us): the host's launch time is in them"
+            )
         graphed = {name: run[name] for name in run if run[name] is not fns[name]}
-        return {"series": series, "last": last, "notes": notes, "graphed": graphed}
+        return {"series": series, "last": last, "notes": notes, "graphed": graphed,
+                "preroll_us": preroll_us, "rerun": rerun}  # fmt: skip
 
     def _series(self, events: list[float], synced: list[float]) -> tuple[list[float], bool]:
         """The event times, or synchronised times less the overhead where work escaped."""

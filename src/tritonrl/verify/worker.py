@@ -218,8 +218,9 @@ class Worker:
 
                 t = self.timers
                 self.timer = Timer(
-                    t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"]
-                )
+                    t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"],
+                    t["torch.cuda._sleep"],
+                )  # fmt: skip
             fns = {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)}
             with torch.no_grad():
                 for fn in fns.values():
@@ -254,6 +255,8 @@ class Worker:
             "series": series,
             "notes": m["notes"],
             "graphed": sorted(m["graphed"]),
+            "preroll_us": m["preroll_us"],
+            "rerun": m["rerun"],
             "flags": self._common_flags(),
         }
 

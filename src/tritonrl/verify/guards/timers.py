@@ -24,7 +24,7 @@ TIMER_NAMES = (
     "time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
     "time.monotonic_ns", "time.process_time", "time.sleep", "torch.cuda.Event",
     "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
-    "torch.cuda.synchronize", "torch.cuda.current_stream", "torch.cuda.Stream",
+    "torch.cuda.synchronize", "torch.cuda._sleep", "torch.cuda.current_stream", "torch.cuda.Stream",
     "triton.testing.do_bench", "torch.allclose", "torch.isclose", "torch.equal",
     "torch.testing.assert_close", "torch.Tensor.__eq__", "torch.Tensor.__ne__",
     "torch.Tensor.__sub__", "torch.Tensor.abs", "torch.Tensor.double", "torch.Tensor.cpu",
