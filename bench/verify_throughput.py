@@ -290,7 +290,8 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
             "per_second": round(len(part) / seconds, 3), "correct_by_kind": dict(correct),
             "verdicts": [[r.get("stage"), r.get("correct"), r.get("error")] for r in rows],
             "timings": [
-                {"task": t.id, "kind": kind, **{k: r["timing"].get(k) for k in TIMING_KEYS}}
+                {"task": t.id, "kind": kind, **{k: r["timing"].get(k) for k in TIMING_KEYS},
+                 "notes": r.get("notes", [])[:4]}
                 for (t, kind, _), r in zip(part, rows, strict=True) if r.get("timing")
             ],
             "stage_seconds": {k: round(v, 2) for k, v in stages.items()},
@@ -300,8 +301,9 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
         print(f"{mode}: {len(part)} candidates in {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
-TIMING_KEYS = ("trials", "rse", "median_ms", "ref_median_ms", "off_stream", "host_ms",
-               "ref_alone_cached", "tries")  # fmt: skip
+TIMING_KEYS = ("trials", "rse", "median_ms", "ref_median_ms", "ref_alone_ms", "off_stream",
+               "host_ms", "ref_alone_cached", "tries", "preroll_us", "rerun",
+               "shared_gpu")  # fmt: skip
 
 
 def _timed_summary(rows: list[dict]) -> dict | None:

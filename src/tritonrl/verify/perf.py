@@ -92,11 +92,13 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     for s in sets:
         if s.spec.refill_of == main.spec.name:
             timed = s
+    cache = refcache.resolve_path(config.ref_time_cache)
+    alone = refcache.cached_time(task, main, options, cache)  # looked up before the window
+    cached = alone is not None
     with _exclusive(session, result):
         m = _measure(session, result, time_cmd)
-        alone, cached = (None, False) if m is None else refcache.reference_time(
-            task, main, options, refcache.resolve_path(config.ref_time_cache)
-        )  # fmt: skip
+        if m is not None and alone is None:
+            alone, cached = refcache.reference_time(task, main, options, cache)
     if m is None or not _check(session, result, check_cmd, timed, check, m, shared):
         return
     used, tries = m["ref"], 1

@@ -72,6 +72,19 @@ def _load(path: Path) -> dict[str, Any]:
     return {}
 
 
+def cached_time(task, prepared, options, path: Path | None) -> dict | None:
+    """The cached summary, or None: no GPU work, so it can be looked up before the
+    timing phase has the GPU alone."""
+    import torch
+
+    if path is None:
+        return None
+    key = cache_key(task, prepared, torch.cuda.get_device_name(), options.graphs)
+    with _LOCK:
+        hit = _load(path).get(key)
+    return hit if isinstance(hit, dict) and hit.get("mean", 0) > 0 else None
+
+
 def reference_time(task, prepared, options, path: Path | None) -> tuple[dict, bool]:
     """The reference's timing summary for this input set, and whether it came from the
     cache. Measured (and stored) on a miss; call it while this GPU runs nothing else."""
