@@ -9,7 +9,8 @@ both alike): warm-up calls, then trials each preceded by an L2 flush and bracket
 CUDA events, extended past `trials` until every series' relative standard error is under
 `target_rse`, or its standard error under `SYSTEMATIC_MS` (the floor `speedup_stats`
 puts under it anyway, so more trials could not narrow the interval; `converged`), capped
-by `max_trials` and `max_seconds`. The overhead of a synchronisation is calibrated at the
+by `max_trials` and `max_seconds`; not extended when a series is timed to the
+device-wide synchronisation (below). The overhead of a synchronisation is calibrated at the
 first `measure`, not when the timer is built: the pool's workers build theirs while
 other lanes use the GPU, and time only while they have it alone.
 
@@ -242,11 +243,14 @@ class Timer:
                 break
             if done >= options.max_trials:
                 break
-            if done >= options.trials and converged(
-                [summarize(self._series(events[n], synced[n])[0]) for n in run],
-                options.target_rse,
-            ):
-                break
+            if done >= options.trials:
+                so_far = [self._series(events[n], synced[n]) for n in run]
+                # a series timed to the synchronisation carries the host's wake-up in every
+                # trial: more trials do not narrow it (the interval says how wide it is)
+                if any(off for _, off in so_far) or converged(
+                    [summarize(times) for times, _ in so_far], options.target_rse
+                ):
+                    break
         series = {}
         for name in run:
             times, off_stream = self._series(events[name], synced[name])
