@@ -137,6 +137,22 @@ def test_a_launch_slower_than_the_flush_is_not_timed():
     assert not m["notes"], m["notes"]
 
 
+def test_a_spin_faster_than_calibrated_still_reaches_the_cap():
+    # The GPU's clock rose after the spin was calibrated: each spin lasts a quarter as
+    # long as planned, so a pre-roll of 1.5x the launch never covers it. The spin keeps
+    # growing until it does, and the series still gets its trials.
+    from tritonrl.verify.timing import TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    timer = _timer(device)
+    timer.overhead_ms = timer._calibrate()
+    device.cycles_per_ms *= 4
+    m = timer.measure({"new": device.call(0.2, 0.004)}, TimingOptions())
+    assert len(m["series"]["new"]["times_ms"]) >= 50
+    assert m["preroll_us"] > 300  # past 1.5x the 200 us launch
+    assert m["series"]["new"]["stats"]["median"] == pytest.approx(0.004)
+
+
 def test_a_series_timed_to_the_synchronisation_is_not_extended():
     # Noisy 20 us kernels (+-20%): short of the RSE target after 50 trials, so they are
     # extended; work on a side stream is timed to the device-wide synchronisation, whose

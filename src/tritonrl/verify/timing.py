@@ -194,7 +194,9 @@ class Timer:
         cap = int(MAX_PREROLL_MS * self.cycles_per_ms)
         if self.preroll_cycles >= cap:
             return False
-        self.preroll_cycles = min(cap, int(1.5 * host_ms * self.cycles_per_ms))
+        # at least doubled: the spin's clock can run faster than when it was calibrated
+        want = max(2 * self.preroll_cycles, int(1.5 * host_ms * self.cycles_per_ms))
+        self.preroll_cycles = min(cap, want)
         return True
 
     def measure(self, fns: dict[str, Callable[[], Any]], options: TimingOptions) -> dict:
