@@ -20,9 +20,9 @@ neither wait for timing phases nor are waited for (faster, and its timing is exp
 the other lanes' work; docs/benchmarks.md has both).
 
 The funnel also holds the shared side while a worker makes its CUDA context and imports
-the candidate (`load`) and while it exits (its context torn down): on the H100, with
-those ungated, small kernels timed in a busy pool read up to 10x their time, timed to the
-device-wide synchronisation, and ran to the trial cap (docs/benchmarks.md).
+the candidate (`load`) and while it exits (its context torn down), so that the GPU work
+of those, and of a candidate's import-time code, stays out of timing windows. On the H100
+this changed the pool's throughput by nothing measurable (docs/benchmarks.md).
 
 What it does NOT do: stop GPU work that outlives a run or runs between a worker's
 commands (a kernel still spinning after its reply, a thread the candidate started: the

@@ -130,8 +130,8 @@ class Timer:
     needed longer than that to launch the call, the GPU idled inside the timed span and
     the trial would time the host. Such a trial ("exposed": the host's launch time is
     more than the GPU's time from `pre` to `start`) is thrown away and the spin raised
-    to 1.5x the longest launch seen, up to MAX_PREROLL_MS, at which trials count as they
-    are and a note says how many. What is timed is thus the call's GPU time; the host's
+    to 1.5x that launch, at least doubling, up to MAX_PREROLL_MS, at which trials count
+    as they are and a note says how many. What is timed is thus the call's GPU time; the host's
     launch time is not, as in CUDA-graph mode. On the H100, in a pool of 16 lanes, Triton
     launches took the host longer than a 256 MB flush often enough that 4 us kernels
     read 10-80 us without it (docs/benchmarks.md)."""

@@ -228,7 +228,7 @@ class Worker:
             self.timer.sync()
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
-        self.timed, self.measured = {"set": name, "fns": fns, "inputs": inputs}, None
+        self.timed, self.measured = {"set": name, "fns": fns}, None
         return {"ok": True, "flags": self._common_flags()}
 
     def time(self, cmd: dict) -> dict:
