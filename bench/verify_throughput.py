@@ -302,14 +302,18 @@ def _run_modes(args, batch, cli_limit: int, report: dict, tmp: Path) -> None:
 
 
 TIMING_KEYS = ("trials", "rse", "median_ms", "ref_median_ms", "ref_alone_ms", "off_stream",
-               "host_ms", "ref_alone_cached", "tries", "preroll_us", "rerun",
-               "shared_gpu")  # fmt: skip
+               "host_ms", "ref_alone_cached", "tries", "preroll_us", "rerun", "interrupted",
+               "sync_us", "lag_us", "ref_lag_us", "shared_gpu")  # fmt: skip
 
 
 def _timed_summary(rows: list[dict]) -> dict | None:
     """What the timed candidates cost: trials per series, the worker's timing call in ms
-    (`host_ms`), and how many reference times came from the cache."""
-    timed = [r["timing"] for r in rows if (r.get("timing") or {}).get("trials")]
+    (`host_ms`), how many reference times came from the cache, and how often the host's
+    load showed: trials thrown away for it (`interrupted`), candidates timed to the
+    synchronisation (`off_stream`), timed twice (`retimed`) or given the reference's
+    time alone (`alone_used`)."""
+    timed_rows = [r for r in rows if (r.get("timing") or {}).get("trials")]
+    timed = [r["timing"] for r in timed_rows]
     if not timed:
         return None
     trials = sorted(t["trials"] for t in timed)
@@ -319,6 +323,12 @@ def _timed_summary(rows: list[dict]) -> dict | None:
         "host_ms_median": host[len(host) // 2], "host_ms_max": host[-1],
         "host_ms_sum": round(sum(host), 1),
         "ref_alone_cached": sum(bool(t.get("ref_alone_cached")) for t in timed),
+        "interrupted": sum(t.get("interrupted") or 0 for t in timed),
+        "off_stream": sum(bool(t.get("off_stream")) for t in timed),
+        "retimed": sum((t.get("tries") or 1) > 1 for t in timed),
+        "alone_used": sum(
+            any("time alone is used" in n for n in r.get("notes", [])) for r in timed_rows
+        ),
     }  # fmt: skip
 
 

@@ -454,11 +454,16 @@ def test_timer_patching_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     monkeypatch.setattr(guards, "inputs_mutated", lambda *a: [])
     monkeypatch.setattr("tritonrl.tasks.check.compare_outputs", lambda *a: None)
+    # the measurement loop, which the worker builds only after the candidate loaded
+    monkeypatch.setattr("tritonrl.verify.timing.Timer._series", lambda *a: ([1e-3], False))
+    monkeypatch.setattr("tritonrl.verify.timing._gc_disable", lambda: None)
     assert timers_intact(captured) == [
         "timer_tampering: time.perf_counter was replaced",
         "timer_tampering: torch.allclose was replaced",
         "timer_tampering: torch.Tensor.__eq__ was replaced",
         "timer_tampering: tritonrl.verify.guards.inputs_mutated was replaced",
+        "timer_tampering: tritonrl.verify.timing.Timer._series was replaced",
+        "timer_tampering: tritonrl.verify.timing._gc_disable was replaced",
         "timer_tampering: tritonrl.tasks.check.compare_outputs was replaced",
     ]
     monkeypatch.undo()

@@ -64,11 +64,16 @@ def test_trials_stop_once_more_could_not_narrow_the_interval():
 class _Device:
     """A GPU's and a host's clocks, in ms: what the Timer's captured functions see. Work
     starts on the GPU once launched and once the GPU is free; the host waits only at a
-    synchronisation. (The Timer's loop is plain Python; the GPU tests time for real.)"""
+    synchronisation, spinning (its CPU clock runs on). A stall is host time off the CPU:
+    the thread descheduled. (The Timer's loop is plain Python; the GPU tests time for
+    real.)"""
 
     def __init__(self, flush_ms: float, cycles_per_ms: float = 1e6) -> None:
-        self.host = self.gpu = 0.0
+        self.host = self.gpu = self.cpu = 0.0
         self.flush_ms, self.cycles_per_ms = flush_ms, cycles_per_ms
+        self.wake_stall = 0.0  # the next synchronisation's late wake-up
+        self.every_wake_stall = 0.0  # every synchronisation's
+        self.busy_wake = 0.0  # every synchronisation's return, on the CPU but slow
         device = self
 
         class Event:
@@ -96,19 +101,31 @@ class _Device:
     def clock(self) -> float:
         return self.host / 1e3
 
+    def cpu_clock(self) -> float:
+        return self.cpu / 1e3
+
     def sync(self) -> None:
-        self.host = max(self.host, self.gpu, self.side)
+        done = max(self.host, self.gpu, self.side)
+        self.cpu += done - self.host + self.busy_wake  # the wait spins
+        self.host = done + self.busy_wake + self.wake_stall + self.every_wake_stall
+        self.wake_stall = 0.0
 
     def spin(self, cycles: int) -> None:
         self._run(cycles / self.cycles_per_ms)
 
-    def call(self, launch_ms: float, kernel_ms: float, jitter: float = 0.0, side_ms=0.0):
+    def call(self, launch_ms: float, kernel_ms: float, jitter: float = 0.0, side_ms=0.0,
+             stalls=lambda i: (0.0, 0.0)):  # fmt: skip
+        """`stalls(i)`: the host's time off the CPU in the i-th call's launch and in the
+        synchronisation after it."""
         calls = iter(range(10**9))
 
         def fn():
-            self.host += launch_ms  # the host's time to launch the kernel
+            i = next(calls)
+            in_launch, self.wake_stall = stalls(i)
+            self.host += launch_ms + in_launch  # the host's time to launch the kernel
+            self.cpu += launch_ms
             start = max(self.gpu, self.host)
-            self._run(kernel_ms * (1 + jitter * ((next(calls) * 7) % 5 - 2) / 2))
+            self._run(kernel_ms * (1 + jitter * ((i * 7) % 5 - 2) / 2))
             self.side = start + side_ms  # work on a stream the end event does not wait for
 
         return fn
@@ -117,7 +134,9 @@ class _Device:
 def _timer(device: _Device):
     from tritonrl.verify.timing import Timer
 
-    return Timer(device.Event, device.sync, device.clock, device.spin, device.flush)
+    return Timer(
+        device.Event, device.sync, device.clock, device.spin, device.flush, device.cpu_clock
+    )
 
 
 def test_a_launch_slower_than_the_flush_is_not_timed():
@@ -177,6 +196,91 @@ def test_a_launch_past_the_longest_pre_roll_is_timed_as_it_is_and_said():
     assert m["preroll_us"] == pytest.approx(MAX_PREROLL_MS * 1e3)
     assert m["series"]["new"]["stats"]["median"] > 1.0  # the launch shows: never hidden
     assert any("launched slower than the longest pre-roll" in n for n in m["notes"])
+
+
+def test_trials_the_host_was_descheduled_in_are_thrown_away():
+    # A 20 us kernel whose host thread is descheduled in three calls of five: 300 us late
+    # from the synchronisation (read as work off the stream, the call would time 320 us),
+    # or 2 ms in its launch (the GPU would wait inside the timed span, and the pre-roll
+    # grow to its cap). Those trials time the machine's load: thrown away, spin unraised.
+    from tritonrl.verify.timing import TimingOptions
+
+    def stalls(i):
+        return [(0.0, 0.3), (2.0, 0.0), (0.0, 0.3), (0.0, 0.0), (0.0, 0.0)][i % 5]
+
+    device = _Device(flush_ms=0.09)
+    kernel = device.call(0.01, 0.02, stalls=stalls)
+    m = _timer(device).measure({"new": kernel, "ref": device.call(0.01, 0.02)}, TimingOptions())
+    new = m["series"]["new"]
+    assert not new["off_stream"] and new["stats"]["median"] == pytest.approx(0.02)
+    assert len(new["times_ms"]) >= 50 and m["interrupted"] >= 60
+    assert m["preroll_us"] == 0 and not m["notes"], m["notes"]
+
+
+def test_the_reference_is_timed_by_its_stream_events_only():
+    # `watch`: the reference's late wake-ups neither throw its trials away nor read as
+    # work off its stream (which would make it slower and the candidate's speedup larger)
+    from tritonrl.verify.timing import TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    late = device.call(0.01, 0.02, stalls=lambda i: (0.0, 0.3))
+    fns = {"new": device.call(0.01, 0.02), "ref": late}
+    m = _timer(device).measure(fns, TimingOptions(), watch=("new",))
+    ref = m["series"]["ref"]
+    assert not ref["off_stream"] and ref["stats"]["median"] == pytest.approx(0.02)
+    assert m["interrupted"] == 0 and not m["notes"]
+
+
+def test_losing_the_cpu_in_every_trial_hides_no_work_off_the_stream():
+    # A candidate that keeps its host thread off the CPU in every synchronisation (a
+    # thread of its own holding the GIL, say) while its work runs on a side stream: at
+    # most max_trials are thrown away, then the trials count, timed to the
+    # synchronisation, and a note says so.
+    from tritonrl.verify.timing import TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    cheat = device.call(0.01, 0.004, side_ms=0.5, stalls=lambda i: (0.0, 0.05))
+    options = TimingOptions(max_trials=100)
+    m = _timer(device).measure({"new": cheat, "ref": device.call(0.01, 0.02)}, options)
+    new = m["series"]["new"]
+    assert m["interrupted"] == 100 and new["off_stream"] and new["stats"]["median"] > 0.45
+    assert any("counted although the host lost the CPU" in n for n in m["notes"]), m["notes"]
+
+
+def test_a_host_off_the_cpu_while_the_timer_calibrates_hides_no_work_off_the_stream():
+    # A late wake-up in every calibration trial would read as a large synchronisation
+    # overhead, under which side-stream work could hide: it is held to a bound instead.
+    from tritonrl.verify.timing import MAX_SYNC_OVERHEAD_MS, TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    timer = _timer(device)
+    device.every_wake_stall = 0.4
+    timer.overhead_ms = timer._calibrate()
+    device.every_wake_stall = 0.0
+    assert timer.overhead_ms <= MAX_SYNC_OVERHEAD_MS
+    side = device.call(0.01, 0.004, side_ms=0.3)
+    m = timer.measure({"new": side, "ref": device.call(0.01, 0.02)}, TimingOptions())
+    assert m["series"]["new"]["off_stream"] and m["series"]["new"]["stats"]["median"] > 0.2
+
+
+def test_a_slow_return_from_the_synchronisation_is_held_against_the_reference():
+    # Calibrated on a quiet host; then every synchronisation returns 15 us later, the
+    # host on the CPU throughout (a busy machine). The reference's trials, timed in the
+    # same blocks, lag as much: the candidate's lag is no sign of work off its stream.
+    # Work that is (0.3 ms) still is, even beside a reference lagging past the bound.
+    from tritonrl.verify.timing import MAX_SYNC_OVERHEAD_MS, TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    timer = _timer(device)
+    timer.overhead_ms = timer._calibrate()
+    ref = device.call(0.01, 0.004)
+    for busy_wake, side_ms, off in ((0.015, 0.0, False), (0.4, 0.3, True)):
+        device.busy_wake = busy_wake
+        fns = {"new": device.call(0.01, 0.004, side_ms=side_ms), "ref": ref}
+        m = timer.measure(fns, TimingOptions(), watch=("new",))
+        assert m["series"]["new"]["off_stream"] is off, busy_wake
+        assert m["sync_us"] == pytest.approx(1e3 * min(busy_wake, MAX_SYNC_OVERHEAD_MS), rel=0.2)
+    assert m["series"]["new"]["stats"]["median"] > 0.2
 
 
 def test_speedup_interval_contains_the_ratio_and_widens_with_noise():
@@ -445,3 +549,40 @@ def test_cuda_graph_mode_refuses_a_kernel_that_captures_something_else():
     assert {"impossible_speed", "timing_phase"} <= set(r.flags), (r.flags, r.notes)
     assert any(n.startswith("timing_phase: output of the graph check") for n in r.notes)
     assert r.reward == 0.0
+
+
+@gpu
+def test_on_the_gpu_a_host_off_the_cpu_is_not_what_is_timed():
+    # The real clocks: every third call sleeps 2 ms before its end event is recorded,
+    # and every third synchronisation returns 0.3 ms late. Those trials are thrown away;
+    # the two copies of one 30 us kernel read the same, on their stream, without the
+    # pre-roll grown for the sleeps.
+    import time
+
+    import torch
+
+    from tritonrl.verify.timing import Timer, TimingOptions
+
+    x = torch.randn(16 * 1024 * 1024, device="cuda")
+    y = torch.empty_like(x)
+    calls, syncs = [0], [0]
+
+    def sleepy():
+        torch.add(x, 1.0, out=y)
+        calls[0] += 1
+        if calls[0] % 3 == 0:
+            time.sleep(0.002)
+
+    def late_sync():
+        torch.cuda.synchronize()
+        syncs[0] += 1
+        if syncs[0] % 3 == 0:
+            time.sleep(0.0003)
+
+    m = Timer(synchronize=late_sync).measure(
+        {"new": sleepy, "ref": lambda: torch.add(x, 1.0, out=y)}, TimingOptions()
+    )
+    new, ref = (m["series"][k] for k in ("new", "ref"))
+    assert m["interrupted"] >= 20 and not new["off_stream"], m
+    assert abs(new["stats"]["median"] / ref["stats"]["median"] - 1) < 0.05, m["notes"]
+    assert m["preroll_us"] < 500 and not m["notes"], (m["preroll_us"], m["notes"])

@@ -143,6 +143,10 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         "floor_ms": floor_ms, "host_ms": round(m["wall_ms"], 3),
         "preroll_us": _number(m["reply"].get("preroll_us")),
         "rerun": _number(m["reply"].get("rerun")),
+        "interrupted": _number(m["reply"].get("interrupted")),
+        "sync_us": _number(m["reply"].get("sync_us")),
+        "lag_us": _number(m["reply"]["series"]["new"].get("lag_us")),
+        "ref_lag_us": _number(m["reply"]["series"]["ref"].get("lag_us")),
         **({"shared_gpu": True} if result.timing.get("shared_gpu") else {}),
     }  # fmt: skip
     if result.cheated:

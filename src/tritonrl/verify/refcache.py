@@ -2,7 +2,8 @@
 
 The key is the task (id and a hash of its source), the shapes (size overrides and
 dtype of the timed input set), the device name, the torch and triton versions and the
-CUDA-graph switch; the value is the timing summary of the reference `Model` alone. The
+CUDA-graph switch and the way it was measured (`METHOD`); the value is the timing
+summary of the reference `Model` alone, timed by its stream events (trusted code). The
 funnel uses it as a yardstick for the reference timed beside the candidate in the
 worker: a reference that ran much slower there than alone (something in the candidate's
 process slowed it) is not allowed to inflate the speedup.
@@ -28,6 +29,9 @@ from tritonrl.runs.atomic import atomic_write_json
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _TIMER = None  # one trusted Timer per process (it holds the L2 flush buffer)
+# How the entries were measured: 2 = stream events only, trials in which the host lost
+# the CPU thrown away (entries of 1 could be read late in a busy pool: measured again).
+METHOD = 2
 
 
 def default_path() -> Path:
@@ -54,6 +58,7 @@ def cache_key(task, prepared, device_name: str, graphs: bool) -> str:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "graphs": graphs,
+        "method": METHOD,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -123,5 +128,5 @@ def _measure(task, prepared, options) -> dict:
     model = model.to("cuda")
     inputs = to_device(prepared.inputs, "cuda")
     with torch.no_grad():
-        m = _TIMER.measure({"ref": lambda: model(*inputs)}, options)
+        m = _TIMER.measure({"ref": lambda: model(*inputs)}, options, watch=())
     return summarize(m["series"]["ref"]["times_ms"])

@@ -1,26 +1,29 @@
 """Calibrated GPU timing (extension 4): the measurement loop and its statistics.
 
-`Timer` is built from timing functions captured BEFORE candidate code loads (the
-worker passes its captured `torch.cuda.Event`, `torch.cuda.synchronize` and
-`time.perf_counter`, so a candidate that replaces them later does not reach the loop;
-their identity is re-checked separately). `measure({"new": f, "ref": g}, options)` times
-the callables interleaved in alternating blocks (ABBA, so drift and warm-up order hit
-both alike): warm-up calls, then trials each preceded by an L2 flush and bracketed by
-CUDA events, extended past `trials` until every series' relative standard error is under
-`target_rse`, or its standard error under `SYSTEMATIC_MS` (the floor `speedup_stats`
-puts under it anyway, so more trials could not narrow the interval; `converged`), capped
-by `max_trials` and `max_seconds`; not extended when a series is timed to the
-device-wide synchronisation (below). The overhead of a synchronisation is calibrated at the
-first `measure`, not when the timer is built: the pool's workers build theirs while
-other lanes use the GPU, and time only while they have it alone.
+`Timer` is built from timing functions captured BEFORE candidate code loads (the worker
+passes its captured `torch.cuda.Event`, `torch.cuda.synchronize`, `time.perf_counter`,
+`time.thread_time` and `torch.cuda._sleep`, so a candidate that replaces them later does
+not reach the loop; their identity is re-checked separately). `measure(fns, options)`
+times the callables of `fns` (the worker's: `new`, the candidate, and `ref`) interleaved
+in alternating blocks (ABBA, so drift and warm-up order hit both alike): warm-up calls,
+then trials each preceded by an L2 flush and bracketed by CUDA events, extended past
+`trials` until every series' relative standard error is under `target_rse`, or its
+standard error under `SYSTEMATIC_MS` (the floor `speedup_stats` puts under it anyway, so
+more trials could not narrow the interval; `converged`), capped by `max_trials` and
+`max_seconds`; not extended when a series is timed to the device-wide synchronisation
+(below). The overhead of a synchronisation is calibrated at the first `measure`, not
+when the timer is built: the pool's workers build theirs while other lanes use the GPU,
+and time only while they have it alone.
 
 Work on any stream counts: each trial also records an event after a device-wide
 synchronisation; where that event lags the stream's end event by more than the
 calibrated synchronisation overhead, work ran outside the timed stream (HACKS.md #9)
-and the synchronised times, less the overhead, are the series. (The trusted side checks
+and the synchronised times, less the overhead, are the series. Only the series named
+in `watch` are looked at this way: the worker watches the candidate's, never the
+reference's, whose time read late would inflate the speedup. (The trusted side checks
 the reported total against its own wall clock: events cannot report more time than
-passed, #12.) The optional CUDA-graph mode captures
-each callable once and replays the graph per trial (for launch-bound kernels).
+passed, #12.) The optional CUDA-graph mode captures each callable once and replays the
+graph per trial (for launch-bound kernels).
 
 Statistics (`summarize`, `speedup_stats`, `effective_speedup`) are plain Python and
 run anywhere. The speedup is the ratio of the medians: on the H100 a trimmed mean still
@@ -32,6 +35,7 @@ says nothing about a GPU).
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -46,6 +50,11 @@ TRIM = 0.1  # trimmed mean: 10% off each tail
 SYSTEMATIC_MS = 1e-4
 MAX_PREROLL_MS = 1.0  # the longest GPU spin that waits for the host to launch a call
 SPIN_PROBE_CYCLES = 1_000_000  # the spin timed once to learn its clock rate
+# The host thread off the CPU for longer than this in a trial (its wall clock ran past its
+# CPU clock; a synchronisation spins on the CPU, so on an idle host the two agree within
+# about 3 us on the H100): the trial timed the machine's load and is thrown away.
+LOST_CPU_MS = 0.005
+MAX_SYNC_OVERHEAD_MS = 0.05  # well above the synchronisation's overhead on the H100
 
 
 @dataclass
@@ -134,17 +143,28 @@ class Timer:
     as they are and a note says how many. What is timed is thus the call's GPU time; the host's
     launch time is not, as in CUDA-graph mode. On the H100, in a pool of 16 lanes, Triton
     launches took the host longer than a 256 MB flush often enough that 4 us kernels
-    read 10-80 us without it (docs/benchmarks.md)."""
+    read 10-80 us without it (docs/benchmarks.md).
+
+    A trial in which the host thread was off the CPU (its wall clock ran more than
+    LOST_CPU_MS past its thread CPU clock: descheduled by a busy machine, or waiting for
+    the GIL) while its launch was exposed, or while it synchronised in a series whose
+    off-stream work is watched (a late wake-up reads as work off the stream), is
+    thrown away without raising the spin: it timed the machine's load, not the call. At
+    most `max_trials` are; past that they count and a note says how many. What a
+    candidate could gain by losing the CPU on purpose is to have some of its own trials
+    thrown away: each one kept is still a whole call, timed to its end."""
 
     def __init__(
         self, event_cls=None, synchronize=None, clock: Callable[[], float] | None = None,
         spin: Callable[[int], Any] | None = None, flush: Any = None,
+        cpu_clock: Callable[[], float] | None = None,
     ):  # fmt: skip
         import torch
 
         self.Event = event_cls or torch.cuda.Event
         self.sync = synchronize or torch.cuda.synchronize
         self.clock = clock or time.perf_counter
+        self.cpu_clock = cpu_clock or time.thread_time
         self.spin = spin or torch.cuda._sleep
         self.flush_buffer = (
             flush
@@ -155,11 +175,12 @@ class Timer:
         self.cycles_per_ms = 0.0
         self.preroll_cycles = 0
 
-    def _trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any, float, float]:
+    def _trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any, float, float, float, float]:
         """(stream event ms, device-synchronised ms, fn's result, the host's ms from `pre`
-        to the end event's launch, the GPU's ms from `pre` to the start event)."""
+        to the end event's launch, the GPU's ms from `pre` to the start event, and the ms
+        the host thread was off the CPU while launching and while synchronising)."""
         pre, start, end, synced = (self.Event(enable_timing=True) for _ in range(4))
-        host_start = self.clock()
+        host_start, cpu_start = self.clock(), self.cpu_clock()
         pre.record()
         self.flush_buffer.zero_()
         if self.preroll_cycles:
@@ -167,27 +188,37 @@ class Timer:
         start.record()
         out = fn()
         end.record()
-        host_ms = (self.clock() - host_start) * 1e3
+        host_end, cpu_end = self.clock(), self.cpu_clock()
         self.sync()  # device-wide: work left on any stream is waited for
         synced.record()
+        host_synced, cpu_synced = self.clock(), self.cpu_clock()
         self.sync()
+        host_ms = (host_end - host_start) * 1e3
+        lost_launch = host_ms - (cpu_end - cpu_start) * 1e3
+        lost_sync = ((host_synced - host_end) - (cpu_synced - cpu_end)) * 1e3
         return (start.elapsed_time(end), start.elapsed_time(synced), out, host_ms,
-                pre.elapsed_time(start))  # fmt: skip
+                pre.elapsed_time(start), lost_launch, lost_sync)  # fmt: skip
 
     def _calibrate(self, n: int = 30) -> float:
-        """Median lag of the synchronised event behind the end event with no work; and
+        """Median lag of the synchronised event behind the end event with no work, over
+        the trials in which the host kept the CPU (if too few did, the least lag, at most
+        MAX_SYNC_OVERHEAD_MS: a lag read high would hide work off the timed stream); and
         the spin's clock cycles per ms."""
-        lags = []
+        lags, clean = [], []
         for _ in range(n):
-            ev, synced, *_ = self._trial(lambda: None)
+            ev, synced, *_, lost_sync = self._trial(lambda: None)
             lags.append(synced - ev)
+            if lost_sync <= LOST_CPU_MS:
+                clean.append(synced - ev)
         a, b = self.Event(enable_timing=True), self.Event(enable_timing=True)
         a.record()
         self.spin(SPIN_PROBE_CYCLES)
         b.record()
         self.sync()
         self.cycles_per_ms = SPIN_PROBE_CYCLES / max(a.elapsed_time(b), 1e-3)
-        return statistics.median(lags)
+        if 3 * len(clean) >= n:
+            return min(statistics.median(clean), MAX_SYNC_OVERHEAD_MS)
+        return min(*lags, MAX_SYNC_OVERHEAD_MS)
 
     def _raise_preroll(self, host_ms: float) -> bool:
         """Spin long enough for a launch of `host_ms`; False when already at the cap."""
@@ -199,15 +230,24 @@ class Timer:
         self.preroll_cycles = min(cap, want)
         return True
 
-    def measure(self, fns: dict[str, Callable[[], Any]], options: TimingOptions) -> dict:
-        """Time each callable; returns per-name series and stats, the last result of
-        each callable, notes (graphs off, work off-stream, launches the pre-roll did not
-        cover), the pre-roll, and, in graph mode, the replay callable of each one
-        captured (`graphed`)."""
+    def measure(
+        self, fns: dict[str, Callable[[], Any]], options: TimingOptions,
+        watch: tuple[str, ...] | None = None,
+    ) -> dict:  # fmt: skip
+        """Time each callable; returns per-name series and stats, the last result of each
+        callable, notes (graphs off, work off-stream, trials counted although the pre-roll
+        did not cover their launch or the host lost the CPU in them), the pre-roll, the
+        trials thrown away (`rerun` for the pre-roll, `interrupted` for the CPU), the
+        synchronisation's overhead held against each series' median lag (`sync_us`,
+        `lag_us`) and, in graph mode, the replay callable of each one captured (`graphed`).
+        `watch`: the names whose work off the timed stream counts (None: all); a series not
+        watched is always its stream events (trusted code: the reference, whose time read
+        late would inflate a speedup)."""
         notes: list[str] = []
         if self.overhead_ms is None:
             self.overhead_ms = self._calibrate()
         self.preroll_cycles = 0  # learnt again by each measurement
+        watched = set(fns) if watch is None else set(watch)
         run = dict(fns)
         if options.graphs:
             for name, fn in fns.items():
@@ -220,23 +260,44 @@ class Timer:
             for fn in run.values():
                 fn()
         self.sync()
+        collecting = _gc_isenabled()
+        _gc_disable()  # a collection inside a trial would time the host
+        try:
+            return self._loop(fns, run, options, watched, notes)
+        finally:
+            if collecting:
+                _gc_enable()
+
+    def _loop(self, fns: dict, run: dict, options: TimingOptions, watched: set, notes: list):
+        """The trials of `measure`, its statistics and its notes."""
         events: dict[str, list[float]] = {name: [] for name in run}
         synced: dict[str, list[float]] = {name: [] for name in run}
+        clean: dict[str, list[bool]] = {name: [] for name in run}  # the host kept the CPU
         last: dict[str, Any] = {}
         order = list(run)
         host_start = self.clock()
-        attempts = rerun = exposed = 0
+        attempts = rerun = exposed = interrupted = lost = 0
         while True:
             for name in order:
                 for _ in range(options.block):
-                    ev, sv, last[name], host_ms, preroll_ms = self._trial(run[name])
-                    if host_ms > preroll_ms:  # the GPU waited for the launch
+                    trial = self._trial(run[name])
+                    ev, sv, last[name], host_ms, preroll_ms, lost_launch, lost_sync = trial
+                    slow_launch = host_ms > preroll_ms  # the GPU waited for the launch
+                    if (slow_launch and lost_launch > LOST_CPU_MS) or (
+                        name in watched and lost_sync > LOST_CPU_MS
+                    ):  # the host was descheduled: this trial timed the machine's load
+                        if interrupted < options.max_trials:
+                            interrupted += 1
+                            continue
+                        lost += 1
+                    elif slow_launch:
                         if self._raise_preroll(host_ms):
                             rerun += 1
                             continue
                         exposed += 1
                     events[name].append(ev)
                     synced[name].append(sv)
+                    clean[name].append(lost_sync <= LOST_CPU_MS)
             order.reverse()  # ABBA
             attempts += options.block
             done = min(len(v) for v in events.values())
@@ -246,7 +307,8 @@ class Timer:
             if done >= options.max_trials:
                 break
             if done >= options.trials:
-                so_far = [self._series(events[n], synced[n]) for n in run]
+                sync_ms = self._sync_now(events, synced, clean, watched)
+                so_far = [self._series(events[n], synced[n], sync_ms, n in watched) for n in run]
                 # a series timed to the synchronisation carries the host's wake-up in every
                 # trial: more trials do not narrow it (the interval says how wide it is)
                 if any(off for _, off in so_far) or converged(
@@ -254,31 +316,67 @@ class Timer:
                 ):
                     break
         series = {}
+        sync_ms = self._sync_now(events, synced, clean, watched)
         for name in run:
-            times, off_stream = self._series(events[name], synced[name])
+            times, off_stream = self._series(events[name], synced[name], sync_ms, name in watched)
+            if not times:  # every trial was thrown away (the time limit came first)
+                raise RuntimeError(f"{name}: no trial could be timed in {options.max_seconds} s")
             if off_stream:
                 notes.append(
                     f"{name}: work finished after the timed stream's end event; timed to the "
                     "device-wide synchronisation instead"
                 )
-            series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off_stream}
+            lags = [s - e for s, e in zip(synced[name], events[name], strict=True)]
+            series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off_stream,
+                            "lag_us": 1e3 * statistics.median(lags)}  # fmt: skip
         preroll_us = 1e3 * self.preroll_cycles / self.cycles_per_ms if self.cycles_per_ms else 0.0
         if exposed:
             notes.append(
                 f"{exposed} trials launched slower than the longest pre-roll "
                 f"({preroll_us:.0f} us): the host's launch time is in them"
             )
+        if lost:
+            notes.append(
+                f"{lost} trials counted although the host lost the CPU in them "
+                f"({interrupted} such trials were already thrown away)"
+            )
         graphed = {name: run[name] for name in run if run[name] is not fns[name]}
         return {"series": series, "last": last, "notes": notes, "graphed": graphed,
-                "preroll_us": preroll_us, "rerun": rerun}  # fmt: skip
+                "preroll_us": preroll_us, "rerun": rerun, "interrupted": interrupted,
+                "sync_us": 1e3 * sync_ms}  # fmt: skip
 
-    def _series(self, events: list[float], synced: list[float]) -> tuple[list[float], bool]:
-        """The event times, or synchronised times less the overhead where work escaped."""
+    def _sync_now(self, events: dict, synced: dict, clean: dict, watched: set) -> float:
+        """The synchronisation's overhead while these series were timed: the calibrated
+        one or, where more, the median lag of the series not watched (trusted code: the
+        reference) over the trials in which the host kept the CPU, timed in the same
+        blocks as the candidate's; at most MAX_SYNC_OVERHEAD_MS. A busy host slows
+        the synchronisation's return for every series alike; on the H100 it read the
+        candidate's 4-10 us kernels as work off the stream in 1 to 5 of 16 candidates."""
+        lags = [
+            s - e
+            for name in events
+            if name not in watched
+            for s, e, kept in zip(synced[name], events[name], clean[name], strict=True)
+            if kept
+        ]
+        now = statistics.median(lags) if len(lags) >= 10 else 0.0
+        return min(max(self.overhead_ms, now), MAX_SYNC_OVERHEAD_MS)
+
+    def _series(
+        self, events: list[float], synced: list[float], sync_ms: float, watched: bool = True
+    ) -> tuple[list[float], bool]:
+        """The event times, or synchronised times less the overhead `sync_ms` where work
+        escaped (looked for in watched series only)."""
+        if not watched or not events:
+            return list(events), False
         lag = statistics.median(s - e for s, e in zip(synced, events, strict=True))
         typical = statistics.median(events)
-        if lag > self.overhead_ms + max(0.005, 0.1 * typical):
-            return [max(s - self.overhead_ms, e) for s, e in zip(synced, events, strict=True)], True
+        if lag > sync_ms + max(0.005, 0.1 * typical):
+            return [max(s - sync_ms, e) for s, e in zip(synced, events, strict=True)], True
         return list(events), False
+
+
+_gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable  # before any candidate
 
 
 def _graphed(fn: Callable[[], Any]) -> tuple[Callable[[], Any] | None, str]:

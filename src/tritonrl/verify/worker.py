@@ -214,12 +214,10 @@ class Worker:
             reference = self._reference(cmd["reference"], self.sets[name])
             ref_inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             if self.timer is None:
-                from tritonrl.verify.timing import Timer
-
-                t = self.timers
-                self.timer = Timer(
+                t = self.timers  # the loop as imported before the candidate loaded
+                self.timer = t["tritonrl.verify.timing.Timer"](
                     t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"],
-                    t["torch.cuda._sleep"],
+                    t["torch.cuda._sleep"], cpu_clock=t["time.thread_time"],
                 )  # fmt: skip
             fns = {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)}
             with torch.no_grad():
@@ -235,19 +233,17 @@ class Worker:
         """Time the candidate and the reference interleaved (after `time_prep`)."""
         import torch
 
-        from tritonrl.verify.timing import TimingOptions
-
         if self.timed is None:
             return {"ok": False, "error": "time before time_prep", "flags": {}}
         try:
-            options = TimingOptions(**cmd.get("options", {}))
+            options = self.timers["tritonrl.verify.timing.TimingOptions"](**cmd.get("options", {}))
             with torch.no_grad():
-                m = self.timer.measure(self.timed["fns"], options)
+                m = self.timer.measure(self.timed["fns"], options, watch=("new",))
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         self.measured = m
         series = {
-            k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"]}
+            k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"], "lag_us": v["lag_us"]}
             for k, v in m["series"].items()
         }
         return {
@@ -257,6 +253,8 @@ class Worker:
             "graphed": sorted(m["graphed"]),
             "preroll_us": m["preroll_us"],
             "rerun": m["rerun"],
+            "interrupted": m["interrupted"],
+            "sync_us": m["sync_us"],
             "flags": self._common_flags(),
         }
 

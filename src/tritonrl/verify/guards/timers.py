@@ -22,7 +22,7 @@ from tritonrl.verify.guards.state import PATCHES, raw
 
 TIMER_NAMES = (
     "time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
-    "time.monotonic_ns", "time.process_time", "time.sleep", "torch.cuda.Event",
+    "time.monotonic_ns", "time.process_time", "time.thread_time", "time.sleep", "torch.cuda.Event",
     "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
     "torch.cuda.synchronize", "torch.cuda._sleep", "torch.cuda.current_stream", "torch.cuda.Stream",
     "triton.testing.do_bench", "torch.allclose", "torch.isclose", "torch.equal",
@@ -41,6 +41,14 @@ TIMER_NAMES = (
     "torch.no_grad", "json.dumps", "tritonrl.verify.guards.OpAudit.__torch_dispatch__",
     "tritonrl.verify.guards.OpAudit.__enter__", "tritonrl.verify.guards.audit_findings",
     "tritonrl.verify.guards.timers_intact",
+    # the measurement loop itself (imported here, before the candidate loads)
+    "tritonrl.verify.timing.Timer", "tritonrl.verify.timing.Timer.measure",
+    "tritonrl.verify.timing.Timer._loop", "tritonrl.verify.timing.Timer._trial",
+    "tritonrl.verify.timing.Timer._calibrate", "tritonrl.verify.timing.Timer._raise_preroll",
+    "tritonrl.verify.timing.Timer._sync_now", "tritonrl.verify.timing.Timer._series",
+    "tritonrl.verify.timing.TimingOptions", "tritonrl.verify.timing.summarize",
+    "tritonrl.verify.timing.converged", "tritonrl.verify.timing._gc_disable",
+    "tritonrl.verify.timing._gc_enable", "tritonrl.verify.timing._gc_isenabled",
 )  # fmt: skip
 _ABSENT = object()
 
