@@ -566,10 +566,11 @@ def test_cuda_graph_mode_refuses_a_kernel_that_captures_something_else():
 
 @gpu
 def test_on_the_gpu_a_host_off_the_cpu_is_not_what_is_timed():
-    # The real clocks: every third call sleeps 2 ms before its end event is recorded,
-    # and every third synchronisation returns 0.3 ms late. Those trials are thrown away;
-    # the two copies of one 30 us kernel read the same, on their stream, without the
-    # pre-roll grown for the sleeps.
+    # The real clocks: every third synchronisation returns 0.3 ms late (the host off the
+    # CPU), in the candidate's trials and the reference's alike. The candidate's such
+    # trials are thrown away and the two copies of one 30 us kernel read the same, on
+    # their stream. (A late launch is the simulated device's test: a sleep inside the
+    # candidate's call only would also slow the host's next trials.)
     import time
 
     import torch
@@ -578,13 +579,7 @@ def test_on_the_gpu_a_host_off_the_cpu_is_not_what_is_timed():
 
     x = torch.randn(16 * 1024 * 1024, device="cuda")
     y = torch.empty_like(x)
-    calls, syncs = [0], [0]
-
-    def sleepy():
-        torch.add(x, 1.0, out=y)
-        calls[0] += 1
-        if calls[0] % 3 == 0:
-            time.sleep(0.002)
+    syncs = [0]
 
     def late_sync():
         torch.cuda.synchronize()
@@ -592,10 +587,11 @@ def test_on_the_gpu_a_host_off_the_cpu_is_not_what_is_timed():
         if syncs[0] % 3 == 0:
             time.sleep(0.0003)
 
-    m = Timer(synchronize=late_sync).measure(
-        {"new": sleepy, "ref": lambda: torch.add(x, 1.0, out=y)}, TimingOptions()
-    )
+    def add():
+        return torch.add(x, 1.0, out=y)
+
+    m = Timer(synchronize=late_sync).measure({"new": add, "ref": add}, TimingOptions())
     new, ref = (m["series"][k] for k in ("new", "ref"))
-    assert m["interrupted"] >= 20 and not new["off_stream"], m
+    assert m["interrupted"] >= 10 and not new["off_stream"], (m["interrupted"], m["notes"])
     assert abs(new["stats"]["median"] / ref["stats"]["median"] - 1) < 0.05, m["notes"]
-    assert m["preroll_us"] < 500 and not m["notes"], (m["preroll_us"], m["notes"])
+    assert not m["notes"], m["notes"]
