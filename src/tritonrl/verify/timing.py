@@ -368,7 +368,7 @@ class Timer:
         return min(max(self.overhead_ms, now), MAX_SYNC_OVERHEAD_MS)
 
     def _series(
-        self, events: list[float], synced: list[float], sync_ms: float, watched: bool = True
+        self, events: list[float], synced: list[float], sync_ms: float, watched: bool
     ) -> tuple[list[float], bool]:
         """The event times, or synchronised times less the overhead `sync_ms` where work
         escaped (looked for in watched series only)."""
