@@ -74,7 +74,7 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
                  "16 shared --shared-timing"; do
         read -r w name flags <<< "$run"
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
-          --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl|timed" || rc=1
+          --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl|timed|gate" || rc=1
       done ;;
     jobcpu)  # CPU seconds per job, one lane, with the default OpenMP threads and with one
       python3 bench/verify_job_cpu.py --kinds wrong_op,correct 2>&1 | tail -2 || rc=1

@@ -173,7 +173,8 @@ def run_pool(batch, device: str, workers: int, funnel: bool, ref_times: Path,
     """The results' dicts, the seconds from the pool's start (or, `warm`, from after its
     warm-up batch) to the last verdict, and the shared launchers' counts (on CUDA).
     `ref_times`: a new reference-time cache file. `options`: VerifierPool's
-    (shared_launchers, warm_compiler)."""
+    (shared_launchers, warm_compiler). The extras hold each GPU gate's `stats()` over
+    the batch (what correctness runs held, how long they waited for timing windows)."""
     from tritonrl.config import VerifyConfig
     from tritonrl.verify.pool import VerifierPool
 
@@ -189,12 +190,18 @@ def run_pool(batch, device: str, workers: int, funnel: bool, ref_times: Path,
                 cases += [(t, t.solution + "\n# a warm-up copy\n") for t in tasks]
             pool.verify_many(cases)
             start = time.perf_counter()
+        gates = list({id(lane.gpu_gate): lane.gpu_gate for lane in pool.lanes
+                      if lane.gpu_gate is not None}.values())  # fmt: skip
+        for gate in gates:
+            gate.stats(reset=True)
         cpu = _cpu_now()
         results = pool.verify_many([(t, c) for t, _, c in batch])
         seconds = time.perf_counter() - start
         cpu = {k: round(v - cpu[k], 2) for k, v in _cpu_now().items()}
         launchers = dict(pool.launchers.stats) if pool.launchers else None
-    return [r.to_dict() for r in results], seconds, {"shared_launchers": launchers, "cpu": cpu}
+        gpu_gates = [gate.stats() for gate in gates] or None
+    extra = {"shared_launchers": launchers, "cpu": cpu, "gpu_gates": gpu_gates}
+    return [r.to_dict() for r in results], seconds, extra
 
 
 def _cpu_now() -> dict[str, float]:
@@ -352,6 +359,8 @@ def _print_table(report: dict) -> None:
             print(f"{mode}: timed candidates: {m['timed']}")
         if m.get("cpu"):
             print(f"{mode}: CPU seconds while it ran ({m['seconds']:.1f} s): {m['cpu']}")
+        for gate in m.get("gpu_gates") or []:
+            print(f"{mode}: GPU gate: {gate}")
     print(f"pool options: {report['pool_options']}, exclusive timing: "
           f"{report['exclusive_timing']}, reference times: {report['ref_times']}")  # fmt: skip
     if "pool" in modes and "nofunnel" in modes:

@@ -183,3 +183,87 @@ def test_a_timing_phase_holds_the_gpu_alone_only_while_it_times(tmp_path, monkey
         assert result.timing["tries"] == tries and not result.flags, result.flags
         assert {"perf_prep", "gpu_wait", "performance", "perf_check"} <= set(result.stage_times)
     assert alone_held == [(0, True)] * 2
+
+
+def test_stats_count_the_holds_the_waits_and_one_window_for_timings_back_to_back():
+    gate = GpuGate()
+    inside, release = threading.Event(), threading.Event()
+
+    def check() -> None:
+        with gate.shared("tiny"):
+            inside.set()
+            release.wait(5)
+
+    def timing() -> None:
+        with gate.exclusive:
+            time.sleep(0.02)
+
+    reader = _in_thread(check)
+    inside.wait(5)
+    writers = [_in_thread(timing) for _ in range(2)]
+    deadline = time.monotonic() + 5
+    while gate._writers < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+    def late_check() -> None:
+        with gate.shared("load"):  # waits for both timings
+            pass
+
+    late = _in_thread(late_check)
+    time.sleep(0.1)
+    release.set()
+    for t in [reader, *writers, late]:
+        t.join(5)
+    stats = gate.stats()
+    assert stats["shared"]["tiny"]["holds"] == 1 and stats["shared"]["tiny"]["longest"] >= 0.1
+    assert stats["shared"]["load"]["holds"] == 1
+    assert stats["windows"] == 1 and stats["timings"] == 2
+    assert 0.04 <= stats["timing_held_s"] <= stats["window_s"]
+    assert stats["window_s"] >= 0.14  # asked while the reader held on, then two timings
+    assert stats["shared_blocked_s"] >= 0.14  # the late reader waited for all of it
+
+
+def test_a_drain_is_filled_only_with_holds_expected_to_end_before_it():
+    """While timing waits for a long hold to leave, a hold whose label has been short gets
+    in; a label as long, one never seen, or any hold once the long one has run past its
+    expected end waits for the timing; and the timing starts with the GPU empty."""
+    gate, events = GpuGate(), []
+    for _ in range(3):
+        with gate.shared("short"):
+            time.sleep(0.01)
+    with gate.shared("long"):
+        time.sleep(0.6)  # "long" holds are expected to last 0.6 s from now on
+    long_in, release_long = threading.Event(), threading.Event()
+
+    def long_hold() -> None:
+        with gate.shared("long"):
+            long_in.set()
+            release_long.wait(5)
+            events.append("long out")
+
+    def timing() -> None:
+        with gate.exclusive as drained:
+            events.append(("timing", gate._shared, drained))
+            time.sleep(0.05)
+
+    def hold(label: str) -> None:
+        with gate.shared(label):
+            events.append(f"{label} in")
+
+    threads = [_in_thread(long_hold)]
+    long_in.wait(5)
+    threads.append(_in_thread(timing))
+    deadline = time.monotonic() + 5
+    while gate._writers < 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    hold("short")  # fits: done long before the long hold is expected to leave
+    threads += [_in_thread(lambda: hold("long")), _in_thread(lambda: hold("unseen"))]
+    time.sleep(0.7)  # the long hold is now past its expected end
+    threads.append(_in_thread(lambda: hold("short")))
+    time.sleep(0.1)
+    assert events == ["short in"]
+    release_long.set()
+    for t in threads:
+        t.join(5)
+    assert events[:3] == ["short in", "long out", ("timing", 0, True)]
+    assert sorted(events[3:]) == ["long in", "short in", "unseen in"]

@@ -223,6 +223,8 @@ def test_every_command_and_the_exit_of_a_job_hold_the_gpu_gates_shared_side(lane
     assert ops[0] == "load" and ops[-1] == "exit" and set(ops[1:-1]) == {"run"}, seen
     assert all(held == 1 for _, held in seen), seen
     assert gate._shared == 0
+    holds = {label: c["holds"] for label, c in gate.stats()["shared"].items()}
+    assert holds == {"load": 1, "tiny": 1, "correctness": len(ops) - 3, "teardown": 1}
     monkeypatch.setattr(lane1.lanes[0], "gpu_gate", None)  # as a CPU lane is
     assert lane1.verify_many([(RELU, WRONG)])[0].correct is False
 
@@ -243,6 +245,55 @@ def test_results_stream_as_they_finish(pool):
     assert sorted(order) == [0, 1, 2] and order[-1] == 0
 
 
+def test_a_lanes_next_job_is_prepared_while_it_runs_one(lane1, monkeypatch):
+    """The trusted side's half of the next job (its inputs and reference outputs) runs
+    while the lane's worker runs the current one, not after it."""
+    import tritonrl.verify.pool as pool_module
+
+    events: list[tuple[str, str, float]] = []
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            tag = (args[0].code or "" if name == "finish" else args[1]).strip()[-8:]
+            events.append((name + "+", tag, time.monotonic()))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                events.append((name + "-", tag, time.monotonic()))
+
+        return call
+
+    monkeypatch.setattr(pool_module, "prepare", timed("prepare", pool_module.prepare))
+    monkeypatch.setattr(pool_module, "finish", timed("finish", pool_module.finish))
+    slow = at_import("import time\ntime.sleep(3)") + "# slow job"
+    second = GOOD + "# next job"
+    results = lane1.verify_many([(RELU, slow), (RELU, second)], RUNTIME)
+    assert [r.correct for r in results] == [True, True]
+    at = {(name, tag): t for name, tag, t in events}
+    assert at[("prepare-", "next job")] < at[("finish-", "slow job")] - 2.0, events
+    assert at[("finish+", "next job")] > at[("finish-", "slow job")]
+
+
+def test_close_ends_the_jobs_waiting_prepared_and_every_thread():
+    from tritonrl.verify.pool import PoolClosed
+
+    p = VerifierPool(CPU, workers=1)
+    slow = at_import("import time\ntime.sleep(60)")
+    futures = [p.submit(RELU, slow, RUNTIME)]
+    futures += [p.submit(RELU, f"{GOOD}\n# copy {i}\n") for i in range(3)]
+    deadline = time.monotonic() + 60
+    while not p._ready[0].full() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert p._ready[0].full()  # one job waits prepared, one more is being prepared
+    started = time.monotonic()
+    p.close()
+    assert time.monotonic() - started < 20
+    for f in futures:
+        assert f.done()
+        assert f.cancelled() or isinstance(f.exception(), PoolClosed)
+    assert not any(t.is_alive() for t in p._threads + p._preparers)
+
+
 def test_close_leaves_no_process_cgroup_or_file():
     p = VerifierPool(CPU, workers=2)
     assert p.submit(RELU, GOOD).result().correct
@@ -258,7 +309,7 @@ def test_close_leaves_no_process_cgroup_or_file():
     assert host_processes_with(str(root)) == []  # every sandbox command line names it
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
     assert not any(c.exists() for c in cgroups)
-    assert not any(t.is_alive() for t in p._threads)
+    assert not any(t.is_alive() for t in p._threads + p._preparers)
     with pytest.raises(RuntimeError, match="closed"):
         p.submit(RELU, GOOD)
 

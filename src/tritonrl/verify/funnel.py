@@ -13,7 +13,10 @@ not merely "wrong"); a set during which the worker died is a failed input set.
 
 Never raises for a bad candidate: every outcome is a `VerifyResult`. By default each
 candidate gets a fresh `WorkerSession`; `sessions` (the worker pool's lanes,
-`tritonrl.verify.lane`) gives the work dir and the session instead.
+`tritonrl.verify.lane`) gives the work dir and the session instead. `verify` is
+`finish(prepare(...))`: `prepare` is the trusted side's half up to the input sets and
+their reference outputs, which needs no worker (the pool runs it ahead of the lanes);
+`finish` runs the candidate.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +70,57 @@ def verify(
     """Verify one candidate (raw code or a whole model completion) for `task`. `sessions`:
     an object with `workdir() -> Path` and `sessions(workdir, config, device, file_mb)`
     returning a session like `WorkerSession` (default: a temp dir and a fresh one)."""
+    return finish(prepare(task, candidate, config, getattr(sessions, "gpu_gate", None)), sessions)
+
+
+@dataclass
+class Prepared:
+    """A candidate after the trusted side's half of the funnel (extract, static checks,
+    the input sets and their reference outputs), before any of its code has run. `sets`
+    is None when the funnel already ended (`result` says why)."""
+
+    task: Task
+    config: VerifyConfig
+    result: VerifyResult
+    code: str | None = None
+    sets: list[PreparedSet] | None = None
+    check: PreparedSet | None = None
+
+
+def prepare(
+    task: Task, candidate: str | bytes, config: VerifyConfig | None = None, gpu_gate: Any = None
+) -> Prepared:
+    """The trusted side's half of `verify`: needs no worker, so the pool runs it ahead of
+    the lanes (`tritonrl.verify.pool`). `gpu_gate`: the GPU gate whose shared side the
+    reference's passes hold (`tritonrl.verify.gate`; none outside a pool). Never raises."""
     config = config or VerifyConfig()
-    device = resolve_device(config.device)
-    result = VerifyResult(task=task.id, device=device)
+    result = VerifyResult(task=task.id, device=resolve_device(config.device))
+    prepared = Prepared(task, config, result)
     try:
-        _run_funnel(task, candidate, config, result, sessions)
+        _prepare(prepared, candidate, gpu_gate)
     except Exception as e:  # a verifier bug must still give a verdict, never a traceback
         log.exception("verifier error on %s", task.id)
-        result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
+        prepared.result.fail(prepared.result.stage, f"verifier error: {type(e).__name__}: {e}")
+        prepared.sets = None
+    return prepared
+
+
+def finish(prepared: Prepared, sessions: Any = None) -> VerifyResult:
+    """The candidate's half of `verify`: its worker, every input set, the timing phase,
+    and the reward. `sessions` as `verify`'s. Never raises."""
+    task, config, result = prepared.task, prepared.config, prepared.result
+    if prepared.sets is not None:
+        try:
+            _run_prepared(prepared, sessions)
+        except Exception as e:  # a verifier bug must still give a verdict, never a traceback
+            log.exception("verifier error on %s", task.id)
+            result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
     result.reward = compute_reward(result, config.reward_scheme, config.tritonrl_alpha)
     return result
 
 
-def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResult, sessions=None):
+def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
+    task, config, result = prepared.task, prepared.config, prepared.result
     with _stage(result, "extract"), TRUSTED_LOCK:
         code, error = try_extract(candidate)
     if code is None:
@@ -96,7 +139,7 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         result.fail("static", f"static checks: {findings[0].flag} (line {findings[0].line})")
         return
     # The reference's pass on the GPU: beside other lanes' checks, never while one times.
-    shared = _shared(sessions, config)
+    shared = _gate_shared(gpu_gate, config, "prepare")
     with _stage(result, "prepare"):
         sets = _prepare_sets(task, config, result, shared)
     if sets is None:
@@ -108,10 +151,16 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
             check = seed_a and prepare_set(
                 task, timing_check_set(seed_a.spec), result.device, shared
             )
+    prepared.code, prepared.sets, prepared.check = code, sets, check
+
+
+def _run_prepared(prepared: Prepared, sessions=None) -> None:
+    task, config, result = prepared.task, prepared.config, prepared.result
+    sets, check = prepared.sets, prepared.check
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
         with _stage(result, "write"):
-            _write_job(workdir, code, sets + ([check] if check else []))
+            _write_job(workdir, prepared.code, sets + ([check] if check else []))
         session_for = sessions or WorkerSession
         # A `with` statement, its start and its end timed as stages of their own.
         with _stage(result, "start"):
@@ -122,7 +171,7 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
             _run_in_worker(session, task, sets, config, result, check)
         finally:
             # The worker's CUDA context is torn down as it exits: GPU work as well.
-            with _stage(result, "teardown"), _shared(session, config)():
+            with _stage(result, "teardown"), _shared(session, config, "teardown")():
                 session.__exit__(*sys.exc_info())
     except WorkerError as e:
         # The worker is dead (killed by now): what its guards saw before it died is in
@@ -134,11 +183,17 @@ def _run_funnel(task: Task, candidate, config: VerifyConfig, result: VerifyResul
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _shared(holder: Any, config: VerifyConfig):
+def _shared(holder: Any, config: VerifyConfig, label: str):
     """The shared side of a pooled session's GPU gate (a no-op without one, or when the
-    job does not ask for exclusive timing)."""
-    gate = getattr(holder, "gpu_gate", None)
-    return gate.shared if gate is not None and config.exclusive_timing else nullcontext
+    job does not ask for exclusive timing); `label` names the holds in `gate.stats()`."""
+    return _gate_shared(getattr(holder, "gpu_gate", None), config, label)
+
+
+def _gate_shared(gate: Any, config: VerifyConfig, label: str):
+    """`gate`'s shared side, or a no-op (no gate, or the job times beside other work)."""
+    if gate is None or not config.exclusive_timing:
+        return nullcontext
+    return partial(gate.shared, label)
 
 
 def _prepare_sets(
@@ -186,10 +241,13 @@ def _run_in_worker(
     check: PreparedSet | None = None,
 ):  # fmt: skip
     result.stage = "compile"
-    shared = _shared(session, config)
+
+    def gpu(label: str):  # the gate's shared side, its holds named `label`
+        return _shared(session, config, label)()
+
     # `load` makes the worker's CUDA context and runs the candidate's module code, both
     # of which may use the GPU: beside other lanes' checks, never while one times.
-    with _stage(result, "compile"), shared():
+    with _stage(result, "compile"), gpu("load"):
         reply = _call(
             session,
             result,
@@ -208,7 +266,7 @@ def _run_in_worker(
     all_ok = True
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
-        with _stage(result, stage_name), shared():
+        with _stage(result, stage_name), gpu(stage_name):
             try:
                 ok, detail = _check_set(session, s, result)
             except WorkerError as e:  # the worker died (or hung) on this set: it failed

@@ -9,6 +9,16 @@ finish. Every lane's throughput waits on these windows, so they hold only the tr
 On the H100, 15 lanes checking other candidates beside a timed 2.7 ms matmul
 moved its copy-of-reference speedup to between 0.91 and 1.14 (docs/benchmarks.md).
 
+Filling the drain: while a timing phase waits for the holders inside to leave, a new
+holder whose label's holds have lasted, on average (`FILL_WEIGHT`-weighted, over this
+gate's past holds), no longer than the holders inside are still expected to last is let
+in: it would likely be done before the GPU is free anyway. A label never seen, a
+holder that has overrun its own expectation, and the timing itself (once the GPU is
+drained) let nobody in, so a window is never starved and never shared; a misjudged
+fill makes the wait longer by at most that one hold. On the H100 the windows were
+mostly such waits: 4.5 s of a 6.7 s batch, in which the GPU was held alone for 0.9 s
+(docs/benchmarks.md).
+
 A candidate that hangs inside a correctness run would hold its shared slot until its
 deadline; the exclusive side waits at most `drain_s` for the holders to leave and then
 times anyway, and says so: `exclusive.acquire()` returns False, the funnel notes it in
@@ -23,6 +33,11 @@ The funnel also holds the shared side while a worker makes its CUDA context and 
 the candidate (`load`) and while it exits (its context torn down), so that the GPU work
 of those, and of a candidate's import-time code, stays out of timing windows. On the H100
 this changed the pool's throughput by nothing measurable (docs/benchmarks.md).
+
+`gate.stats()` counts what the gate cost (for benchmarks): per label of the shared side,
+its holds and their seconds; the seconds shared holders waited for timing; and the
+exclusive windows (from a first timing phase asking until the last one leaves), their
+seconds, the timing phases in them and the seconds those held the GPU.
 
 What it does NOT do: stop GPU work that outlives a run or runs between a worker's
 commands (a kernel still spinning after its reply, a thread the candidate started: the
@@ -39,6 +54,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 DRAIN_S = 10.0  # the longest a timing phase waits for correctness runs to leave
+FILL_WEIGHT = 0.2  # of the newest hold, in a label's running mean of its hold seconds
 _GATES: dict[str, GpuGate] = {}
 _GATES_LOCK = threading.Lock()
 
@@ -59,34 +75,92 @@ class GpuGate:
         self._writers = 0  # waiting or holding
         self._held = False
         self.exclusive = _Exclusive(self)
+        self._holds: dict[str, list[float]] = {}  # label -> [count, seconds, longest]
+        self._blocked_s = 0.0
+        self._windows = [0, 0.0, 0, 0.0]  # count, seconds, timing phases, their holds
+        self._window_start = self._held_start = 0.0
+        self._timing = False  # a timing phase holds the GPU (drained, or past drain_s)
+        self._expected: dict[str, float] = {}  # label -> running mean of its holds (s)
+        self._inside: dict[int, tuple[float, float]] = {}  # hold -> (start, expected end)
+        self._next = 0
+
+    def _may_enter(self, label: str) -> bool:
+        """No timing phase asking; or one draining the GPU, and this label's holds would
+        likely end before those inside do (the drain filled, not lengthened)."""
+        if self._writers == 0:
+            return True
+        if self._timing or not self._shared or label not in self._expected:
+            return False
+        now = time.monotonic()
+        horizon = max(end for _, end in self._inside.values()) - now
+        return self._expected[label] <= horizon
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self, label: str = "run") -> Iterator[None]:
         with self._cond:
-            self._cond.wait_for(lambda: self._writers == 0)
+            asked = time.monotonic()
+            self._cond.wait_for(lambda: self._may_enter(label))
             self._shared += 1
+            entered = time.monotonic()
+            self._blocked_s += entered - asked
+            token, self._next = self._next, self._next + 1
+            self._inside[token] = (entered, entered + self._expected.get(label, 0.0))
         try:
             yield
         finally:
             with self._cond:
                 self._shared -= 1
+                del self._inside[token]
+                held = time.monotonic() - entered
+                mean = self._expected.get(label)
+                self._expected[label] = held if mean is None else mean + FILL_WEIGHT * (held - mean)
+                count = self._holds.setdefault(label, [0, 0.0, 0.0])
+                count[0] += 1
+                count[1] += held
+                count[2] = max(count[2], held)
                 self._cond.notify_all()
 
     def _acquire(self) -> bool:
         with self._cond:
             self._writers += 1
+            if self._writers == 1:
+                self._window_start = time.monotonic()
             self._cond.wait_for(lambda: not self._held)
             self._held = True
             deadline = time.monotonic() + self.drain_s
             while self._shared and (left := deadline - time.monotonic()) > 0:
                 self._cond.wait(left)
+            self._timing = True
+            self._held_start = time.monotonic()
             return self._shared == 0
 
     def _release(self) -> None:
         with self._cond:
-            self._held = False
+            now = time.monotonic()
+            self._held = self._timing = False
             self._writers -= 1
+            self._windows[2] += 1
+            self._windows[3] += now - self._held_start
+            if self._writers == 0:
+                self._windows[0] += 1
+                self._windows[1] += now - self._window_start
             self._cond.notify_all()
+
+    def stats(self, reset: bool = False) -> dict:
+        """What the gate has cost so far (see the module docstring), as a copy; `reset`
+        starts the counts again from zero (a benchmark's warm-up left out)."""
+        with self._cond:
+            windows, seconds, timings, held = self._windows
+            if reset:
+                self._holds, self._blocked_s = {}, 0.0
+                self._windows = [0, 0.0, 0, 0.0]
+            return {
+                "shared": {k: {"holds": int(n), "seconds": round(t, 3), "longest": round(m, 3)}
+                           for k, (n, t, m) in sorted(self._holds.items())},
+                "shared_blocked_s": round(self._blocked_s, 3),
+                "windows": windows, "window_s": round(seconds, 3),
+                "timings": timings, "timing_held_s": round(held, 3),
+            }  # fmt: skip
 
 
 class _Exclusive:

@@ -74,7 +74,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         target_rse=config.target_rse, max_seconds=config.timing_max_seconds,
         graphs=config.cuda_graphs,
     )  # fmt: skip
-    shared = _shared(session, config)
+    shared = _shared(session, config, "perf_prep")
     (session.workdir / "reference.py").write_text(task.source, encoding="utf-8")
     prep = {
         "op": "time_prep", "set": "seed_a",
@@ -87,6 +87,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         return
     time_cmd = {"op": "time", "options": options.to_dict()}
     check_cmd = {"op": "time_check", "check": check and check.spec.name}
+    shared = _shared(session, config, "perf_check")
     # The timed buffers hold the data of the last set refilled into them (seed_b).
     timed = main
     for s in sets:

@@ -6,20 +6,25 @@
         future = pool.submit(task, completion)                     # one at a time
 
 Each lane (`tritonrl.verify.lane`) is one sandboxed fork server that keeps torch and
-triton imported and forks a fresh, separately Landlock-confined worker per candidate;
-one thread per lane runs the normal funnel (`funnel.verify`) with the lane as its
-session factory, taking jobs from one queue. Lanes default to one per CPU core on the
-CPU; on CUDA to one per visible GPU, and `workers` lanes are spread round-robin over the
-GPUs, each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and its thread's
-trusted-side work (reference outputs and timing) running on the same device; a gate
-per GPU (`tritonrl.verify.gate`) lets correctness runs share it and one timing phase at
-a time have it alone. On CUDA the lanes share Triton's C
-modules (driver utilities, launchers) built by trusted code (`shared_launchers`,
-`tritonrl.verify.launchers`), not each job's gcc, and each zygote compiles one trusted
-kernel for its GPU first, so that jobs start past Triton's first-compile cost
-(`warm_compiler`). Identical (task, candidate) pairs in
-one batch are verified once and each gets its own copy of the result. A lane is
-recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
+triton imported and forks a fresh, separately Landlock-confined worker per candidate.
+The funnel runs in two halves: preparing threads (one per four lanes of a GPU, or of the
+CPU) take jobs from one queue and run the trusted side's half (`funnel.prepare`:
+extract, static checks, the input sets and their reference outputs); one thread per
+lane takes its GPU's prepared jobs and runs the candidate's half (`funnel.finish`) with
+the lane as its session factory. A lane thus does not wait for its next job's inputs; a
+few jobs per GPU wait prepared (`ahead_for`; their input sets held in memory).
+
+Lanes default to one per CPU core on the CPU; on CUDA to one per visible GPU, and
+`workers` lanes are spread round-robin over the GPUs, each lane's sandbox seeing only
+its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's work for it (reference outputs,
+timing) running on the same device; a gate per GPU (`tritonrl.verify.gate`) lets
+correctness runs share it and one timing phase at a time have it alone. On CUDA the
+lanes share Triton's C modules (driver utilities, launchers) built by trusted code
+(`shared_launchers`, `tritonrl.verify.launchers`), not each job's gcc, and each zygote
+compiles one trusted kernel for its GPU first, so that jobs start past Triton's
+first-compile cost (`warm_compiler`). Identical (task, candidate) pairs in one batch are
+verified once and each gets its own copy of the result. A lane is recycled (a fresh
+sandbox) after a timeout, a crash or `recycle_jobs` jobs
 (`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
 `shared_pool(config, workers)`, created on first use and closed at exit.
 
@@ -28,7 +33,7 @@ candidate, including the failure texts of timeouts and crashes.
 
 What it does NOT do: isolate GPU timing from work that outlives a correctness run (a
 hung kernel until its worker's deadline: the gate waits `DRAIN_S` and then notes it),
-give a lane more than one job at a time,
+give a lane more than one job at a time, cancel a job once it is being prepared,
 keep the compile cache after `close()`, or deduplicate across batches.
 """
 
@@ -51,7 +56,7 @@ from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
-from tritonrl.verify.funnel import verify
+from tritonrl.verify.funnel import finish, prepare
 from tritonrl.verify.gate import gate_for
 from tritonrl.verify.lane import Lane
 from tritonrl.verify.launchers import LauncherStore
@@ -130,13 +135,26 @@ class VerifierPool:
         self._stats_lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
+        # Per GPU (one group on the CPU): its gate, its lanes, the preparing threads and
+        # the queue of prepared jobs between them.
+        groups = max(1, min(len(gpus), workers))  # the GPUs that have a lane
+        self._gates = gates[:groups] or [None]
+        lanes_of = [sum(1 for i in range(workers) if i % groups == g) for g in range(groups)]
+        self._ready = [queue.Queue(maxsize=ahead_for(n)) for n in lanes_of]
+        self._preparers = [
+            threading.Thread(
+                target=self._prepare_jobs, args=(g,), daemon=True, name=f"tritonrl-prep-{g}"
+            )  # fmt: skip
+            for g in range(groups)
+            for _ in range(ahead_for(lanes_of[g]))
+        ]
         self._threads = [
             threading.Thread(
                 target=self._serve, args=(lane, i), daemon=True, name=f"tritonrl-lane-{i}"
             )  # fmt: skip
             for i, lane in enumerate(self.lanes)
         ]
-        for t in self._threads:
+        for t in self._preparers + self._threads:
             t.start()
 
     # -- submitting -------------------------------------------------------------------
@@ -208,28 +226,58 @@ class VerifierPool:
             self.stats[name] += n
 
     # -- the lanes ----------------------------------------------------------------------
-    def _serve(self, lane: Lane, index: int) -> None:
-        device_scope = nullcontext()
-        if lane.gpu is not None:  # the trusted side's reference runs on the lane's GPU too
-            import torch
+    @staticmethod
+    def _device_scope(group: int, gpus: bool):
+        """The GPU the trusted side's work of a group runs on (its references, timing)."""
+        if not gpus:
+            return nullcontext()
+        import torch
 
-            device_scope = torch.cuda.device(index % torch.cuda.device_count())
-        with device_scope:
+        return torch.cuda.device(group % torch.cuda.device_count())
+
+    def _prepare_jobs(self, group: int) -> None:
+        """A preparing thread: queued jobs -> `funnel.prepare` -> the group's ready queue."""
+        ready, gate = self._ready[group], self._gates[group]
+        with self._device_scope(group, gate is not None):
+            while True:
+                job = self._queue.get()
+                if job is _STOP:
+                    return
+                future, task, candidate, config = job
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    prepared = prepare(task, candidate, config, gate)
+                except BaseException as e:  # noqa: BLE001 - prepare() never raises, but
+                    future.set_exception(e)
+                    continue
+                while not self._closed:  # a full queue: the lanes are busy
+                    with contextlib.suppress(queue.Full):
+                        ready.put((future, prepared), timeout=0.2)
+                        break
+                else:
+                    future.set_exception(PoolClosed("the verifier pool was closed"))
+
+    def _serve(self, lane: Lane, index: int) -> None:
+        """A lane's thread: prepared jobs of its GPU -> `funnel.finish` on this lane."""
+        group = index % len(self._ready)
+        with self._device_scope(group, lane.gpu is not None):
             try:
                 while True:
                     if lane.child is None and not self._closed:
                         # Warm up before the next job arrives; a failure is the next job's.
                         with contextlib.suppress(Exception):
                             lane.start()
-                    job = self._queue.get()
+                    job = self._ready[group].get()
                     if job is _STOP:
                         return
-                    future, task, candidate, config = job
-                    if not future.set_running_or_notify_cancel():
+                    future, prepared = job
+                    if self._closed:  # taken between close()'s kill and its drain
+                        future.set_exception(PoolClosed("the verifier pool was closed"))
                         continue
                     try:
-                        result = verify(task, candidate, config, sessions=lane)
-                    except BaseException as e:  # noqa: BLE001 - verify() never raises, but
+                        result = finish(prepared, sessions=lane)
+                    except BaseException as e:  # noqa: BLE001 - finish() never raises, but
                         future.set_exception(e)
                         continue
                     self._count("verified")
@@ -256,10 +304,22 @@ class VerifierPool:
                 break
             if job is not _STOP:
                 job[0].cancel()
-        for _ in self._threads:
+        for _ in self._preparers:
             self._queue.put(_STOP)
         for lane in self.lanes:
             lane.kill()
+        for t in self._preparers:
+            t.join()
+        for g, ready in enumerate(self._ready):  # prepared, never run: cancelled as such
+            while True:
+                try:
+                    job = ready.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not _STOP:
+                    job[0].set_exception(PoolClosed("the verifier pool was closed"))
+            for _ in self.lanes[g :: len(self._ready)]:
+                ready.put(_STOP)
         for t in self._threads:
             t.join()
         if self.launchers is not None:
@@ -271,6 +331,13 @@ class VerifierPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def ahead_for(lanes: int) -> int:
+    """How many preparing threads, and prepared jobs waiting, a GPU with `lanes` lanes
+    gets: one per four lanes (preparing is mostly waiting on the trusted side's lock and
+    the GPU gate; each waiting job holds its input sets in memory)."""
+    return max(1, (lanes + 3) // 4)
 
 
 def unshared(results: list[VerifyResult], futures: list[Future]) -> list[VerifyResult]:
