@@ -4,7 +4,7 @@
 #   bash bench/verify_suite_cuda.sh STAGE ...
 #
 # STAGE: check, tests, timing, pool, noise, noise-graphs, contention, throughput,
-#        startup, scaling, lanes, jobcpu, contexts, hostile, sft (in the order given).
+#        startup, scaling, lanes, jobcpu, contexts, churn, hostile, sft (in the order given).
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
 # NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default
@@ -76,6 +76,9 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
         python3 bench/verify_throughput.py --device cuda --modes warm --workers "$w" $flags \
           --json "$OUT/verify_warm_${w}_$name.json" 2>&1 | grep -E "^\| warm|stage|CPU|excl|timed|gate" || rc=1
       done ;;
+    churn)  # does another process's CUDA context creation and teardown disturb timing?
+      python3 bench/context_churn.py --json "$OUT/context_churn.json" 2>&1 \
+        | tee "$OUT/context_churn.md" | tail -14 || rc=1 ;;
     jobcpu)  # CPU seconds per job, one lane, with the default OpenMP threads and with one
       python3 bench/verify_job_cpu.py --kinds wrong_op,correct 2>&1 | tail -2 || rc=1
       OMP_NUM_THREADS=1 python3 bench/verify_job_cpu.py --kinds wrong_op,correct 2>&1 | tail -2 || rc=1 ;;
