@@ -191,7 +191,7 @@ def verify_cmd(
         None, "--out", help="RESULTS.jsonl for --batch: one result per case, as each finishes."
     ),
     workers: int = typer.Option(
-        0, help="--batch: pool lanes (0: one per CPU core; on CUDA one per GPU)."
+        0, help="--batch: pool lanes (0: one per CPU core; on CUDA at most 16 per GPU)."
     ),
     force: bool = typer.Option(False, "--force", help="--batch: overwrite an existing --out."),
 ):

@@ -448,3 +448,14 @@ def test_the_zygote_warms_triton_up_without_a_gpu_and_starts_no_thread(tmp_path)
                           text=True, timeout=300, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "0", "before", "False", "[]"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("cores", "gpus", "lanes"),
+    [(2, 0, 2), (16, 0, 16), (2, 1, 2), (64, 1, 16), (128, 8, 128), (4, 8, 8), (64, 2, 32)],
+)
+def test_lanes_default_to_the_cores_at_most_16_per_gpu(monkeypatch, cores, gpus, lanes):
+    import tritonrl.verify.pool as pool_module
+
+    monkeypatch.setattr(pool_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert pool_module.default_workers([str(g) for g in range(gpus)]) == lanes

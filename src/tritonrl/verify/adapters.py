@@ -19,7 +19,8 @@ verl's batch reward manager (`reward_model.reward_manager=batch`), `name:
 compute_score_batch` takes the whole batch's lists and verifies the rows side by side.
 
 Candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
-warm sandboxed lanes, one per CPU core or, on CUDA, per GPU; created on first use and
+warm sandboxed lanes, one per CPU core, on CUDA at most 16 per GPU, each worker then
+holding a CUDA context of its own: pass `workers` for fewer; created on first use and
 closed at exit); identical completions of one batch are verified once.
 """
 

@@ -14,17 +14,17 @@ lane takes its GPU's prepared jobs and runs the candidate's half (`funnel.finish
 the lane as its session factory. A lane thus does not wait for its next job's inputs; a
 few jobs per GPU wait prepared (`ahead_for`; their input sets held in memory).
 
-Lanes default to one per CPU core on the CPU; on CUDA to one per visible GPU, and
-`workers` lanes are spread round-robin over the GPUs, each lane's sandbox seeing only
-its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's work for it (reference outputs,
-timing) running on the same device; a gate per GPU (`tritonrl.verify.gate`) lets
-correctness runs share it and one timing phase at a time have it alone. On CUDA the
-lanes share Triton's C modules (driver utilities, launchers) built by trusted code
-(`shared_launchers`, `tritonrl.verify.launchers`), not each job's gcc, and each zygote
-compiles one trusted kernel for its GPU first, so that jobs start past Triton's
-first-compile cost (`warm_compiler`). Identical (task, candidate) pairs in one batch are
-verified once and each gets its own copy of the result. A lane is recycled (a fresh
-sandbox) after a timeout, a crash or `recycle_jobs` jobs
+Lanes default to one per CPU core (`default_workers`; on CUDA at most `LANES_PER_GPU`
+per visible GPU, at least one), spread round-robin over the GPUs, each lane's sandbox
+seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's work for it
+(reference outputs, timing) running on the same device; a gate per GPU
+(`tritonrl.verify.gate`) lets correctness runs share it and one timing phase at a time
+have it alone. On CUDA the lanes share Triton's C modules (driver utilities, launchers)
+built by trusted code (`shared_launchers`, `tritonrl.verify.launchers`), not each job's
+gcc, and each zygote compiles one trusted kernel for its GPU first, so that jobs start
+past Triton's first-compile cost (`warm_compiler`). Identical (task, candidate) pairs in
+one batch are verified once and each gets its own copy of the result. A lane is
+recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
 (`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
 `shared_pool(config, workers)`, created on first use and closed at exit.
 
@@ -102,7 +102,7 @@ class VerifierPool:
         gpus = visible_gpus() if self.device == "cuda" else []
         if self.device == "cuda" and not gpus:
             raise ValueError("device cuda: no visible GPU")
-        workers = workers or (len(gpus) if gpus else os.cpu_count() or 1)
+        workers = workers or default_workers(gpus)
         self.root = Path(tempfile.mkdtemp(prefix="tritonrl-pool-"))
         gates = [gate_for(g) for g in gpus]
         capabilities = [None] * len(gpus)
@@ -331,6 +331,24 @@ class VerifierPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# Lanes per GPU by default, at most: the gate gives timing the GPU alone whatever the
+# count, and lanes overlap the rest. On the H100 16 lanes verified more candidates per
+# second than 12 or 8 (docs/benchmarks.md); each lane's worker holds a CUDA context.
+LANES_PER_GPU = 16
+
+
+def default_workers(gpus: list[str]) -> int:
+    """The pool's lanes when none are asked for: one per CPU core this process may use;
+    with GPUs at most LANES_PER_GPU per GPU and at least one per GPU."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    if not gpus:
+        return cores
+    return max(len(gpus), min(cores, LANES_PER_GPU * len(gpus)))
 
 
 def ahead_for(lanes: int) -> int:
