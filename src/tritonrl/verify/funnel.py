@@ -101,7 +101,6 @@ def prepare(
     except Exception as e:  # a verifier bug must still give a verdict, never a traceback
         log.exception("verifier error on %s", task.id)
         prepared.result.fail(prepared.result.stage, f"verifier error: {type(e).__name__}: {e}")
-        prepared.sets = None
     return prepared
 
 

@@ -81,7 +81,7 @@ class GpuGate:
         self._window_start = self._held_start = 0.0
         self._timing = False  # a timing phase holds the GPU (drained, or past drain_s)
         self._expected: dict[str, float] = {}  # label -> running mean of its holds (s)
-        self._inside: dict[int, tuple[float, float]] = {}  # hold -> (start, expected end)
+        self._inside: dict[int, float] = {}  # hold -> its expected end
         self._next = 0
 
     def _may_enter(self, label: str) -> bool:
@@ -92,7 +92,7 @@ class GpuGate:
         if self._timing or not self._shared or label not in self._expected:
             return False
         now = time.monotonic()
-        horizon = max(end for _, end in self._inside.values()) - now
+        horizon = max(self._inside.values()) - now
         return self._expected[label] <= horizon
 
     @contextmanager
@@ -104,7 +104,7 @@ class GpuGate:
             entered = time.monotonic()
             self._blocked_s += entered - asked
             token, self._next = self._next, self._next + 1
-            self._inside[token] = (entered, entered + self._expected.get(label, 0.0))
+            self._inside[token] = entered + self._expected.get(label, 0.0)
         try:
             yield
         finally:
