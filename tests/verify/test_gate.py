@@ -161,7 +161,7 @@ def test_a_timing_phase_holds_the_gpu_alone_only_while_it_times(tmp_path, monkey
 
     task = load_builtin("level1/1_ReLU").tasks[0]
     main = prepare_set(task, InputSet("seed_a", "small", 123), "cpu")
-    check = prepare_set(task, timing_check_set(main.spec), "cpu")
+    check = prepare_set(task, timing_check_set(main.spec), "cpu", model_state=main.state_dict)
     gate = GpuGate()
     alone_held = []
 

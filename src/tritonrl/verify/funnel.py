@@ -148,7 +148,7 @@ def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
         with _stage(result, "prepare"):
             seed_a = next((s for s in sets if s.spec.name == "seed_a"), None)
             check = seed_a and prepare_set(
-                task, timing_check_set(seed_a.spec), result.device, shared
+                task, timing_check_set(seed_a.spec), result.device, shared, seed_a.state_dict
             )
     prepared.code, prepared.sets, prepared.check = code, sets, check
 
@@ -203,8 +203,10 @@ def _prepare_sets(
         task, result.device, config.num_input_sets, config.multi_input, config.tiny_run_first
     )
     for spec in specs:
+        # a set refilled into another's buffers keeps that set's model in the worker
+        state = next((s.state_dict for s in sets if s.spec.name == spec.refill_of), None)
         try:
-            sets.append(prepare_set(task, spec, result.device, gpu))
+            sets.append(prepare_set(task, spec, result.device, gpu, state))
         except Exception as e:  # the task's own code failed: not the candidate's fault
             result.fail(
                 "compile", f"reference failed on input set {spec.name}: {type(e).__name__}: {e}"

@@ -146,13 +146,15 @@ def _finite(out: Any) -> bool:
     return True
 
 
-def _build_reference(inst, init, seed, dtype):
-    """The reference model under the parameters' seed, and its state (torch's global RNG:
-    under TRUSTED_LOCK)."""
+def _build_reference(inst, init, seed, dtype, state=None):
+    """The reference model under the parameters' seed (torch's global RNG: under
+    TRUSTED_LOCK), with `state` loaded when given, and its state."""
     torch.manual_seed(seed)
     model = inst.module.Model(*init)
     if dtype is not None:
         model = model.to(dtype)
+    if state is not None:
+        model.load_state_dict(state)
     return model, {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
@@ -173,16 +175,24 @@ def _forward(model, inputs, device):
 TRUSTED_LOCK = threading.Lock()
 
 
-def prepare_set(task: Task, spec: InputSet, device: str, gpu=contextlib.nullcontext) -> PreparedSet:
+def prepare_set(
+    task: Task, spec: InputSet, device: str, gpu=contextlib.nullcontext,
+    model_state: dict[str, torch.Tensor] | None = None,
+) -> PreparedSet:  # fmt: skip
     """Build inputs and expected outputs for one set (raises if the reference fails).
-    `gpu`: a context held around the reference's passes on the device (the pool's gate)."""
+    `gpu`: a context held around the reference's passes on the device (the pool's gate).
+    `model_state`: the parameters of the set this one is refilled into (`refill_of`: the
+    worker keeps that set's model), loaded rather than rebuilt from the seed, so they are
+    the same whatever another thread did to torch's global generator meanwhile."""
+    if spec.refill_of and model_state is None:
+        raise ValueError(f"input set {spec.name} refills {spec.refill_of}: pass its model_state")
     with TRUSTED_LOCK:
         inst = instantiate(task, spec.mode)
         init = inst.init_inputs()
         inputs = inst.inputs(spec.seed)
         if spec.dtype is not None:
             inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
-        model, state = _build_reference(inst, init, spec.param_seed, spec.dtype)
+        model, state = _build_reference(inst, init, spec.param_seed, spec.dtype, model_state)
     note = None
     if spec.shift:
         shifted = _float_tensors_map(inputs, _shift)
@@ -194,7 +204,9 @@ def prepare_set(task: Task, spec: InputSet, device: str, gpu=contextlib.nullcont
             inputs = _float_tensors_map(inputs, lambda t: t * 3.0)
             note = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
             with TRUSTED_LOCK:  # a fresh model: the first forward may have changed its state
-                model, state = _build_reference(inst, init, spec.param_seed, spec.dtype)
+                model, state = _build_reference(
+                    inst, init, spec.param_seed, spec.dtype, model_state
+                )
             with gpu():
                 expected = _forward(model.to(device), inputs, device)
     else:

@@ -272,7 +272,7 @@ def time_candidate(
         return result.fail("performance", "timing needs a CUDA device")
     spec = next(s for s in plan_input_sets(task, "cuda", 2, False) if s.name == "seed_a")
     main = prepare_set(task, spec, "cuda")
-    check = prepare_set(task, timing_check_set(spec), "cuda")
+    check = prepare_set(task, timing_check_set(spec), "cuda", model_state=main.state_dict)
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
     try:
         _write_job(workdir, code, [main, check])

@@ -109,23 +109,36 @@ def reference_time(task, prepared, options, path: Path | None) -> tuple[dict, bo
     return stats, False
 
 
+def reference_model(task, prepared, device: str):
+    """The reference `Model` with the set's parameters, on `device`. Built under the
+    trusted side's lock: the build draws from torch's global generator, which the
+    threads preparing input sets seed (the parameters are then loaded from the set, but
+    an unlocked build here would move another thread's seeded draws)."""
+    import torch
+
+    from tritonrl.tasks.shapes import build_module
+    from tritonrl.verify.inputs import TRUSTED_LOCK
+
+    with TRUSTED_LOCK:
+        module = build_module(task.source, prepared.overrides, task.origin)
+        torch.manual_seed(prepared.spec.param_seed)
+        model = module.Model(*prepared.init_inputs)
+    model.load_state_dict(prepared.state_dict)
+    if prepared.spec.dtype is not None:
+        model = model.to(prepared.spec.dtype)
+    return model.to(device)
+
+
 def _measure(task, prepared, options) -> dict:
     import torch
 
     from tritonrl.tasks.check import to_device
-    from tritonrl.tasks.shapes import build_module
     from tritonrl.verify.timing import Timer, summarize
 
     global _TIMER
     if _TIMER is None:
         _TIMER = Timer()
-    module = build_module(task.source, prepared.overrides, task.origin)
-    torch.manual_seed(prepared.spec.param_seed)
-    model = module.Model(*prepared.init_inputs)
-    model.load_state_dict(prepared.state_dict)
-    if prepared.spec.dtype is not None:
-        model = model.to(prepared.spec.dtype)
-    model = model.to("cuda")
+    model = reference_model(task, prepared, "cuda")
     inputs = to_device(prepared.inputs, "cuda")
     with torch.no_grad():
         m = _TIMER.measure({"ref": lambda: model(*inputs)}, options, watch=())

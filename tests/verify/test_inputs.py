@@ -1,0 +1,97 @@
+"""The trusted side's input sets (`tritonrl.verify.inputs`): a set refilled into another's
+buffers keeps that set's parameters whatever other threads do with torch's global random
+generator, and the worker's memory and file limits follow the sets' sizes."""
+
+import threading
+
+import torch
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks.loaders import load_builtin
+from tritonrl.verify import refcache
+from tritonrl.verify.funnel import prepare
+from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
+
+
+def _gemm_task():
+    return load_builtin("level2/1_Gemm_Bias_ReLU").tasks[0]
+
+
+def test_refilled_sets_keep_their_parameters_while_other_threads_reseed():
+    """Lanes prepare jobs while other threads of the process (a lane timing a reference,
+    a trainer) seed and draw from torch's global generator. seed_b is written into
+    seed_a's buffers and the worker keeps seed_a's model for it, so its expected outputs
+    must come from seed_a's parameters; rebuilt from the seed, they came from whatever
+    state the generator was in (an honest kernel then read as `output_caching`)."""
+    task = _gemm_task()
+    config = VerifyConfig(device="cpu", num_input_sets=3)
+    stop = threading.Event()
+
+    def reseed():  # what a thread timing a reference, or a trainer, does
+        while not stop.is_set():
+            torch.manual_seed(7)
+            torch.rand(64)
+
+    def time_references():  # the reference-time measurement's model build, on the CPU
+        main = prepare_set(task, InputSet("seed_a", "small", 5, model_seed=6), "cpu")
+        while not stop.is_set():
+            refcache.reference_model(task, main, "cpu")
+
+    prepared, errors = [], []
+
+    def lane():
+        try:
+            for _ in range(6):
+                prepared.append(prepare(task, task.solution, config))
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    noise = [threading.Thread(target=reseed) for _ in range(2)]
+    noise.append(threading.Thread(target=time_references))
+    lanes = [threading.Thread(target=lane) for _ in range(3)]
+    for t in noise + lanes:
+        t.start()
+    for t in lanes:
+        t.join()
+    stop.set()
+    for t in noise:
+        t.join()
+    assert not errors
+    assert len(prepared) == 18
+    for p in prepared:
+        assert p.sets is not None, p.result.error
+        sets = {s.spec.name: s for s in p.sets}
+        a, b = sets["seed_a"], sets["seed_b"]
+        assert b.spec.refill_of == "seed_a"
+        for k, v in a.state_dict.items():
+            assert torch.equal(v, b.state_dict[k]), f"seed_b's {k} is not seed_a's"
+        model = task_model(task, a)
+        with torch.no_grad():
+            assert torch.equal(model(*b.inputs), b.expected)
+
+
+def task_model(task, prepared):
+    from tritonrl.tasks.shapes import instantiate
+
+    inst = instantiate(task, prepared.spec.mode)
+    model = inst.module.Model(*prepared.init_inputs)
+    model.load_state_dict(prepared.state_dict)
+    return model
+
+
+def test_timing_check_set_keeps_the_main_sets_parameters():
+    task = _gemm_task()
+    main = prepare_set(task, InputSet("seed_a", "small", 11, model_seed=12), "cpu")
+    torch.manual_seed(99)  # whatever the generator holds, the check set uses main's model
+    check = prepare_set(task, timing_check_set(main.spec), "cpu", model_state=main.state_dict)
+    for k, v in main.state_dict.items():
+        assert torch.equal(v, check.state_dict[k])
+
+
+def test_reference_model_for_timing_has_the_sets_parameters():
+    task = _gemm_task()
+    main = prepare_set(task, InputSet("seed_a", "small", 3, model_seed=4), "cpu")
+    torch.manual_seed(1)
+    model = refcache.reference_model(task, main, "cpu")
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, main.state_dict[k])
