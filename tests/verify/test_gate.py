@@ -97,8 +97,9 @@ def test_one_gate_per_gpu_for_the_whole_process():
 
 
 def test_preparing_a_set_holds_the_gate_only_around_the_reference_passes():
-    # The inputs and parameters come from torch's RNG under the trusted lock; only the
-    # reference's forward pass uses the device, and only it may wait for a timing phase.
+    # The inputs and parameters come from torch's RNG under the trusted lock; on the CPU
+    # only the reference's forward pass uses the device (on CUDA the inputs' draw too,
+    # the gate taken before the lock), and only it may wait for a timing phase.
     from tritonrl.tasks import load_builtin
     from tritonrl.verify.inputs import TRUSTED_LOCK, InputSet, prepare_set
 

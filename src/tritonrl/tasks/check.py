@@ -87,18 +87,38 @@ def compare_outputs(ref: Any, new: Any) -> str | None:
         if n.dtype != r.dtype:
             return f"output {i}: dtype {n.dtype}, expected {r.dtype}"
         atol, rtol = TOLERANCES.get(r.dtype, (0.0, 0.0))
-        r64, n64 = r.detach().cpu().double(), n.detach().cpu().double()
-        if torch.isnan(n64).any() and not torch.equal(torch.isnan(n64), torch.isnan(r64)):
-            return f"output {i}: NaN where the reference has none"
-        both = ~(torch.isnan(r64) & torch.isnan(n64))
+        reason = _compare_tensor(r, n, atol, rtol)
+        if reason:
+            return f"output {i}: {reason}"
+    return None
+
+
+COMPARE_CHUNK = 1 << 24  # elements compared at a time: bounded memory for GB outputs
+
+
+def _compare_tensor(r: torch.Tensor, n: torch.Tensor, atol: float, rtol: float) -> str | None:
+    """Element-wise |n - r| <= atol + rtol |r| in float64, a chunk at a time (on the GPU
+    when there is one and the tensor is large, where a host pass over GBs takes seconds)."""
+    device = "cuda" if r.numel() > COMPARE_CHUNK // 4 and torch.cuda.is_available() else "cpu"
+    rf, nf = r.detach().reshape(-1), n.detach().reshape(-1)
+    bad_total, worst = 0, 0.0
+    for start in range(0, rf.numel(), COMPARE_CHUNK):
+        r64 = rf[start : start + COMPARE_CHUNK].to(device).double()
+        n64 = nf[start : start + COMPARE_CHUNK].to(device).double()
+        r_nan, n_nan = torch.isnan(r64), torch.isnan(n64)
+        if n_nan.any() and not torch.equal(n_nan, r_nan):
+            return "NaN where the reference has none"
         err = (n64 - r64).abs()
-        bad = both & ~(err <= atol + rtol * r64.abs())
-        if bad.any():
-            worst = err[bad].max().item()
-            return (
-                f"output {i}: {int(bad.sum())} of {r.numel()} elements differ "
-                f"(max abs error {worst:.3g}, atol {atol}, rtol {rtol})"
-            )
+        bad = ~(r_nan & n_nan) & ~(err <= atol + rtol * r64.abs())
+        count = int(bad.sum())
+        if count:
+            bad_total += count
+            worst = max(worst, err[bad].max().item())
+    if bad_total:
+        return (
+            f"{bad_total} of {r.numel()} elements differ "
+            f"(max abs error {worst:.3g}, atol {atol}, rtol {rtol})"
+        )
     return None
 
 

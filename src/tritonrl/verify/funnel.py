@@ -47,7 +47,7 @@ from tritonrl.verify.inputs import (
     prepare_set,
     timing_check_set,
 )
-from tritonrl.verify.perf import file_mb_for, time_phase
+from tritonrl.verify.perf import file_mb_for, sized_config, time_phase
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import WorkerError, WorkerSession
 from tritonrl.verify.static import static_check
@@ -163,7 +163,9 @@ def _run_prepared(prepared: Prepared, sessions=None) -> None:
         session_for = sessions or WorkerSession
         # A `with` statement, its start and its end timed as stages of their own.
         with _stage(result, "start"):
-            session = session_for(workdir, config, result.device, file_mb_for(sets))
+            # the worker's memory limit and timeout grow with the task's data
+            sized = sized_config(config, sets + ([check] if check else []), result.device)
+            session = session_for(workdir, sized, result.device, file_mb_for(sets))
             session.__enter__()
         try:
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
@@ -265,11 +267,14 @@ def _run_in_worker(
     result.compiled = True
     result.stage = "correctness"
     all_ok = True
+    # Sets the worker must keep on its device after their run: those refilled in place
+    # later, and the timed one (seed_a); the others' memory is freed for the next set.
+    keep = {s.spec.refill_of for s in [*sets, check] if s is not None} | {"seed_a"}
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
         with _stage(result, stage_name), gpu(stage_name):
             try:
-                ok, detail = _check_set(session, s, result)
+                ok, detail = _check_set(session, s, result, s.spec.name in keep)
             except WorkerError as e:  # the worker died (or hung) on this set: it failed
                 result.input_sets.append(InputSetOutcome(s.spec.name, False, str(e)))
                 raise
@@ -302,8 +307,11 @@ def _run_in_worker(
     result.stage = "done" if result.correct and not result.cheated else result.stage
 
 
-def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> tuple[bool, str]:
-    reply = _call(session, result, {"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of})
+def _check_set(
+    session: WorkerSession, s: PreparedSet, result: VerifyResult, keep: bool = True
+) -> tuple[bool, str]:
+    cmd = {"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of, "keep": keep}
+    reply = _call(session, result, cmd)
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"
@@ -311,10 +319,13 @@ def _check_set(session: WorkerSession, s: PreparedSet, result: VerifyResult) -> 
         return False, "no outputs were produced"
     try:
         # weights_only: the file was written by untrusted code; no pickled objects.
+        # Read, not mapped: the worker could truncate a mapped file under this process.
         got = torch.load(out_path, weights_only=True)
     except Exception as e:
         return False, f"unreadable outputs: {type(e).__name__}"
     reason = compare_outputs(s.expected, got)
+    del got
+    out_path.unlink()  # a full-size set's outputs are GB of the work dir's disk
     if reason and s.spec.refill_of:
         reason += f" (inputs refilled in place after {s.spec.refill_of}: stale cached result?)"
         result.flag("output_caching", reason)

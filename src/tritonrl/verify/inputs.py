@@ -158,13 +158,12 @@ def _build_reference(inst, init, seed, dtype, state=None):
     return model, {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _forward(model, inputs, device):
-    """The reference's outputs (CPU) for `inputs`; no RNG, so outside the lock: the lanes'
-    threads run their references side by side."""
-    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in to_device(inputs, device)]
+def _forward(model, inputs):
+    """The reference's outputs for `inputs` (on their device); no RNG, so outside the
+    lock: the lanes' threads run their references side by side."""
+    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
     with torch.no_grad():
-        out = model(*args)
-    return _float_tensors_map(out, lambda t: t.detach().cpu()) if device != "cpu" else out
+        return model(*args)
 
 
 # The trusted side's work that is not thread-safe runs under one lock when verifications
@@ -189,15 +188,16 @@ def prepare_set(
     with TRUSTED_LOCK:
         inst = instantiate(task, spec.mode)
         init = inst.init_inputs()
-        inputs = inst.inputs(spec.seed)
-        if spec.dtype is not None:
-            inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
         model, state = _build_reference(inst, init, spec.param_seed, spec.dtype, model_state)
+    # Drawn on the device: beside other lanes' checks, never while one times. The gate
+    # first, then the lock: a timing phase that holds the gate may wait for the lock.
+    with gpu() if device == "cuda" else contextlib.nullcontext(), TRUSTED_LOCK:
+        inputs = _draw_inputs(inst, spec, device)
     note = None
     if spec.shift:
         shifted = _float_tensors_map(inputs, _shift)
         with gpu():
-            expected = _forward(model.to(device), shifted, device)
+            expected = _forward(model.to(device), shifted)
         if _finite(expected):
             inputs = shifted
         else:  # e.g. log/sqrt tasks: keep the signs, change magnitudes only
@@ -208,8 +208,40 @@ def prepare_set(
                     inst, init, spec.param_seed, spec.dtype, model_state
                 )
             with gpu():
-                expected = _forward(model.to(device), inputs, device)
+                expected = _forward(model.to(device), inputs)
     else:
         with gpu():
-            expected = _forward(model.to(device), inputs, device)
+            expected = _forward(model.to(device), inputs)
+    # The worker gets the inputs through a file and the verdict compares on the host:
+    # both leave the device once, now.
+    inputs, expected = to_device(inputs, "cpu"), _to_host(expected)
     return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note)
+
+
+def _draw_inputs(inst, spec: InputSet, device: str) -> list:
+    """The set's inputs under its seed, drawn on `device` (torch's global RNG: under
+    TRUSTED_LOCK). On CUDA the task's `get_inputs` runs with CUDA as the default device,
+    so a full-size KernelBench problem's GB of random inputs are drawn in milliseconds
+    instead of a minute on one CPU core; a task whose `get_inputs` cannot run so is
+    drawn on the CPU and moved."""
+    if device == "cuda":
+        try:
+            with torch.device("cuda"):
+                inputs = inst.inputs(spec.seed)
+        except Exception as e:  # noqa: BLE001 - the CPU draw below says if it is the task
+            log.debug("%s: drawing inputs on the GPU failed (%s); drawing on the CPU", inst, e)
+            inputs = to_device(inst.inputs(spec.seed), "cuda")
+    else:
+        inputs = inst.inputs(spec.seed)
+    if spec.dtype is not None:
+        inputs = _float_tensors_map(inputs, lambda t: t.to(spec.dtype))
+    return inputs
+
+
+def _to_host(out: Any) -> Any:
+    """Every tensor of an output, detached, on the CPU (other values as they are)."""
+    if isinstance(out, torch.Tensor):
+        return out.detach().cpu()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_to_host(x) for x in out)
+    return out

@@ -214,6 +214,12 @@ class Lane:
                 f"outputs need files of {file_mb} MB; this pool's lanes allow "
                 f"{self.sandbox.max_file_mb} MB (raise POOL_FILE_MB)"
             )
+        if config.memory_mb > self.sandbox.memory_mb:  # the zygote's cgroup binds them too
+            raise WorkerError(
+                f"this task's worker needs {config.memory_mb} MB of host memory; this pool's "
+                f"lanes allow {self.sandbox.memory_mb} MB (verify.memory_mb: raise it with "
+                f"--verify.memory_mb {config.memory_mb} or in the config's verify section)"
+            )
         return PooledSession(self, workdir, config)
 
     def job_finished(self, clean: bool, why: str) -> None:

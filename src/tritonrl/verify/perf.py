@@ -18,6 +18,7 @@ What this module does NOT do: decide correctness (the funnel does) or time on th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import shutil
 import tempfile
@@ -246,6 +247,41 @@ def file_mb_for(sets) -> int:
     return max(256, int(need * 1.25) + 64)
 
 
+# What the worker needs beside its data: the interpreter, torch, triton and, on CUDA,
+# the host side of a CUDA context.
+WORKER_BASE_MB = {False: 1024, True: 3072}
+SECONDS_PER_GB = 2.0  # the timeout's allowance per GB of inputs and outputs moved
+
+
+def sized_config(config: VerifyConfig, sets, device: str) -> VerifyConfig:
+    """`config` with the worker's memory limit and timeout grown to the task's data
+    (never below the configured ones): the worker maps every set's inputs (file-backed,
+    reclaimable), holds one set's inputs and parameters while it moves them to the
+    device, and one set's outputs twice while it writes them (a host copy and the file's
+    dirty pages). Full-size KernelBench problems move several GB per set."""
+    largest_in = max(data_bytes(s.inputs) + data_bytes(s.state_dict) for s in sets)
+    largest_out = max(output_bytes(s.expected) for s in sets)
+    need_mb = WORKER_BASE_MB[device == "cuda"] + int(1.25 * (largest_in + 2 * largest_out)) // (
+        1 << 20
+    )
+    moved_gb = sum(data_bytes(s.inputs) + output_bytes(s.expected) for s in sets) / 1e9
+    timeout = config.timeout_s + round(SECONDS_PER_GB * moved_gb)  # whole seconds
+    if need_mb <= config.memory_mb and timeout == config.timeout_s:
+        return config
+    return dataclasses.replace(config, memory_mb=max(config.memory_mb, need_mb), timeout_s=timeout)
+
+
+def data_bytes(obj) -> int:
+    """Bytes of every tensor in `obj` (nested lists, tuples and dicts)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(data_bytes(x) for x in obj)
+    if isinstance(obj, dict):
+        return sum(data_bytes(x) for x in obj.values())
+    return 0
+
+
 def output_bytes(out) -> int:
     """Bytes an output must at least be written with (its storage, so broadcast views of
     a small buffer count small)."""
@@ -276,7 +312,8 @@ def time_candidate(
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
     try:
         _write_job(workdir, code, [main, check])
-        with (sessions or WorkerSession)(workdir, config, "cuda", file_mb_for([main])) as session:
+        sized = sized_config(config, [main, check], "cuda")
+        with (sessions or WorkerSession)(workdir, sized, "cuda", file_mb_for([main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
                 reply = session.call(cmd)

@@ -76,7 +76,12 @@ def _detach_cpu(obj: Any) -> Any:
 
     if isinstance(obj, torch.Tensor):
         # Exact type is checked before this; a plain copy cannot carry lazy behaviour.
-        return torch.Tensor(obj.detach().cpu().clone()) if type(obj) is torch.Tensor else None
+        # A device tensor's host copy is one already (a second would double the host
+        # memory a full-size output needs).
+        if type(obj) is not torch.Tensor:
+            return None
+        t = obj.detach()
+        return torch.Tensor(t.cpu() if t.device.type != "cpu" else t.clone())
     if isinstance(obj, (list, tuple)):
         return [_detach_cpu(x) for x in obj]
     return obj
@@ -87,7 +92,9 @@ def _take_sets() -> dict[str, dict]:
 
     sets = {}
     for path in sorted(Path("sets").glob("*.pt")):
-        sets[path.stem] = torch.load(path, weights_only=True)
+        # Mapped, not read: a full-size set's GB stay file pages until moved to the
+        # device (the mapping outlives the unlinked name).
+        sets[path.stem] = torch.load(path, weights_only=True, mmap=True)
         path.unlink()
     return sets
 
@@ -195,7 +202,10 @@ class Worker:
             key = "output_aliases_input" if "alias" in problem else "output_type"
             flags[key] = problem
         flags.update(self._common_flags())
-        self.cache[name] = (model, inputs)
+        if cmd.get("keep", True):  # a later set is refilled into it, or it is timed
+            self.cache[name] = (model, inputs)
+        else:  # its device memory is free for the next set's
+            self.sets.pop(name, None)
         Path("out").mkdir(exist_ok=True)
         if "output_type" not in flags:
             torch.save(_detach_cpu(out), Path("out") / f"{name}.pt")

@@ -1,0 +1,65 @@
+"""The worker's limits sized to the task's data (`tritonrl.verify.perf.sized_config`):
+a full-size problem's sets must not be refused for the memory limit or the timeout that
+suit a small one, and a job a pool's lanes cannot hold says which limit and how to raise
+it. Meta tensors stand in for GB of data: only their sizes are read."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tritonrl.config import VerifyConfig
+from tritonrl.verify.inputs import InputSet, PreparedSet
+from tritonrl.verify.lane import Lane
+from tritonrl.verify.perf import WORKER_BASE_MB, file_mb_for, sized_config
+from tritonrl.verify.session import WorkerError
+
+GB = 1 << 30
+
+
+def _set(name: str, in_bytes: int, out_bytes: int, state_bytes: int = 0) -> PreparedSet:
+    meta = lambda n: torch.empty(n // 4, device="meta")  # noqa: E731 - float32 elements
+    state = {"w": meta(state_bytes)} if state_bytes else {}
+    return PreparedSet(InputSet(name, "full", 1), [], [meta(in_bytes)], state, meta(out_bytes))
+
+
+def test_small_sets_keep_the_configured_limits():
+    config = VerifyConfig(memory_mb=8192, timeout_s=120)
+    sets = [_set("tiny", 1 << 10, 1 << 10), _set("seed_a", 1 << 20, 1 << 20)]
+    assert sized_config(config, sets, "cuda") is config
+
+
+def test_full_size_sets_grow_the_memory_limit_and_the_timeout():
+    # KernelBench level 1 19_ReLU at full size: 4096 x 393216 float32, 6.4 GB each way.
+    big = 4096 * 393216 * 4
+    sets = [_set("tiny", 1 << 10, 1 << 10)] + [
+        _set(n, big, big) for n in ("seed_a", "seed_b", "shifted", "odd")
+    ]
+    config = VerifyConfig(memory_mb=8192, timeout_s=120)
+    sized = sized_config(config, sets, "cuda")
+    # one set's inputs moved to the device, its outputs as a host copy and dirty pages
+    need_mb = WORKER_BASE_MB[True] + 3 * big // (1 << 20)
+    assert sized.memory_mb >= need_mb > config.memory_mb
+    assert sized.memory_mb < need_mb * 1.3  # sized to the data, not to everything
+    assert sized.timeout_s > config.timeout_s + 4 * 2 * big / 1e9  # 2 s per GB moved
+    assert file_mb_for(sets) >= big >> 20
+    # everything else is the user's configuration
+    assert sized.policy == config.policy and sized.trials == config.trials
+
+
+def test_the_configured_limits_are_a_floor():
+    sets = [_set("seed_a", 2 * GB, 2 * GB)]
+    roomy = VerifyConfig(memory_mb=64 * 1024, timeout_s=900)
+    sized = sized_config(roomy, sets, "cuda")
+    assert sized.memory_mb == roomy.memory_mb and sized.timeout_s >= 900
+
+
+def test_a_pool_lane_refuses_a_job_it_cannot_hold_and_names_the_setting(tmp_path: Path):
+    config = VerifyConfig(device="cpu", memory_mb=4096)
+    lane = Lane(0, tmp_path / "lane", tmp_path / "cache", config, "cpu")
+    sized = sized_config(config, [_set("a", GB, 4 * GB)], "cpu")
+    with pytest.raises(WorkerError) as err:
+        lane(tmp_path, sized, "cpu", 256)
+    message = str(err.value)
+    assert f"{sized.memory_mb} MB" in message and "4096 MB" in message
+    assert "--verify.memory_mb" in message
