@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 POLICIES = ("strict", "partial")
+SPEEDUP_MEASURES = ("min", "device", "launch")
 
 
 @dataclass
@@ -63,6 +64,13 @@ class VerifyConfig:
     # correctness run beside it (tritonrl.verify.gate). False: more candidates a second,
     # and timings exposed to the other lanes' work.
     exclusive_timing: bool = True
+    # Which speedup the reward and fast_p use. Every timed candidate is timed two ways:
+    # `device`, the GPU time of a call with the host's launch hidden behind a pre-roll
+    # (what a CUDA graph would give), and `launch`, the time of a call with its launch
+    # inside, the GPU idle when it begins (what an eager `model(x)` costs). `min` (the
+    # default) takes the lower of the two, so a kernel whose Python launch path costs
+    # more than it saves on the GPU is not rewarded as faster.
+    speedup_measure: str = "min"  # min | device | launch
     # Noise rule: a speedup whose 95% interval contains 1, or within this of 1, is 1.
     noise_floor: float = 0.02
     # Reference times measured alone, cached per task/shapes/device/versions:
@@ -101,6 +109,11 @@ class VerifyConfig:
             raise ValueError(
                 "verify.warmup must be >= 0; verify.target_rse and "
                 "verify.timing_max_seconds must be positive"
+            )
+        if self.speedup_measure not in SPEEDUP_MEASURES:
+            raise ValueError(
+                f"verify.speedup_measure must be one of {SPEEDUP_MEASURES}, "
+                f"not {self.speedup_measure!r}"
             )
         if not 0 <= self.noise_floor < 1:
             raise ValueError("verify.noise_floor must be in [0, 1)")

@@ -169,6 +169,28 @@ def test_a_launch_slower_than_the_flush_is_not_timed():
     assert not m["notes"], m["notes"]
 
 
+def test_the_launch_inclusive_series_times_what_an_eager_call_costs():
+    # A 4 us kernel whose Python launch path takes the host 200 us, against a reference
+    # of 50 us on the GPU launched in 10 us. On device time (the launch hidden by the
+    # pre-roll) the kernel is 12.5x faster; with its launch inside, a user calling it
+    # eagerly waits 204 us for it against the reference's 60 us.
+    from tritonrl.verify.timing import TimingOptions
+
+    device = _Device(flush_ms=0.09)
+    m = _timer(device).measure(
+        {"new": device.call(0.2, 0.004), "ref": device.call(0.01, 0.05)}, TimingOptions()
+    )
+    assert m["series"]["new"]["stats"]["median"] == pytest.approx(0.004)
+    assert m["series"]["ref"]["stats"]["median"] == pytest.approx(0.05)
+    launch = m["launch"]["series"]
+    assert launch["new"]["stats"]["median"] == pytest.approx(0.204)
+    assert launch["ref"]["stats"]["median"] == pytest.approx(0.06)
+    assert min(len(v["times_ms"]) for v in launch.values()) >= 50
+    # switched off, only the device-time series is measured
+    off = _timer(device).measure({"new": device.call(0.2, 0.004)}, TimingOptions(launch=False))
+    assert "launch" not in off
+
+
 def test_a_spin_faster_than_calibrated_still_reaches_the_cap():
     # The GPU's clock rose after the spin was calibrated: each spin lasts a quarter as
     # long as planned, so a pre-roll of 1.5x the launch never covers it. The spin keeps

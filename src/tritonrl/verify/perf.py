@@ -62,12 +62,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     and then the time alone is used, so the speedup is never inflated."""
     from tritonrl.verify import refcache
     from tritonrl.verify.funnel import _call, _shared, _stage
-    from tritonrl.verify.timing import (
-        TimingOptions,
-        effective_speedup,
-        peak_bandwidth_bytes_per_s,
-        speedup_stats,
-    )
+    from tritonrl.verify.timing import TimingOptions, peak_bandwidth_bytes_per_s
 
     main = next(s for s in sets if s.spec.name == "seed_a")
     options = TimingOptions(
@@ -132,9 +127,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
             f"{new['median'] * 1e3:.2f} us is below the {floor_ms * 1e3:.2f} us it takes to "
             "write the outputs at the device's peak bandwidth",
         )
-    result.runtime_ms, result.ref_runtime_ms = new["median"], used["median"]
-    result.speedup, result.speedup_ci = speedup_stats(used, new)
-    result.reward_speedup = effective_speedup(result.speedup, result.speedup_ci, config.noise_floor)
+    _set_speedups(result, config, {"device": (used, new), "launch": m["launch"]})
     result.notes.extend(str(n) for n in m["reply"].get("notes", [])[:8])
     result.timing = {
         "trials": new["n"], "rse": round(max(new["rse"], m["ref"]["rse"]), 5),
@@ -149,11 +142,42 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         "sync_us": _number(m["reply"].get("sync_us")),
         "lag_us": _number(m["reply"]["series"]["new"].get("lag_us")),
         "ref_lag_us": _number(m["reply"]["series"]["ref"].get("lag_us")),
+        "launch_trials": m["launch"][1]["n"],
+        "launch_rse": round(max(m["launch"][0]["rse"], m["launch"][1]["rse"]), 5),
+        "launch_interrupted": _number(m["reply"].get("launch_interrupted")),
         **({"shared_gpu": True} if result.timing.get("shared_gpu") else {}),
     }  # fmt: skip
     if result.cheated:
         result.correct = "timing_phase" not in result.flags and result.correct
         result.fail("performance", f"timing checks: {', '.join(result.flags)}")
+
+
+def _set_speedups(result: VerifyResult, config: VerifyConfig, measures: dict) -> None:
+    """Each measure's speedup and 95% interval (`measures`: name -> (reference summary,
+    candidate summary)); `speedup` and `runtime_ms` are those of the measure that
+    `config.speedup_measure` picks ("min": the lower speedup), and `reward_speedup` is
+    its noise-ruled value ("min": the lower of both noise-ruled values, so neither
+    measure's noise can raise it)."""
+    from tritonrl.verify.timing import effective_speedup, speedup_stats
+
+    ruled = {}
+    for name, (ref, new) in measures.items():
+        speedup, ci = speedup_stats(ref, new)
+        ruled[name] = effective_speedup(speedup, ci, config.noise_floor)
+        result.speedups[name] = {
+            "speedup": speedup, "ci": list(ci), "median_ms": new["median"],
+            "ref_median_ms": ref["median"], "reward_speedup": ruled[name],
+        }  # fmt: skip
+    pick = config.speedup_measure
+    if pick == "min":
+        pick = min(result.speedups, key=lambda k: result.speedups[k]["speedup"])
+    chosen = result.speedups[pick]
+    result.speedup, result.speedup_ci = chosen["speedup"], tuple(chosen["ci"])
+    result.runtime_ms, result.ref_runtime_ms = chosen["median_ms"], chosen["ref_median_ms"]
+    result.reward_speedup = (
+        min(ruled.values()) if config.speedup_measure == "min" else ruled[config.speedup_measure]
+    )
+    result.timing["measure"] = pick
 
 
 @contextlib.contextmanager
@@ -198,14 +222,24 @@ def _measure(session, result: VerifyResult, cmd: dict) -> dict | None:
     except (KeyError, TypeError, ValueError) as e:
         result.flag("timer_tampering", f"unusable timing reply ({type(e).__name__}: {e})")
         return None
-    if sum(new_t) + sum(ref_t) > wall_ms * 1.02 + 1.0:  # events cannot outrun the clock
+    try:
+        launch = reply["launch"]
+        launch_new = [float(x) for x in launch["new"]["times_ms"]]
+        launch_ref = [float(x) for x in launch["ref"]["times_ms"]]
+        if not launch_new or not launch_ref or min(launch_new + launch_ref) <= 0:
+            raise ValueError("empty or non-positive launch-inclusive times")
+    except (KeyError, TypeError, ValueError) as e:
+        result.flag("timer_tampering", f"unusable launch-inclusive times ({type(e).__name__}: {e})")
+        return None
+    reported = sum(new_t) + sum(ref_t) + sum(launch_new) + sum(launch_ref)
+    if reported > wall_ms * 1.02 + 1.0:  # events cannot outrun the clock
         result.flag(
-            "timer_tampering",
-            f"reported {sum(new_t) + sum(ref_t):.1f} ms of GPU time in {wall_ms:.1f} ms",
+            "timer_tampering", f"reported {reported:.1f} ms of GPU time in {wall_ms:.1f} ms"
         )
     return {
         "new": summarize(new_t), "ref": summarize(ref_t), "reply": reply, "wall_ms": wall_ms,
         "off_stream": bool(series["new"].get("off_stream")),
+        "launch": (summarize(launch_ref), summarize(launch_new)),
     }  # fmt: skip
 
 

@@ -56,6 +56,10 @@ class VerifyResult:
     speedup_ci: tuple[float, float] | None = None
     # The speedup the reward uses: 1.0 inside the measurement noise (timing's noise rule).
     reward_speedup: float | None = None
+    # A timed candidate's two measures, "device" (the launch hidden, as a CUDA graph gives)
+    # and "launch" (the launch inside, as an eager call costs), each {speedup, ci,
+    # median_ms, ref_median_ms}; `speedup` is the one `verify.speedup_measure` picks.
+    speedups: dict[str, dict[str, Any]] = field(default_factory=dict)
     reward: float = 0.0
     stage_times: dict[str, float] = field(default_factory=dict)
     input_sets: list[InputSetOutcome] = field(default_factory=list)

@@ -256,9 +256,12 @@ class Worker:
             k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"], "lag_us": v["lag_us"]}
             for k, v in m["series"].items()
         }
+        launch = m.get("launch") or {"series": {}, "interrupted": 0}
         return {
             "ok": True,
             "series": series,
+            "launch": {k: {"times_ms": v["times_ms"]} for k, v in launch["series"].items()},
+            "launch_interrupted": launch["interrupted"],
             "notes": m["notes"],
             "graphed": sorted(m["graphed"]),
             "preroll_us": m["preroll_us"],
