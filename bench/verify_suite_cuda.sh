@@ -4,10 +4,12 @@
 #   bash bench/verify_suite_cuda.sh STAGE ...
 #
 # STAGE: check, tests, timing, pool, noise, noise-graphs, contention, throughput,
-#        startup, scaling, lanes, jobcpu, contexts, churn, hostile, sft (in the order given).
+#        startup, scaling, lanes, jobcpu, contexts, churn, hostile, sft, launch, batch,
+#        kbfull (in the order given).
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
-# NOISE_ARGS adds arguments to bench/timing_noise.py); results go to $OUT (default
+# NOISE_ARGS adds arguments to bench/timing_noise.py; KB_DIR names a KernelBench checkout
+# for kbfull and launch, KB_ARGS adds arguments to kbfull); results go to $OUT (default
 # ./out). Packages the GPU image lacks are installed from wheels in .whl/ when that folder exists (see
 # docs/benchmarks.md for the list).
 OUT=${OUT:-out}
@@ -93,6 +95,15 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     sft)
       python3 bench/sft_tiny.py --out "$OUT" --device cuda --generated 1000 --batch 8 \
         2>&1 | tail -12 || rc=1 ;;
+    launch)  # device vs launch-inclusive speedups, beside KernelBench's evaluator
+      python3 bench/launch_overhead.py ${KB_DIR:+--kernelbench-timing "$KB_DIR/timing.py"} \
+        --json "$OUT/launch_overhead.json" 2>&1 | tee "$OUT/launch_overhead.md" | tail -20 || rc=1 ;;
+    batch)  # a 60-case mixed batch, twice, cold reference cache, against single verifies
+      python3 bench/batch_consistency.py --json "$OUT/batch_consistency.json" 2>&1 \
+        | tee "$OUT/batch_consistency.txt" | tail -12 || rc=1 ;;
+    kbfull)  # every KernelBench level-1/2 problem at full size, the reference as candidate
+      python3 bench/kernelbench_fullsize.py "$KB_DIR" $KB_ARGS --out "$OUT/kernelbench_fullsize.jsonl" \
+        2>&1 | tee "$OUT/kernelbench_fullsize.txt" | tail -40 || rc=1 ;;
     *) echo "unknown stage $stage"; rc=2 ;;
   esac
 done

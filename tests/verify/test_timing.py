@@ -624,3 +624,26 @@ def test_on_the_gpu_a_host_off_the_cpu_is_not_what_is_timed():
     assert m["interrupted"] >= 10 and not new["off_stream"], (m["interrupted"], m["notes"])
     assert abs(new["stats"]["median"] / ref["stats"]["median"] - 1) < 0.05, m["notes"]
     assert not m["notes"], m["notes"]
+
+
+@gpu
+def test_a_launch_heavy_kernel_is_not_rewarded_as_a_speedup():
+    # Fused and correct, launched as 16 pieces from Python: faster than PyTorch's five
+    # kernels on the GPU alone, slower for a user who calls it eagerly. The reward uses
+    # the lower of the two speedups (verify.speedup_measure "min"), so it gets no credit
+    # for a speed a user would not see; with device time alone it did.
+    from pathlib import Path
+
+    from tritonrl.tasks import load_source
+
+    fixtures = Path(__file__).parent / "fixtures"
+    task = load_source(str(fixtures / "1_Chain5_Elementwise.py")).tasks[0]
+    code = (fixtures / "launch_heavy_chain5.py").read_text()
+    r = verify(task, code, VerifyConfig(ref_time_cache="off"))  # every check on
+    assert r.correct and not r.cheated, (r.error, r.flags)
+    device, launch = r.speedups["device"], r.speedups["launch"]
+    assert device["speedup"] > 1.0, device  # the device-time reading would reward it
+    assert launch["speedup"] < 1.0 and launch["speedup"] < device["speedup"], launch
+    assert r.timing["measure"] == "launch" and r.reward_speedup <= 1.0
+    device_only = dataclasses.replace(r, reward_speedup=device["reward_speedup"])
+    assert compute_reward(r, "staged") <= 0.85 < compute_reward(device_only, "staged")

@@ -1,0 +1,127 @@
+"""Does the verifier take every KernelBench problem at full size? Each level-1 and level-2
+problem of a KernelBench checkout goes through `tritonrl.verify.verify` on CUDA with the
+reference itself as the candidate (`class ModelNew(Model)`), so any refusal is the verifier's.
+
+    python bench/kernelbench_fullsize.py PATH/TO/KernelBench [--levels 1,2] [--limit N]
+        [--largest-first] [--budget-s 540] [--skip DONE.jsonl ...] [--out RESULTS.jsonl]
+
+Torch is allowed for this check only: static checks are off and the run-time flags a
+torch-only candidate earns (`torch_fallback`, `no_launch`) are expected, so the funnel
+runs every input set and the timing phase whatever they say. Per problem it writes a
+JSON line: verdict (`ok`: every input set matched; `limit`: a resource limit killed the
+worker; `wrong`; `error`), the seconds, the data footprint, the limit and error if any,
+and both speedups. The summary (verdicts, total seconds, slowest problems) is printed
+last as Markdown. `--budget-s` stops starting problems after that many seconds and
+`--skip` leaves out problems a previous run's JSONL already holds, so a run can be
+split across calls. Measures; asserts nothing. CUDA only. KernelBench's problems are
+not part of this repository: point it at your own checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks.loaders import load_directory
+from tritonrl.tasks.shapes import instantiate
+from tritonrl.verify import verify
+
+CANDIDATE_TAIL = "\n\nclass ModelNew(Model):\n    pass\n"  # the reference, as the candidate
+EXPECTED_FLAGS = {"torch_fallback", "no_launch"}  # what a torch-only candidate earns
+
+
+def _footprint_gb(task) -> float:
+    try:
+        return 4 * (instantiate(task, "full").footprint() or 0) / 1e9
+    except Exception:  # noqa: BLE001 - a task the planner cannot size still runs
+        return 0.0
+
+
+def _verdict(result) -> str:
+    if getattr(result, "limit", None) or result.timed_out:
+        return "limit"
+    if result.input_sets and all(s.ok for s in result.input_sets):
+        return "ok"
+    return "wrong" if result.input_sets else "error"
+
+
+def _row(task, result, seconds: float, gb: float) -> dict:
+    return {
+        "task": task.id, "level": task.level, "verdict": _verdict(result),
+        "seconds": round(seconds, 2), "footprint_gb": round(gb, 2),
+        "limit": getattr(result, "limit", None), "error": result.error,
+        "flags": sorted(set(result.flags) - EXPECTED_FLAGS),
+        "sets": {s.name: s.ok for s in result.input_sets},
+        "speedups": {k: round(v["speedup"], 3) for k, v in result.speedups.items()},
+        "stage_times": {k: round(v, 2) for k, v in result.stage_times.items()},
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", help="a KernelBench checkout (its KernelBench/ folder or above)")
+    ap.add_argument("--levels", default="1,2")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many problems")
+    ap.add_argument("--largest-first", action="store_true")
+    ap.add_argument("--budget-s", type=float, default=0, help="start no problem after this")
+    ap.add_argument("--skip", nargs="*", default=[], help="JSONL files of problems done")
+    ap.add_argument("--out", default="kernelbench_fullsize.jsonl")
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only to try the script")
+    args = ap.parse_args(argv)
+
+    root = Path(args.root)
+    root = root / "KernelBench" if (root / "KernelBench").is_dir() else root
+    levels = {int(x) for x in args.levels.split(",")}
+    done = {
+        json.loads(line)["task"]
+        for f in args.skip
+        for line in Path(f).read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    }
+    tasks = [t for t in load_directory(root).tasks if t.level in levels and t.id not in done]
+    sized = [(t, _footprint_gb(t)) for t in tasks]
+    if args.largest_first:
+        sized.sort(key=lambda x: -x[1])
+    if args.limit:
+        sized = sized[: args.limit]
+    config = VerifyConfig(
+        device=args.device, static_checks=False, funnel=False, skip_timing_on_failure=False,
+        ref_time_cache="off",
+    )  # fmt: skip
+    rows, started = [], time.perf_counter()
+    with open(args.out, "a", encoding="utf-8") as out:
+        for task, gb in sized:
+            if args.budget_s and time.perf_counter() - started > args.budget_s:
+                break
+            t0 = time.perf_counter()
+            result = verify(task, task.source + CANDIDATE_TAIL, config)
+            row = _row(task, result, time.perf_counter() - t0, gb)
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(f"{row['verdict']:5} {row['seconds']:7.1f} s {gb:6.2f} GB {task.id}"
+                  f" {row['error'] or ''}"[:200], flush=True)  # fmt: skip
+    _summary(rows, len(sized))
+    return 0
+
+
+def _summary(rows: list[dict], planned: int) -> None:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    total = sum(r["seconds"] for r in rows)
+    print(f"\n{len(rows)} of {planned} problems in {total:.0f} s: {counts}")
+    print("\n| slowest problems | GB | seconds | verdict |\n|---|---|---|---|")
+    for r in sorted(rows, key=lambda r: -r["seconds"])[:10]:
+        print(f"| {r['task']} | {r['footprint_gb']} | {r['seconds']} | {r['verdict']} |")
+    for r in rows:
+        if r["verdict"] != "ok":
+            print(f"NOT OK {r['task']}: {r['verdict']} {r['limit']} {r['error']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
