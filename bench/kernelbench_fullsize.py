@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--largest-first", action="store_true")
     ap.add_argument("--budget-s", type=float, default=0, help="start no problem after this")
     ap.add_argument("--skip", nargs="*", default=[], help="JSONL files of problems done")
+    ap.add_argument("--match", nargs="*", default=[], help="only ids containing one of these")
     ap.add_argument("--out", default="kernelbench_fullsize.jsonl")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to try the script")
     args = ap.parse_args(argv)
@@ -82,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         for line in Path(f).read_text(encoding="utf-8").splitlines()
         if line.strip()
     }
-    tasks = [t for t in load_directory(root).tasks if t.level in levels and t.id not in done]
+    tasks = [
+        t for t in load_directory(root).tasks
+        if t.level in levels and t.id not in done
+        and (not args.match or any(m in t.id for m in args.match))
+    ]  # fmt: skip
     sized = [(t, _footprint_gb(t)) for t in tasks]
     if args.largest_first:
         sized.sort(key=lambda x: -x[1])
