@@ -126,7 +126,7 @@ class _TimingWorker:
         self.ops: list[tuple[str, int, bool]] = []
 
     def call(self, cmd: dict) -> dict:
-        import torch
+        from tritonrl.verify import tensorfile
 
         gate = self.gpu_gate
         self.ops.append((cmd["op"], gate._shared, gate._held))
@@ -140,8 +140,8 @@ class _TimingWorker:
             # after the first check call the timed buffers hold the check set
             refilled = any(op == "time_check" for op, *_ in self.ops[:-1])
             timed = self.check if refilled else self.prepared
-            torch.save(timed.expected, self.workdir / "out" / "timed.pt")
-            torch.save(self.check.expected, self.workdir / "out" / "timing_check.pt")
+            tensorfile.save(timed.expected, self.workdir / "out" / "timed.pt")
+            tensorfile.save(self.check.expected, self.workdir / "out" / "timing_check.pt")
         return {"ok": True}
 
     def findings(self) -> dict:

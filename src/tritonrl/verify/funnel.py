@@ -32,13 +32,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
 from tritonrl.reward import compute_reward
 from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
+from tritonrl.verify import tensorfile
 from tritonrl.verify.findings import read_findings
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,
@@ -228,7 +227,9 @@ def _write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
             "seed": s.spec.param_seed,
             "dtype": str(s.spec.dtype).removeprefix("torch.") if s.spec.dtype else None,
         }
-        torch.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
+        tensorfile.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
+        if s.spec.name != "seed_a":  # only the timed set's inputs are needed again
+            s.inputs = None
 
 
 def _call(session: WorkerSession, result: VerifyResult, cmd: dict) -> dict:
@@ -319,13 +320,13 @@ def _check_set(
         return False, "no outputs were produced"
     try:
         # weights_only: the file was written by untrusted code; no pickled objects.
-        # Read, not mapped: the worker could truncate a mapped file under this process.
-        got = torch.load(out_path, weights_only=True)
+        got = tensorfile.load(out_path)  # read, not mapped: the worker could truncate it
     except Exception as e:
         return False, f"unreadable outputs: {type(e).__name__}"
     reason = compare_outputs(s.expected, got)
     del got
-    out_path.unlink()  # a full-size set's outputs are GB of the work dir's disk
+    for path in [out_path, *tensorfile.parts(out_path)]:  # a full-size set's are GB
+        path.unlink(missing_ok=True)
     if reason and s.spec.refill_of:
         reason += f" (inputs refilled in place after {s.spec.refill_of}: stale cached result?)"
         result.flag("output_caching", reason)

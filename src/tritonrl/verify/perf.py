@@ -30,13 +30,14 @@ import torch
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
+from tritonrl.verify import tensorfile
 from tritonrl.verify.result import VerifyResult
 
 
 def _load_output(session, name: str):
     path = session.workdir / "out" / f"{name}.pt"
     try:  # weights_only: written by untrusted code; no pickled objects
-        return torch.load(path, weights_only=True)
+        return tensorfile.load(path)
     except Exception as e:
         return e
 

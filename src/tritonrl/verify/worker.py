@@ -88,14 +88,15 @@ def _detach_cpu(obj: Any) -> Any:
 
 
 def _take_sets() -> dict[str, dict]:
-    import torch
+    from tritonrl.verify import tensorfile
 
     sets = {}
     for path in sorted(Path("sets").glob("*.pt")):
         # Mapped, not read: a full-size set's GB stay file pages until moved to the
         # device (the mapping outlives the unlinked name).
-        sets[path.stem] = torch.load(path, weights_only=True, mmap=True)
-        path.unlink()
+        sets[path.stem] = tensorfile.load(path, mmap=True)
+        for name in [path, *tensorfile.parts(path)]:
+            name.unlink()
     return sets
 
 
@@ -164,7 +165,7 @@ class Worker:
         import torch
 
         from tritonrl.tasks.check import to_device
-        from tritonrl.verify import guards
+        from tritonrl.verify import guards, tensorfile
 
         name = cmd["set"]
         data = self.sets[name]
@@ -208,7 +209,7 @@ class Worker:
             self.sets.pop(name, None)
         Path("out").mkdir(exist_ok=True)
         if "output_type" not in flags:
-            torch.save(_detach_cpu(out), Path("out") / f"{name}.pt")
+            tensorfile.save(_detach_cpu(out), Path("out") / f"{name}.pt")
         return {"ok": True, "launches": self.launches.count, "flags": flags}
 
     def time_prep(self, cmd: dict) -> dict:
@@ -278,7 +279,7 @@ class Worker:
         import torch
 
         from tritonrl.tasks.check import to_device
-        from tritonrl.verify import guards
+        from tritonrl.verify import guards, tensorfile
 
         m, timed = self.measured, self.timed
         if m is None or timed is None:
@@ -286,7 +287,7 @@ class Worker:
         flags: dict[str, str] = {}
         try:
             Path("out").mkdir(exist_ok=True)
-            torch.save(_detach_cpu(m["last"]["new"]), Path("out") / "timed.pt")
+            tensorfile.save(_detach_cpu(m["last"]["new"]), Path("out") / "timed.pt")
             check = self.sets.get(cmd.get("check") or "")
             if check is not None:
                 model, inputs = self.cache[timed["set"]]
@@ -299,11 +300,11 @@ class Worker:
                 if self.launches.count == 0:
                     flags["no_launch"] = "the call after timing launched no Triton kernel"
                 flags.update(self._fallback_flags(audit))
-                torch.save(_detach_cpu(out), Path("out") / "timing_check.pt")
+                tensorfile.save(_detach_cpu(out), Path("out") / "timing_check.pt")
                 if "new" in m["graphed"]:  # what was timed is the graph: replay it too
                     out = m["graphed"]["new"]()
                     torch.cuda.synchronize()
-                    torch.save(_detach_cpu(out), Path("out") / "graph_check.pt")
+                    tensorfile.save(_detach_cpu(out), Path("out") / "graph_check.pt")
         except BaseException as e:  # noqa: BLE001 - a failure while checking is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         flags.update(self._common_flags())
