@@ -646,6 +646,7 @@ def test_a_slow_launch_path_is_not_rewarded_as_a_speedup():
     task, code = _chain5("slow_launch_chain5.py")
     r = verify(task, code, VerifyConfig(ref_time_cache="off"))  # every check on
     assert r.correct and not r.cheated, (r.error, r.flags)
+    assert set(r.speedups) == {"device", "launch"}, r.notes
     device, launch = r.speedups["device"], r.speedups["launch"]
     assert device["speedup"] > 1.0, device  # the device-time reading would reward it
     assert launch["speedup"] < 1.0 and launch["speedup"] < device["speedup"], launch
@@ -662,5 +663,6 @@ def test_many_tiny_launches_are_not_rewarded_as_a_speedup():
     task, code = _chain5("launch_heavy_chain5.py")
     r = verify(task, code, VerifyConfig(ref_time_cache="off"))
     assert r.correct and not r.cheated, (r.error, r.flags)
+    assert set(r.speedups) == {"device", "launch"}, r.notes
     assert r.speedups["device"]["speedup"] < 1.0 and r.speedups["launch"]["speedup"] < 1.0
     assert r.reward_speedup < 1.0 and compute_reward(r, "staged") < 0.85

@@ -80,7 +80,7 @@ def compare_outputs(ref: Any, new: Any) -> str | None:
             if r != n:
                 return f"output {i}: expected {r!r}, got {n!r}"
             continue
-        if type(n) is not torch.Tensor:
+        if type(n) is not torch.Tensor and not getattr(n, "is_raw_file_tensor", False):
             return f"output {i}: expected a torch.Tensor, got {type(n).__name__}"
         if n.shape != r.shape:
             return f"output {i}: shape {tuple(n.shape)}, expected {tuple(r.shape)}"
@@ -96,15 +96,24 @@ def compare_outputs(ref: Any, new: Any) -> str | None:
 COMPARE_CHUNK = 1 << 24  # elements compared at a time: bounded memory for GB outputs
 
 
-def _compare_tensor(r: torch.Tensor, n: torch.Tensor, atol: float, rtol: float) -> str | None:
+def _compare_tensor(r: torch.Tensor, n: Any, atol: float, rtol: float) -> str | None:
     """Element-wise |n - r| <= atol + rtol |r| in float64, a chunk at a time (on the GPU
-    when there is one and the tensor is large, where a host pass over GBs takes seconds)."""
+    when there is one and the tensor is large, where a host pass over GBs takes seconds).
+    `n` is a tensor, or a worker's output still in its file (`verify.tensorfile`), read
+    a chunk at a time into one buffer."""
     device = "cuda" if r.numel() > COMPARE_CHUNK // 4 and torch.cuda.is_available() else "cpu"
-    rf, nf = r.detach().reshape(-1), n.detach().reshape(-1)
+    rf = r.detach().reshape(-1)
+    if getattr(n, "is_raw_file_tensor", False):
+        buffer = torch.empty(min(COMPARE_CHUNK, rf.numel()), dtype=n.dtype)
+        chunk = lambda start, k: n.read(start, buffer[:k])  # noqa: E731
+    else:
+        nf = n.detach().reshape(-1)
+        chunk = lambda start, k: nf[start : start + k]  # noqa: E731
     bad_total, worst = 0, 0.0
     for start in range(0, rf.numel(), COMPARE_CHUNK):
-        r64 = rf[start : start + COMPARE_CHUNK].to(device).double()
-        n64 = nf[start : start + COMPARE_CHUNK].to(device).double()
+        k = min(COMPARE_CHUNK, rf.numel() - start)
+        r64 = rf[start : start + k].to(device).double()
+        n64 = chunk(start, k).to(device).double()
         r_nan, n_nan = torch.isnan(r64), torch.isnan(n64)
         if n_nan.any() and not torch.equal(n_nan, r_nan):
             return "NaN where the reference has none"

@@ -319,12 +319,12 @@ def _check_set(
     if not out_path.is_file():
         return False, "no outputs were produced"
     try:
-        # weights_only: the file was written by untrusted code; no pickled objects.
-        got = tensorfile.load(out_path)  # read, not mapped: the worker could truncate it
+        # Written by untrusted code: a weights-only header, the raw parts read a chunk at
+        # a time as they are compared, never mapped (the worker could truncate them).
+        got = tensorfile.load(out_path, lazy=True)
+        reason = compare_outputs(s.expected, got)
     except Exception as e:
         return False, f"unreadable outputs: {type(e).__name__}"
-    reason = compare_outputs(s.expected, got)
-    del got
     for path in [out_path, *tensorfile.parts(out_path)]:  # a full-size set's are GB
         path.unlink(missing_ok=True)
     if reason and s.spec.refill_of:

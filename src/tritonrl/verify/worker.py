@@ -71,19 +71,19 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:300]}{where}"
 
 
-def _detach_cpu(obj: Any) -> Any:
+def _plain(obj: Any) -> Any:
+    """An output as it is written for the trusted side: exact tensors detached (a host
+    copy of a device tensor is not made here: `tensorfile` streams it to the file), a
+    host tensor copied (a plain copy cannot carry lazy behaviour); anything else None."""
     import torch
 
     if isinstance(obj, torch.Tensor):
-        # Exact type is checked before this; a plain copy cannot carry lazy behaviour.
-        # A device tensor's host copy is one already (a second would double the host
-        # memory a full-size output needs).
-        if type(obj) is not torch.Tensor:
+        if type(obj) is not torch.Tensor:  # exact type is checked before this
             return None
         t = obj.detach()
-        return torch.Tensor(t.cpu() if t.device.type != "cpu" else t.clone())
+        return t if t.device.type != "cpu" else torch.Tensor(t.clone())
     if isinstance(obj, (list, tuple)):
-        return [_detach_cpu(x) for x in obj]
+        return [_plain(x) for x in obj]
     return obj
 
 
@@ -209,7 +209,7 @@ class Worker:
             self.sets.pop(name, None)
         Path("out").mkdir(exist_ok=True)
         if "output_type" not in flags:
-            tensorfile.save(_detach_cpu(out), Path("out") / f"{name}.pt")
+            tensorfile.save(_plain(out), Path("out") / f"{name}.pt")
         return {"ok": True, "launches": self.launches.count, "flags": flags}
 
     def time_prep(self, cmd: dict) -> dict:
@@ -287,7 +287,7 @@ class Worker:
         flags: dict[str, str] = {}
         try:
             Path("out").mkdir(exist_ok=True)
-            tensorfile.save(_detach_cpu(m["last"]["new"]), Path("out") / "timed.pt")
+            tensorfile.save(_plain(m["last"]["new"]), Path("out") / "timed.pt")
             check = self.sets.get(cmd.get("check") or "")
             if check is not None:
                 model, inputs = self.cache[timed["set"]]
@@ -300,11 +300,11 @@ class Worker:
                 if self.launches.count == 0:
                     flags["no_launch"] = "the call after timing launched no Triton kernel"
                 flags.update(self._fallback_flags(audit))
-                tensorfile.save(_detach_cpu(out), Path("out") / "timing_check.pt")
+                tensorfile.save(_plain(out), Path("out") / "timing_check.pt")
                 if "new" in m["graphed"]:  # what was timed is the graph: replay it too
                     out = m["graphed"]["new"]()
                     torch.cuda.synchronize()
-                    tensorfile.save(_detach_cpu(out), Path("out") / "graph_check.pt")
+                    tensorfile.save(_plain(out), Path("out") / "graph_check.pt")
         except BaseException as e:  # noqa: BLE001 - a failure while checking is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         flags.update(self._common_flags())
