@@ -1,9 +1,11 @@
 """Reward schemes over verifier results."""
 
+import json
+
 import pytest
 
-from tritonrl.reward import compute_reward
-from tritonrl.verify.result import VerifyResult
+from tritonrl.reward import SCHEMES, compute_reward
+from tritonrl.verify.result import LIMITS, VerifyResult
 
 
 def _r(**kw) -> VerifyResult:
@@ -37,3 +39,36 @@ def test_tritonrl_and_kevin_schemes():
     assert compute_reward(wrong, "tritonrl") == 0.0 and compute_reward(wrong, "kevin") == 0.0
     with pytest.raises(ValueError, match="unknown reward scheme"):
         compute_reward(ok, "best")
+
+
+# What each stage of the funnel had reached when a limit ended the run: the load, an
+# input set after the tiny one, the timing phase of a correct kernel.
+REACHED = {
+    "load": {},
+    "input set": {"compiled": True, "tiny_correct": True},
+    "timing": {"compiled": True, "tiny_correct": True, "correct": True, "speedup": 3.0},
+}
+
+
+@pytest.mark.parametrize("stage", REACHED)
+@pytest.mark.parametrize("limit", LIMITS)
+def test_a_run_ended_by_a_limit_scores_zero_in_every_scheme(limit, stage):
+    """A hang or a memory bomb costs the verifier its whole limit: it must never earn
+    the partial credit of an honest wrong answer (0.3 / 0.5 in staged), whatever stage
+    the limit ended it in; the same result without the limit keeps its reward."""
+    honest = _r(**REACHED[stage])
+    killed = _r(limit=limit, timed_out=limit == "timeout", **REACHED[stage])
+    assert compute_reward(honest) == {"load": 0.0, "input set": 0.5, "timing": 1.0}[stage]
+    for scheme in SCHEMES:
+        assert compute_reward(killed, scheme) == 0.0, scheme
+    assert json.loads(killed.to_json())["limit"] == limit
+
+
+def test_timed_out_alone_scores_zero_for_callers_that_set_only_it():
+    wrong = _r(compiled=True, tiny_correct=True)
+    assert compute_reward(wrong) == 0.5 and compute_reward(_r(compiled=True)) == 0.3
+    for r in (
+        _r(compiled=True, timed_out=True),
+        _r(compiled=True, tiny_correct=True, timed_out=True),
+    ):
+        assert [compute_reward(r, s) for s in SCHEMES] == [0.0, 0.0, 0.0]

@@ -6,9 +6,13 @@
 * `tritonrl`: correct + alpha * clip(speedup, 0, 2), alpha = 0.1 (the TritonRL paper).
 * `kevin`: 0.3 * correct + speedup * correct (Kevin-32B's report).
 
-A cheating flag makes every scheme 0. The speedup used is `reward_speedup` when the
-result has one (the noise rule: 1.0 while the 95% interval contains 1), else `speedup`.
-The trainer adapters live in `tritonrl.verify.adapters`; this module only scores.
+A cheating flag makes every scheme 0, and so does a run ended by a sandbox limit
+(`VerifyResult.limit`: the wall-clock timeout, host memory, file size, CPU time, the
+process count; or `timed_out`), whatever stage it reached: a hang or a memory bomb costs
+the verifier its whole limit, and must never earn the credit of an honest wrong answer
+(0.3 or 0.5 in `staged`). The speedup used is `reward_speedup` when the result has one
+(the noise rule: 1.0 while the 95% interval contains 1), else `speedup`. The trainer
+adapters live in `tritonrl.verify.adapters`; this module only scores.
 """
 
 from __future__ import annotations
@@ -18,12 +22,17 @@ from tritonrl.verify.result import VerifyResult
 SCHEMES = ("staged", "tritonrl", "kevin")
 
 
+def _refused(r: VerifyResult) -> bool:
+    """Cheated, or ended by a sandbox limit: 0 in every scheme."""
+    return r.cheated or r.limit is not None or r.timed_out
+
+
 def _speedup(r: VerifyResult) -> float | None:
     return r.reward_speedup if r.reward_speedup is not None else r.speedup
 
 
 def staged_reward(r: VerifyResult) -> float:
-    if r.cheated or not r.compiled:
+    if _refused(r) or not r.compiled:
         return 0.0
     if not r.tiny_correct:
         return 0.3
@@ -35,13 +44,13 @@ def staged_reward(r: VerifyResult) -> float:
 
 
 def tritonrl_reward(r: VerifyResult, alpha: float = 0.1) -> float:
-    if r.cheated or not r.correct:
+    if _refused(r) or not r.correct:
         return 0.0
     return 1.0 + alpha * min(max(_speedup(r) or 0.0, 0.0), 2.0)
 
 
 def kevin_reward(r: VerifyResult) -> float:
-    if r.cheated or not r.correct:
+    if _refused(r) or not r.correct:
         return 0.0
     return 0.3 + (_speedup(r) or 0.0)
 

@@ -126,6 +126,7 @@ def test_a_hanging_candidate_gets_a_verdict_within_the_limit():
     r = verify(RELU, hang, VerifyConfig(timeout_s=15))
     assert time.monotonic() - start < 15 + 20  # + the trusted side's own preparation
     assert r.timed_out and not r.correct and "timed out" in r.error
+    assert r.limit == "timeout" and "verify.timeout_s = 15 s" in r.error and r.reward == 0.0
     assert verify(RELU, RELU.solution).correct  # the caller is healthy
 
 

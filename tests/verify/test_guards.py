@@ -639,3 +639,46 @@ def test_gpu_launches_and_audit(tmp_path, monkeypatch) -> None:
     assert "torch_fallback: aten::mm" in report.problems and report.launches == 1
     report = run_guarded(mod.grid_cheat, [x])
     assert "torch_fallback: aten::relu" in report.problems and report.launches == 1
+
+
+_WRITE_ROOTS_PROBE = """
+import json, os, sys, torch
+from tritonrl.verify.guards import audit_findings, install_hooks
+install_hooks()
+with open(".triton/cache/entry.tmp", "w") as f:  # Triton's cache: a temp file, renamed
+    f.write("x")
+os.replace(".triton/cache/entry.tmp", ".triton/cache/entry")
+os.makedirs("out/sub", exist_ok=True)
+torch.save(torch.ones(2), "out/sub/t.pt")
+os.symlink("out/sub/t.pt", "inside_link")
+print(json.dumps(audit_findings()))
+sys.stdout.flush()
+try:  # past the link, beneath the cache's real directory but outside it
+    open(".triton/cache/../escaped", "w").close()
+except OSError:
+    pass
+print(json.dumps(audit_findings()))
+"""
+
+
+def test_the_work_dir_and_a_linked_triton_cache_take_writes_unflagged(tmp_path) -> None:
+    """As in a pool job: `.triton/cache` is a link to a directory outside the work dir
+    (the per-source cache). Triton's writes there, and the worker's in the work dir, are
+    no escapes; a path that leaves the cache's real directory through the link is."""
+    import json
+    import subprocess
+    import sys
+
+    work, cache = tmp_path / "job", tmp_path / "cache" / "abc"
+    (work / ".triton").mkdir(parents=True)
+    cache.mkdir(parents=True)
+    (work / ".triton" / "cache").symlink_to(cache, target_is_directory=True)
+    env = {**os.environ, "TRITON_CACHE_DIR": str(work / ".triton" / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", _WRITE_ROOTS_PROBE], cwd=work, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    clean, after = (json.loads(line) for line in run.stdout.splitlines()[-2:])
+    assert clean == [], clean
+    assert after == [f"sandbox_violation: write outside the work dir: {cache.parent}/escaped"]

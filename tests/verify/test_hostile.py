@@ -4,7 +4,9 @@ honest ones (tests/verify/honest/), end to end through `verify()` and the sandbo
 Every hostile file names its HACKS.md category in its docstring and carries one line
 
     Expect: task=<task> static=<flag|none> runtime=<outcome> [escape=<kind>]
-            [timeout=<s>] [memory_mb=<MiB>]
+            [timeout=<s>] [memory_mb=<MiB>] [limit=<limit>]
+
+(a line too long for the file goes on below it, indented, only `key=value` words).
 
 `task` is a builtin id or a file under hostile/tasks/; `static` the flag the AST layer
 must raise (`none`: the file is meant to get past it); `runtime` what the run-time
@@ -12,7 +14,10 @@ layer alone (`VerifyConfig(static_checks=False)`) must find: a flag name, `incor
 or `incorrect:<set>` (refused by a failing input set, the first failure being <set>),
 `compile` (the import fails) or `timeout`. Both modes must give reward 0. `escape`
 names an attempt to leave the sandbox that the test proves, from outside, did not
-happen (`write`, `socket`, `process`, `pip`, `forkbomb`).
+happen (`write`, `socket`, `process`, `pip`, `forkbomb`; `file`: nothing named
+/var/tmp/tritonrl_escape_* appears, and the victim file the test plants there is left
+as it was). `limit` names the sandbox limit that must end the run wherever it gets past
+the static layer (`VerifyResult.limit`: timeout, memory, ...).
 
 Honest files (`.py` kernels, `.md` whole completions) carry `Expect: task=<task>` and
 must be correct with no flags and the full CPU reward.
@@ -22,12 +27,13 @@ verifications on two threads up front (the verifier is thread-safe; most of the 
 spent in sandboxed subprocesses) and the tests wait for their own results. The socket
 server and the escape paths are set up before any candidate runs.
 
-Rewards. A kernel refused by a cheating flag gets 0 in every scheme. One refused only
-because its outputs are wrong (stale memory, weak-input and shape tricks, call
-counting, precision), or because it hung, gets 0 in the correctness-gated schemes
-(tritonrl, kevin) and, in the default staged scheme, the same partial credit as any
-compiled-but-wrong kernel (0.3, or 0.5 when the tiny set passed): never the 0.7 of a
-correct one.
+Rewards. A kernel refused by a cheating flag, or ended by a sandbox limit (a hang, a
+memory bomb), gets 0 in every scheme. One refused only because its outputs are wrong
+(stale memory, weak-input and shape tricks, call counting, precision) gets 0 in the
+correctness-gated schemes (tritonrl, kevin) and, in the default staged scheme, the same
+partial credit as any compiled-but-wrong kernel (0.3, or 0.5 when the tiny set passed):
+never the 0.7 of a correct one. An honest wrong kernel keeps that credit, and a kernel
+ended by a limit never gets more than it.
 
 Known gaps are files whose Expect line says `gap=<mode>`; that mode is a strict xfail.
 """
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import os
 import pwd
 import re
@@ -52,11 +59,11 @@ import pytest
 
 import tritonrl
 from tritonrl.config import VerifyConfig
-from tritonrl.reward import compute_reward, staged_reward
+from tritonrl.reward import SCHEMES, compute_reward, staged_reward
 from tritonrl.tasks.loaders import load_source
 from tritonrl.tasks.task import Task
 from tritonrl.verify import VerifyResult, verify
-from tritonrl.verify.result import CHEAT_FLAGS
+from tritonrl.verify.result import CHEAT_FLAGS, LIMITS
 from tritonrl.verify.static import FLAGS as STATIC_FLAGS
 from tritonrl.verify.static import static_check
 
@@ -72,7 +79,7 @@ PORT = 47613  # the socket escape kernel's target (hostile/c23_socket_connect.py
 PARALLEL = int(os.environ.get("TRITONRL_TEST_PARALLEL", "2"))  # verifications at once
 
 RUNTIME_WORDS = ("compile", "timeout", "incorrect", "correct")
-ESCAPES = ("write", "socket", "process", "pip", "forkbomb")
+ESCAPES = ("write", "socket", "process", "pip", "forkbomb", "file")
 
 
 # ----- expectations ------------------------------------------------------------------
@@ -87,18 +94,26 @@ class Expect:
     timeout: float | None = None
     memory_mb: int | None = None
     gap: str | None = None  # a mode in which the verifier is KNOWN to miss this one
+    limit: str | None = None  # the sandbox limit that must end the run
 
 
+@functools.cache  # parsed once: ast.parse beside the verifying threads' can fail on 3.11
 def parse_expect(path: Path) -> Expect:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".py":
         doc = ast.get_docstring(ast.parse(text)) or ""
         assert "HACKS.md" in doc or "honest" in str(path), f"{path.name}: no HACKS.md category"
         text = doc
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Expect:")]
-    assert len(lines) == 1, f"{path.name}: need exactly one Expect: line"
-    fields = dict(kv.split("=", 1) for kv in lines[0].removeprefix("Expect:").split())
-    known = {"task", "static", "runtime", "escape", "timeout", "memory_mb", "gap"}
+    lines = [ln.strip() for ln in text.splitlines()]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Expect:")]
+    assert len(starts) == 1, f"{path.name}: need exactly one Expect: line"
+    words = lines[starts[0]].removeprefix("Expect:").split()
+    for more in lines[starts[0] + 1 :]:  # continued on the lines below
+        if not more or not all("=" in w for w in more.split()):
+            break
+        words += more.split()
+    fields = dict(kv.split("=", 1) for kv in words)
+    known = {"task", "static", "runtime", "escape", "timeout", "memory_mb", "gap", "limit"}
     unknown = set(fields) - known
     assert not unknown, f"{path.name}: unknown Expect fields {unknown}"
     return Expect(
@@ -109,6 +124,7 @@ def parse_expect(path: Path) -> Expect:
         timeout=float(fields["timeout"]) if "timeout" in fields else None,
         memory_mb=int(fields["memory_mb"]) if "memory_mb" in fields else None,
         gap=fields.get("gap"),
+        limit=fields.get("limit"),
     )
 
 
@@ -141,6 +157,30 @@ def escape_paths() -> list[Path]:
     if Path("/dev/shm").is_dir():
         paths.append(Path("/dev/shm/tritonrl_escape_write"))
     return paths
+
+
+# The c23_*_outside kernels and their kin: each changes something beneath /var/tmp (on
+# the host's root, which the sandbox binds read-only; /tmp and home are private there).
+ESCAPE_DIR = Path(os.path.realpath("/var/tmp"))
+VICTIM = ESCAPE_DIR / "tritonrl_escape_victim"  # removed, truncated, chmod-ed by some
+VICTIM_TEXT, VICTIM_MODE = "victim\n", 0o644
+
+
+def plant_victim() -> None:
+    """The file the kernels try to remove, truncate or chmod (left in place afterwards:
+    another test session may be using it)."""
+    VICTIM.write_text(VICTIM_TEXT)
+    VICTIM.chmod(VICTIM_MODE)
+
+
+def file_escapes() -> list[str]:
+    """What a kernel created beneath ESCAPE_DIR, or did to the victim."""
+    changed = [str(p) for p in ESCAPE_DIR.glob("tritonrl_escape_*") if p != VICTIM]
+    if not VICTIM.is_file() or VICTIM.is_symlink():
+        return [*changed, f"{VICTIM} (gone)"]
+    if VICTIM.read_text() != VICTIM_TEXT or VICTIM.stat().st_mode & 0o7777 != VICTIM_MODE:
+        changed.append(f"{VICTIM} (contents or mode)")
+    return changed
 
 
 PIP_PACKAGE = "tritonrl_escape_pkg"  # hostile/c23_pip_install.py
@@ -297,8 +337,14 @@ def verdicts(request, server):
             pytest.fail(f"cannot write {probe} from the test process: {e}")
         assert not path.exists(), f"{path} exists before any candidate ran (a past escape?)"
     assert not pip_traces(), f"{pip_traces()} exist before any candidate ran"
+    plant_victim()  # and a positive control: this process can write there
+    assert not file_escapes(), f"{file_escapes()} exist before any candidate ran"
+    wanted = _wanted(request.session.items)
+    for path, _ in wanted:  # tasks parsed here, not on two threads at once (3.11's ast)
+        load_task(parse_expect(path).task, path.parent)
+    load_task("builtin:level1/1_ReLU", HERE)  # honest_wrong's
     v = Verdicts()
-    for path, mode in _wanted(request.session.items):
+    for path, mode in wanted:
         v.submit(path, mode)
     yield v
     v.pool.shutdown(wait=True, cancel_futures=True)
@@ -344,6 +390,7 @@ def test_expect_line_is_well_formed(path: Path) -> None:
     assert exp.runtime in CHEAT_FLAGS or outcome in RUNTIME_WORDS, exp.runtime
     assert exp.escape is None or exp.escape in ESCAPES
     assert exp.gap is None or exp.gap in MODES
+    assert exp.limit is None or exp.limit in LIMITS
     load_task(exp.task, path.parent)
 
 
@@ -375,19 +422,25 @@ def _assert_runtime(exp: Expect, run: Run, path: Path) -> None:
     elif outcome == "compile":
         assert not r.compiled and r.stage == "compile", summary
     elif outcome == "timeout":
-        assert r.timed_out, summary
+        assert r.timed_out and r.limit == "timeout", summary
         limit = exp.timeout or VerifyConfig().timeout_s
         assert run.seconds <= limit + VERDICT_SLACK_S, f"verdict after {run.seconds:.0f} s"
     else:  # pragma: no cover - test_expect_line_is_well_formed refuses it
         pytest.fail(f"unknown runtime expectation {expected!r}")
 
 
-def _is_cheat_verdict(exp: Expect, mode: str) -> bool:
-    """Refused by a cheating flag (reward 0 in every scheme), as opposed to refused for
-    wrong outputs, a failed import or a timeout (the staged scheme's partial credit)."""
-    if mode == "default" and exp.static != "none":
+def _reaches_runtime(exp: Expect, mode: str) -> bool:
+    """Gets past the static layer: the run-time layer decides."""
+    return mode == "runtime" or exp.static == "none"
+
+
+def _earns_nothing(exp: Expect, mode: str) -> bool:
+    """Refused by a cheating flag or ended by a sandbox limit (reward 0 in every scheme),
+    as opposed to refused for wrong outputs or a failed import (the staged scheme's
+    partial credit)."""
+    if not _reaches_runtime(exp, mode):
         return True
-    return exp.runtime in CHEAT_FLAGS
+    return exp.runtime in CHEAT_FLAGS or exp.limit is not None
 
 
 @pytest.mark.parametrize(("path", "mode"), _hostile_params())
@@ -399,10 +452,10 @@ def test_hostile_kernel_is_refused(path: Path, mode: str, verdicts: Verdicts) ->
     assert not r.correct, f"accepted as correct: {summary}"
     for scheme in ("tritonrl", "kevin"):  # correctness-gated schemes: nothing at all
         assert compute_reward(r, scheme) == 0.0, f"{scheme} reward; {summary}"
-    if _is_cheat_verdict(exp, mode):
+    if _earns_nothing(exp, mode):
         assert r.reward == 0.0, f"rewarded: {summary}"
     else:
-        # Refused for its outputs (or import, or time): the staged scheme still gives the
+        # Refused for its outputs (or its import): the staged scheme still gives the
         # partial credit of any compiled-but-wrong kernel, never the 0.7 of a correct one.
         assert r.reward == staged_reward(r) < CPU_CORRECT_REWARD, summary
     if mode == "default" and exp.static != "none":
@@ -436,6 +489,12 @@ def test_escape_did_not_happen(path: Path, mode: str, verdicts: Verdicts, server
         import importlib.util
 
         assert importlib.util.find_spec(PIP_PACKAGE) is None
+    elif exp.escape == "file":
+        changed = file_escapes()
+        assert not changed, f"the candidate changed {changed}"
+        if mode == "runtime":  # the flag names the path
+            notes = [n for n in run.result.notes if n.startswith("sandbox_violation")]
+            assert any(f"{ESCAPE_DIR}/tritonrl_escape_" in n for n in notes), notes
     elif exp.escape in MARKERS:
         deadline = time.monotonic() + 3
         while processes_with(MARKERS[exp.escape]) and time.monotonic() < deadline:
@@ -457,6 +516,80 @@ def test_abuse_gets_a_bounded_verdict(path: Path, mode: str, verdicts: Verdicts)
     limit = exp.timeout or VerifyConfig().timeout_s
     assert run.seconds <= limit + VERDICT_SLACK_S, f"verdict after {run.seconds:.0f} s"
     assert run.result.error, "a refusal says why"
+
+
+LIMIT_FILES = [p for p in HOSTILE if parse_expect(p).limit]
+
+
+@pytest.fixture(scope="module")
+def honest_wrong(verdicts: Verdicts) -> dict[bool, VerifyResult]:
+    """Honest ReLU kernels with a bug, by whether the tiny set passes: one wrong
+    everywhere (staged 0.3), one that covers only the first 4096 elements (the tiny set,
+    so 0.5). Verified on the fixture's threads, like the rest."""
+    relu = load_task("builtin:level1/1_ReLU", HERE)
+    launch = "relu_kernel[(triton.cdiv(n, BLOCK),)]"
+    wrong = relu.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)")
+    partial = relu.solution.replace(launch, "relu_kernel[(min(triton.cdiv(n, BLOCK), 4),)]")
+    assert relu.solution not in (wrong, partial)
+    runs = {
+        ok: verdicts.pool.submit(verify, relu, code)
+        for ok, code in ((False, wrong), (True, partial))
+    }
+    return {ok: run.result() for ok, run in runs.items()}
+
+
+@pytest.mark.parametrize(
+    ("path", "mode"),
+    [
+        pytest.param(p, m, id=f"{p.stem}-{m}")
+        for p in LIMIT_FILES
+        for m in MODES
+        if _reaches_runtime(parse_expect(p), m)
+    ],
+)
+def test_a_run_ended_by_a_limit_earns_nothing(
+    path: Path, mode: str, verdicts: Verdicts, honest_wrong: dict[bool, VerifyResult]
+) -> None:
+    """A hang or a memory bomb ends with the limit named in the result (and its JSON),
+    the error says which setting to raise, and no scheme pays for it, while an honest
+    kernel that got as far and was wrong keeps its partial credit."""
+    exp = parse_expect(path)
+    r = verdicts.get(path, mode).result
+    summary = f"{path.name} [{mode}]: limit={r.limit} stage={r.stage} error={r.error!r}"
+    assert r.limit == exp.limit and r.timed_out == (exp.limit == "timeout"), summary
+    assert json.loads(r.to_json())["limit"] == exp.limit
+    if exp.limit == "file_size":  # sized from the task's outputs: no setting to raise
+        assert "the file-size limit (256 MB a file" in r.error, summary
+    else:
+        setting = {"timeout": "verify.timeout_s", "memory": "verify.memory_mb"}[exp.limit]
+        assert f"{setting} = " in r.error and f"raise it with --{setting}" in r.error, summary
+    assert [compute_reward(r, scheme) for scheme in SCHEMES] == [0.0] * len(SCHEMES), summary
+    assert r.reward == 0.0, summary
+    if r.compiled:  # the honest wrong kernel that reached the same stage is paid more
+        control = honest_wrong[r.tiny_correct]
+        assert control.limit is None and not control.timed_out, control.error
+        assert control.reward == (0.5 if r.tiny_correct else 0.3), control.error
+
+
+@pytest.mark.gpu
+def test_a_limit_in_the_timing_phase_earns_nothing() -> None:
+    """A correct kernel that hangs once it is timed (after its input sets' calls) is
+    killed at the deadline in the timing phase: its correct input sets earn nothing."""
+    relu = load_task("builtin:level1/1_ReLU", HERE)
+    counted = relu.solution.replace(
+        "        x = x.contiguous()\n",
+        "        import time\n"
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls > 8:  # past the input sets: the timing phase\n"
+        "            time.sleep(3600)\n"
+        "        x = x.contiguous()\n",
+    )
+    assert counted != relu.solution
+    r = verify(relu, counted, VerifyConfig(static_checks=False, timeout_s=40))
+    summary = f"stage={r.stage} correct={r.correct} limit={r.limit} error={r.error!r}"
+    assert r.correct and r.stage == "performance", summary  # every input set passed
+    assert r.limit == "timeout" and r.timed_out and "verify.timeout_s = " in r.error, summary
+    assert [compute_reward(r, scheme) for scheme in SCHEMES] == [0.0] * len(SCHEMES), summary
 
 
 def _rss_mb() -> float:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tritonrl.config import VerifyConfig
+from tritonrl.reward import SCHEMES, compute_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import verify
 from tritonrl.verify.pool import VerifierPool
@@ -95,10 +96,40 @@ def test_a_hanging_candidate_times_out_and_the_lane_recovers(lane1):
     fresh = verify(RELU, hang, short)
     starts = lane1.lanes[0].starts
     r = lane1.submit(RELU, hang, short).result()
-    assert r.timed_out and r.error == "timed out after 6 s" and verdict(r) == verdict(fresh)
-    assert lane1.lanes[0].recycles[-1] == "timed out after 6 s"
+    assert r.timed_out and r.limit == "timeout" and verdict(r) == verdict(fresh)
+    assert (
+        r.error
+        == fresh.error
+        == lane1.lanes[0].recycles[-1]
+        == (
+            "timed out after 6 s: killed by the wall-clock limit (verify.timeout_s = 6 s; "
+            "raise it with --verify.timeout_s or in the config's verify section)"
+        )
+    )
     after = lane1.submit(RELU, GOOD).result()
     assert after.correct and lane1.lanes[0].starts == starts + 1
+
+
+def test_limits_in_a_pool_are_named_like_a_fresh_workers_and_earn_nothing():
+    """A pooled job ended by a limit gets a fresh worker's verdict: the limit in the
+    result, its setting in the error (the file-size limit as the pool's lanes' own,
+    POOL_FILE_MB), reward 0 in every scheme; the lane serves the next job."""
+    config = VerifyConfig(device="cpu", memory_mb=3072, timeout_s=30, static_checks=False)
+    hostile = Path(__file__).parent / "hostile"
+    bomb = (hostile / "c24_memory_bomb.py").read_text()
+    fill = (hostile / "c24_giant_file.py").read_text()
+    with VerifierPool(config, workers=1) as pool:
+        pooled = [pool.submit(RELU, code, config).result() for code in (bomb, fill, GOOD)]
+    memory, size, good = pooled
+    assert memory.limit == "memory" and verdict(memory) == verdict(verify(RELU, bomb, config))
+    assert "the memory limit (verify.memory_mb = 3072 MB; raise it with --verify.memory_mb" in (
+        memory.error
+    )
+    assert size.limit == "file_size", size.error
+    assert "the file-size limit of the pool's lanes (256 MB a file: POOL_FILE_MB" in size.error
+    for r in (memory, size):
+        assert [compute_reward(r, scheme) for scheme in SCHEMES] == [0.0] * len(SCHEMES)
+    assert good.correct and good.limit is None
 
 
 @pytest.mark.parametrize(

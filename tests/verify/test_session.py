@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from tritonrl.config import VerifyConfig
-from tritonrl.verify.session import WorkerError, WorkerSession
+from tritonrl.verify import sandbox as sb
+from tritonrl.verify.session import (
+    WorkerError,
+    WorkerSession,
+    died_error,
+    limit_text,
+    reply_limit,
+    timeout_error,
+)
 
 LOAD = {"op": "load", "device": "cpu", "policy": "strict", "allowed": []}
 
@@ -33,7 +41,11 @@ def test_a_worker_killed_by_the_memory_cgroup_says_memory(tmp_path) -> None:
     with session, pytest.raises(WorkerError) as err:
         session.call(LOAD)
     assert "memory-cgroup" in session.enforced and "rlimit-as" not in session.enforced
-    assert "killed (memory)" in str(err.value) and not err.value.timed_out, str(err.value)
+    assert err.value.limit == "memory" and not err.value.timed_out, str(err.value)
+    assert str(err.value).startswith(
+        "the worker was killed by the memory limit (verify.memory_mb = 1536 MB; raise it "
+        "with --verify.memory_mb or in the config's verify section) before answering"
+    ), str(err.value)
     assert time.monotonic() - start < 45
 
 
@@ -55,3 +67,65 @@ def test_cuda_workers_get_one_hardware_queue_and_one_passive_thread_by_default()
     default = sandbox_config(VerifyConfig(cuda_max_connections=0), "cuda").env
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in default  # the driver's own
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in sandbox_config(VerifyConfig(), "cpu").env
+
+
+def test_a_hung_worker_says_which_limit_and_how_to_raise_it(tmp_path) -> None:
+    code = "import time\ntime.sleep(3600)\n"
+    session = WorkerSession(_job(tmp_path, code), VerifyConfig(timeout_s=3), "cpu")
+    with session, pytest.raises(WorkerError) as err:
+        session.call(LOAD)
+    assert err.value.limit == "timeout" and err.value.timed_out
+    assert str(err.value) == (
+        "timed out after 3 s: killed by the wall-clock limit (verify.timeout_s = 3 s; "
+        "raise it with --verify.timeout_s or in the config's verify section)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "stderr", "limit", "says"),
+    [
+        (-9, "", "memory", "the memory limit (verify.memory_mb = 2048 MB; raise it with "
+         "--verify.memory_mb or in the config's verify section)"),
+        (-24, "", "cpu_time", "the CPU-time limit of 7 s (verify.timeout_s = 3 s, times the "
+         "cores; raise it with --verify.timeout_s"),
+        (-25, "", "file_size", "the file-size limit (300 MB a file, sized from the task's "
+         "outputs)"),
+        (1, "OSError: [Errno 27] File too large", "file_size", "the file-size limit (300 MB"),
+        (1, "RuntimeError: can't start new thread", "processes", "the process limit "
+         "(verify.max_procs = 16 processes and threads; raise it with --verify.max_procs"),
+        (-11, "", None, "the worker killed (signal 11 (SIGSEGV)) before answering"),
+        (3, "ValueError: no", None, "the worker exited with status 3 before answering"),
+    ],
+)  # fmt: skip
+def test_a_worker_killed_by_a_limit_says_which_and_how_to_raise_it(code, stderr, limit, says):
+    box = sb.SandboxConfig(timeout_s=3, memory_mb=2048, max_procs=16, max_file_mb=300, cpu_s=7)
+    err = died_error(code, stderr, oom_killed=code == -9, sandbox=box)
+    assert err.limit == limit and not err.timed_out
+    assert says in str(err), str(err)
+    if limit:
+        assert str(err).startswith(f"the worker was killed by {limit_text(limit, box)}")
+
+
+def test_the_pool_names_its_own_file_size_limit() -> None:
+    box = sb.SandboxConfig(max_file_mb=256)
+    err = died_error(-25, "", sandbox=box, pool=True)
+    assert err.limit == "file_size"
+    assert "the file-size limit of the pool's lanes (256 MB a file: POOL_FILE_MB" in str(err)
+    assert "timed out after 6 s: killed by the wall-clock limit (verify.timeout_s = 6 s" in str(
+        timeout_error(6, box)
+    )
+
+
+def test_a_failed_reply_names_the_limit_its_error_says_was_hit() -> None:
+    def failed(error):
+        return {"ok": False, "error": error}
+
+    assert reply_limit(failed("MemoryError:  (candidate.py line 29)")) == "memory"
+    assert reply_limit(failed("RuntimeError: DefaultCPUAllocator: can't allocate memory")) == (
+        "memory"
+    )
+    assert reply_limit(failed("OSError: [Errno 27] File too large")) == "file_size"
+    assert reply_limit(failed("RuntimeError: can't start new thread")) == "processes"
+    assert reply_limit(failed("ValueError: shapes differ")) is None
+    assert reply_limit({"ok": True, "error": "MemoryError"}) is None
+    assert reply_limit(failed(None)) is None

@@ -48,7 +48,7 @@ from tritonrl.verify.inputs import (
 )
 from tritonrl.verify.perf import file_mb_for, sized_config, time_phase
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
-from tritonrl.verify.session import WorkerError, WorkerSession
+from tritonrl.verify.session import WorkerError, WorkerSession, reply_limit
 from tritonrl.verify.static import static_check
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,7 @@ def _run_prepared(prepared: Prepared, sessions=None) -> None:
         # its findings log, the one record that survives a segfault or the deadline.
         result.add_findings(read_findings(workdir))
         result.timed_out = result.timed_out or e.timed_out
+        result.limit = result.limit or e.limit  # a limit ended it, whatever the stage
         result.fail(result.stage, str(e))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -233,10 +234,15 @@ def _write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
 
 
 def _call(session: WorkerSession, result: VerifyResult, cmd: dict) -> dict:
-    """One command; the reply's flags and the findings log's are recorded."""
+    """One command; the reply's flags and the findings log's are recorded. A call that
+    failed on a sandbox limit (an allocation refused under RLIMIT_AS, say) ends the
+    session as a kill by that limit would: WorkerError."""
     reply = session.call(cmd)
     result.add_flags(reply.get("flags"))
     result.add_findings(session.findings())
+    limit = reply_limit(reply)
+    if limit:
+        raise session.limit_error(limit, reply["error"])
     return reply
 
 

@@ -53,7 +53,10 @@ from tritonrl.verify.session import (
     STDERR_CAP,
     WorkerError,
     died_error,
+    hit_limit_error,
+    limit_text,
     sandbox_config,
+    timeout_error,
 )
 
 START_TIMEOUT_S = 120.0  # importing torch and triton on a busy machine
@@ -177,11 +180,14 @@ class Lane:
         except (BrokenPipeError, OSError, ValueError):
             raise self.zygote_died() from None
 
-    def read_line(self, deadline: float, timeout_s: float) -> bytes:
-        """The zygote's next line, or WorkerError (timeout, oversized, zygote gone)."""
+    def read_line(self, deadline: float, timeout_s: float, job: bool = False) -> bytes:
+        """The zygote's next line, or WorkerError (timeout, oversized, zygote gone); `job`:
+        the deadline is a job's (verify.timeout_s), and its message says so."""
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if job:
+                    raise timeout_error(timeout_s, self.sandbox)
                 raise WorkerError(f"timed out after {timeout_s:.0f} s", timed_out=True)
             if not self.sel.select(timeout=min(remaining, 1.0)):
                 continue
@@ -200,7 +206,10 @@ class Lane:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=2)
         self._stderr_thread.join(timeout=1)
-        return died_error(self.child.returncode, self.stderr.text())
+        child = self.child
+        return died_error(
+            child.returncode, self.stderr.text(), child.oom_killed, self.sandbox, pool=True
+        )
 
     # -- the funnel's session factory -----------------------------------------------------
     def workdir(self) -> Path:
@@ -211,14 +220,16 @@ class Lane:
     ) -> PooledSession:
         if file_mb > self.sandbox.max_file_mb:  # the zygote's limit binds its children
             raise WorkerError(
-                f"outputs need files of {file_mb} MB; this pool's lanes allow "
-                f"{self.sandbox.max_file_mb} MB (raise POOL_FILE_MB)"
+                f"outputs need files of {file_mb} MB, over "
+                f"{limit_text('file_size', self.sandbox, pool=True)}",
+                limit="file_size",
             )
         if config.memory_mb > self.sandbox.memory_mb:  # the zygote's cgroup binds them too
             raise WorkerError(
                 f"this task's worker needs {config.memory_mb} MB of host memory; this pool's "
                 f"lanes allow {self.sandbox.memory_mb} MB (verify.memory_mb: raise it with "
-                f"--verify.memory_mb {config.memory_mb} or in the config's verify section)"
+                f"--verify.memory_mb {config.memory_mb} or in the config's verify section)",
+                limit="memory",
             )
         return PooledSession(self, workdir, config)
 
@@ -319,7 +330,7 @@ class PooledSession:
         return reply
 
     def _next_line(self, deadline: float) -> bytes:
-        line = self.lane.read_line(deadline, self.config.timeout_s)
+        line = self.lane.read_line(deadline, self.config.timeout_s, job=True)
         if line.startswith(b"Z"):
             try:
                 self.done = json.loads(line[1:])
@@ -335,11 +346,25 @@ class PooledSession:
         """Cheat flag -> detail from the job's findings log (bounded, defensive)."""
         return read_findings(self.workdir)
 
+    def limit_error(self, limit: str, error: str) -> WorkerError:
+        """A call that failed because it hit `limit` (`session.reply_limit`), said as such."""
+        return hit_limit_error(limit, error, self._sandbox(), pool=True)
+
+    def _sandbox(self) -> sb.SandboxConfig:
+        """The limits this job ran under: its lane's, with its own deadline."""
+        return dataclasses.replace(self.lane.sandbox, timeout_s=self.config.timeout_s)
+
     def _died(self) -> WorkerError:
         done = self.done or {}
         code, stderr = done.get("status"), done.get("stderr")
+        # Jobs after an OOM kill run in a fresh zygote (it is not clean): a kill is this job's.
+        oom = self.lane.child is not None and self.lane.child.oom_killed
         return died_error(
-            code if isinstance(code, int) else None, stderr if isinstance(stderr, str) else ""
+            code if isinstance(code, int) else None,
+            stderr if isinstance(stderr, str) else "",
+            oom,
+            self._sandbox(),
+            pool=True,
         )
 
     def __exit__(self, *exc) -> None:

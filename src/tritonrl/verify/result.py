@@ -2,7 +2,9 @@
 
 The verifier never raises for a bad candidate: every failure is a result with the
 `stage` it reached, a short `error` string and, for cheating or safety findings, names
-in `flags`. The reward is derived from the result by `tritonrl.reward`.
+in `flags`. A candidate ended by a sandbox limit has it in `limit` (one of `LIMITS`;
+`timed_out` too for the wall clock), whatever stage it reached. The reward is derived
+from the result by `tritonrl.reward`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ CHEAT_FLAGS = frozenset(
 )  # fmt: skip
 
 
+# The sandbox limits that can end a candidate's run (`VerifyResult.limit`): the wall
+# clock (verify.timeout_s), host memory (verify.memory_mb: the memory cgroup's OOM kill,
+# or an allocation refused under RLIMIT_AS), the size of one file (RLIMIT_FSIZE), CPU
+# time (RLIMIT_CPU) and the number of processes and threads (verify.max_procs).
+LIMITS = ("timeout", "memory", "file_size", "cpu_time", "processes")
+
+
 @dataclass
 class InputSetOutcome:
     """One input set's verdict (its name says which: tiny, seed_a, shifted, odd, ...)."""
@@ -50,6 +59,7 @@ class VerifyResult:
     flags: list[str] = field(default_factory=list)
     error: str | None = None
     timed_out: bool = False
+    limit: str | None = None  # the sandbox limit that ended the run (LIMITS), if one did
     runtime_ms: float | None = None
     ref_runtime_ms: float | None = None
     speedup: float | None = None

@@ -7,7 +7,11 @@ JSON reply per command from its stdout, under one wall-clock deadline for the wh
 session. Anything the worker says is untrusted: a reply that is not one bounded JSON
 object, a worker that exits or is killed, or a deadline passed ends the session with a
 `WorkerError` whose message says why (timeout, memory, a signal, the tail of its
-stderr).
+stderr). A sandbox limit that ended the worker is named in `WorkerError.limit` (one of
+`result.LIMITS`), and its message says which setting it is and how to raise it
+(`limit_text`). `reply_limit` names the limit a failed reply's error says was hit (an
+allocation refused under RLIMIT_AS is a MemoryError, not a kill); that text is
+untrusted too, and can only lower the verdict.
 
 `findings()` reads the worker's findings log (`tritonrl.verify.findings`): what its
 guards saw, written the moment they saw it, so it survives a worker that segfaults,
@@ -22,9 +26,11 @@ What it does NOT do: decide anything (see `funnel`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import threading
@@ -41,19 +47,111 @@ STDERR_CAP = 64 << 10
 
 
 class WorkerError(Exception):
-    """The worker gave no usable reply; `timed_out` when the deadline passed."""
+    """The worker gave no usable reply; `timed_out` when the deadline passed, `limit`
+    the sandbox limit that ended it (`result.LIMITS`; "timeout" with `timed_out`)."""
 
-    def __init__(self, message: str, timed_out: bool = False):
+    def __init__(self, message: str, timed_out: bool = False, limit: str | None = None):
         super().__init__(message)
-        self.timed_out = timed_out
+        self.limit = limit or ("timeout" if timed_out else None)
+        self.timed_out = timed_out or self.limit == "timeout"
 
 
-def died_error(code: int | None, stderr: str, oom_killed: bool = False) -> WorkerError:
-    """Why a worker that gave no reply is gone (`code` as `SandboxedProcess.returncode`)."""
+def limit_text(limit: str, sandbox: sb.SandboxConfig | None = None, pool: bool = False) -> str:
+    """Which limit `limit` is, its value in `sandbox` (the worker's) and how to raise it.
+    `pool`: the worker ran in a pool's lane, whose file-size limit is the pool's own."""
+    box = sandbox or sb.SandboxConfig()
+    if limit == "file_size":
+        if pool:
+            return (
+                f"the file-size limit of the pool's lanes ({box.max_file_mb} MB a file: "
+                "POOL_FILE_MB in tritonrl/verify/lane.py; raise it there)"
+            )
+        return f"the file-size limit ({box.max_file_mb} MB a file, sized from the task's outputs)"
+    name, key, value = {
+        "timeout": ("wall-clock limit", "timeout_s", f"{box.timeout_s:g} s"),
+        "memory": ("memory limit", "memory_mb", f"{box.memory_mb} MB"),
+        "processes": ("process limit", "max_procs", f"{box.max_procs} processes and threads"),
+        "cpu_time": (
+            f"CPU-time limit of {box.effective_cpu_s} s",
+            "timeout_s",
+            f"{box.timeout_s:g} s, times the cores",
+        ),
+    }.get(limit, (f"{limit} limit", None, None))
+    if key is None:
+        return f"the {name}"
+    how = f"raise it with --verify.{key} or in the config's verify section"
+    return f"the {name} (verify.{key} = {value}; {how})"
+
+
+def timeout_error(timeout_s: float, sandbox: sb.SandboxConfig | None = None) -> WorkerError:
+    """The deadline of `timeout_s` passed (`sandbox` for the message: the worker's)."""
+    sandbox = dataclasses.replace(sandbox or sb.SandboxConfig(), timeout_s=timeout_s)
+    text = limit_text("timeout", sandbox)
+    return WorkerError(f"timed out after {timeout_s:.0f} s: killed by {text}", timed_out=True)
+
+
+# What a message or the tail of stderr says when a limit was hit without a kill: an
+# allocation refused under RLIMIT_AS, a write past RLIMIT_FSIZE (SIGXFSZ is ignored by
+# Python: the write fails with EFBIG), a thread or process the pids limit refused.
+_LIMIT_MARKS = {
+    "memory": ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc"),
+    "file_size": ("File too large",),
+    "processes": ("can't start new thread", "Resource temporarily unavailable"),
+}
+
+
+def _marked_limit(text: str) -> str | None:
+    return next((k for k, marks in _LIMIT_MARKS.items() if any(m in text for m in marks)), None)
+
+
+def reply_limit(reply: dict) -> str | None:
+    """The limit a failed reply's error says was hit, or None (untrusted text: it can
+    only lower the verdict of a candidate whose call failed anyway)."""
+    error = reply.get("error")
+    if reply.get("ok") or not isinstance(error, str):
+        return None
+    return _marked_limit(error)
+
+
+def exit_limit(code: int | None, stderr: str, oom_killed: bool = False) -> str | None:
+    """The limit that ended a worker gone with `code` (`SandboxedProcess.returncode`)."""
+    if code is None or code == 0:
+        return None
+    if sb.describe_exit(code, stderr, oom_killed=oom_killed) == "memory":
+        return "memory"
+    if code == -signal.SIGXCPU:
+        return "cpu_time"
+    if code == -signal.SIGXFSZ:
+        return "file_size"
+    return _marked_limit(stderr.strip().splitlines()[-1] if stderr.strip() else "")
+
+
+def died_error(
+    code: int | None,
+    stderr: str,
+    oom_killed: bool = False,
+    sandbox: sb.SandboxConfig | None = None,
+    pool: bool = False,
+) -> WorkerError:
+    """Why a worker that gave no reply is gone (`code` as `SandboxedProcess.returncode`);
+    a limit says which and how to raise it (`sandbox`: the worker's, `pool` as in
+    `limit_text`)."""
     why = sb.describe_exit(code, stderr, oom_killed=oom_killed) if code is not None else None
     tail = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
-    what = f"killed ({why})" if why else f"exited with status {code}"
-    return WorkerError(f"the worker {what} before answering" + (f": {tail}" if tail else ""))
+    limit = exit_limit(code, stderr, oom_killed)
+    if limit:
+        what = f"was killed by {limit_text(limit, sandbox, pool)}"
+    else:
+        what = f"killed ({why})" if why else f"exited with status {code}"
+    message = f"the worker {what} before answering" + (f": {tail}" if tail else "")
+    return WorkerError(message, limit=limit)
+
+
+def hit_limit_error(
+    limit: str, error: str, sandbox: sb.SandboxConfig | None = None, pool: bool = False
+) -> WorkerError:
+    """A call that failed because it hit `limit` (`reply_limit`), as a WorkerError."""
+    return WorkerError(f"the worker hit {limit_text(limit, sandbox, pool)}: {error}", limit=limit)
 
 
 # On CUDA a worker's own CPU work is small (loading inputs, saving outputs), and idle
@@ -123,7 +221,7 @@ class WorkerSession:
         while b"\n" not in self.buffer:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
-                raise WorkerError(f"timed out after {self.config.timeout_s:.0f} s", timed_out=True)
+                raise timeout_error(self.config.timeout_s, self.config)
             if not self.sel.select(timeout=min(remaining, 1.0)):
                 continue
             chunk = os.read(self.proc.stdout.fileno(), 65536)
@@ -146,11 +244,16 @@ class WorkerSession:
         """Cheat flag -> detail from the worker's findings log (bounded, defensive)."""
         return read_findings(self.workdir)
 
+    def limit_error(self, limit: str, error: str) -> WorkerError:
+        """A call that failed because it hit `limit` (`reply_limit`), said as such."""
+        return hit_limit_error(limit, error, self.config)
+
     def _died(self) -> WorkerError:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=2)
         self._stderr_thread.join(timeout=1)
-        return died_error(self.child.returncode, self.stderr.text(), self.child.oom_killed)
+        code, oom = self.child.returncode, self.child.oom_killed
+        return died_error(code, self.stderr.text(), oom, self.config)
 
     def __exit__(self, *exc) -> None:
         try:

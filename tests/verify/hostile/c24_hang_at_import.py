@@ -5,7 +5,7 @@ without a deadline) never gets a verdict, and a training run stalls on one sampl
 loop does no I/O and catches every exception, so only a wall-clock kill of the whole
 process tree ends it.
 
-Expect: task=builtin:level1/1_ReLU static=none runtime=timeout timeout=10
+Expect: task=builtin:level1/1_ReLU static=none runtime=timeout timeout=10 limit=timeout
 """
 
 import torch

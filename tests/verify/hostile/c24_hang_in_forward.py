@@ -4,7 +4,7 @@ Trick: "compiled" is recorded, then the first call never returns (the kernel lau
 placed after a loop that never ends). The verdict must still come, within the
 configured wall-clock limit, and the process tree must be gone afterwards.
 
-Expect: task=builtin:level1/1_ReLU static=none runtime=timeout timeout=10
+Expect: task=builtin:level1/1_ReLU static=none runtime=timeout timeout=10 limit=timeout
 """
 
 import torch

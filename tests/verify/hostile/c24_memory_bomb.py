@@ -3,9 +3,12 @@
 Trick: forward keeps allocating and touching 256 MiB blocks until something gives.
 Without a memory limit this takes the host (and every other evaluation on it) into
 swap or the OOM killer; with one, the allocation fails inside the sandbox and the
-verdict comes at once. The caller's own memory is never involved.
+verdict comes at once, names the memory limit and earns nothing (never the partial
+credit of a kernel that compiles and is wrong). The caller's own memory is never
+involved.
 
 Expect: task=builtin:level1/1_ReLU static=none runtime=incorrect:tiny timeout=30 memory_mb=3072
+        limit=memory
 """
 
 import torch

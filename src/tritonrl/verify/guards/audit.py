@@ -8,9 +8,23 @@ memory access (#21; in forward it also counts as a host round-trip in the op aud
 and gc / frame scans as `introspection` (#4). The toolchain Triton runs itself on a GPU
 machine (ldconfig, a C compiler, ptxas) is not a violation there.
 
-What it does NOT do: block anything (the sandbox does that) or watch events while
-Triton's own launch machinery runs; candidate code cannot remove the hook, but it could
-forge the worker's report of it (verdicts are computed on the trusted side).
+A write outside is any change at a path that resolves (symlinks and `dir_fd` followed)
+outside the work dir and the job's Triton cache: an `open` for writing; a rename,
+replace, move, link, symlink (where the link or its target lies outside), mkdir, rmdir,
+remove, truncate, chmod, chown, utime or xattr change (`os.*` audit events); a sqlite
+database. Routes that raise no audit event are wrapped when the hook is installed:
+`torch.save` to a path (torch's C++ file writer), `torch.from_file` and
+`UntypedStorage.from_file` with `shared=True`, `os.mkfifo`, `os.mknod`, and `os.open`
+with a `dir_fd`. Writes are watched while Triton's launch machinery runs too (a kernel
+argument's methods are candidate code called from there); Triton's own writes go to
+the work dir and the cache.
+
+What it does NOT do: block anything (the sandbox does that); watch processes, ctypes or
+introspection while Triton's own launch machinery runs; see writes by native code it
+does not wrap (`torch.jit.save`, a C extension: the sandbox blocks them, unflagged).
+Candidate code cannot remove the hook, but it could restore the wrapped functions
+(`hooks_intact` names them) or forge the worker's report of it (verdicts are computed
+on the trusted side).
 """
 
 from __future__ import annotations
@@ -20,7 +34,7 @@ import sys
 
 import torch
 
-from tritonrl.verify.guards.state import AUDITS, LOCK, STATE, report
+from tritonrl.verify.guards.state import AUDITS, LOCK, STATE, patch, report
 
 # Flag-prefixed problems seen by the audit hook or the thread-start hook, in order.
 _AUDIT_FINDINGS: list[str] = []
@@ -50,7 +64,7 @@ _CTYPES_EVENTS = frozenset(
 _INTROSPECTION_EVENTS = frozenset(
     {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
 )
-_WATCHED = _PROCESS_EVENTS | _NETWORK_EVENTS | _CTYPES_EVENTS | _INTROSPECTION_EVENTS | {"open"}
+_WATCHED = _PROCESS_EVENTS | _NETWORK_EVENTS | _CTYPES_EVENTS | _INTROSPECTION_EVENTS
 # Programs Triton runs itself on a GPU machine to find the driver and build its launcher
 # (possibly outside a launch, when candidate code first touches `triton.runtime.driver`).
 # Under the CPU interpreter nothing legitimate starts a process.
@@ -60,6 +74,18 @@ _TOOLCHAIN = frozenset(
 )  # fmt: skip
 _TOOLCHAIN_OK: list[bool] = []  # set when the hook is installed: CUDA visible or not
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+# Where writes may go, resolved when the hook is installed: the work dir, and the job's
+# Triton cache (in a pool, `.triton/cache` is a link to a directory of its own).
+_WRITE_ROOTS: list[str] = []
+# Events that change something at a path: event -> ((path index, dir_fd index), ...).
+_FS_EVENTS = {
+    "os.rename": ((0, 2), (1, 3)), "os.link": ((0, 2), (1, 3)), "os.mkdir": ((0, 2),),
+    "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.truncate": ((0, None),),
+    "os.chmod": ((0, 2),), "os.chown": ((0, 3),), "os.utime": ((0, 3),),
+    "os.chflags": ((0, None),), "os.setxattr": ((0, None),), "os.removexattr": ((0, None),),
+    "sqlite3.connect": ((0, None),),
+}  # fmt: skip
+_WRITES = frozenset({"open", "os.symlink", *_FS_EVENTS})
 
 
 def audit_finding(problem: str) -> None:
@@ -99,20 +125,60 @@ def _program(event: str, args: tuple) -> str:
         return "?"
 
 
+def _outside(path, dir_fd: int | None = None) -> str | None:
+    """`path` resolved (symlinks, `..`, a `dir_fd`), when it lies outside every write
+    root; None inside, or for what is not a path (an fd, an in-memory database)."""
+    if isinstance(path, int) or not isinstance(path, (str, bytes, os.PathLike)):
+        return None
+    name = os.fsdecode(path)
+    if name in ("", ":memory:"):
+        return None
+    if name.startswith("file:"):  # a sqlite URI
+        name = name[5:].split("?", 1)[0]
+    if not os.path.isabs(name) and isinstance(dir_fd, int) and dir_fd >= 0:
+        try:
+            name = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
+        except OSError:  # no /proc: not resolved, not flagged
+            return None
+    full = os.path.realpath(name)
+    roots = _WRITE_ROOTS or [os.path.realpath(os.getcwd())]
+    if full == "/dev/null" or any(full == r or full.startswith(r + os.sep) for r in roots):
+        return None
+    return full
+
+
 def _is_write_outside(args: tuple) -> str | None:
     path, mode, flags = (tuple(args) + (None, None, None))[:3]
-    if isinstance(path, int) or path is None:
-        return None
     writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
         isinstance(flags, int) and flags & _WRITE_FLAGS
     )
-    if not writes:
+    return _outside(path) if writes else None
+
+
+def _write_problem(event: str, args: tuple) -> str | None:
+    """What a file-system event changes outside the write roots, or None."""
+    args = tuple(args)
+    if event == "open":
+        outside = _is_write_outside(args)
+        return f"write outside the work dir: {outside}" if outside else None
+    if event == "os.symlink":  # src is the link's target, relative to the link's directory
+        src, dst, dir_fd = (args + (None, None, -1))[:3]
+        link = _outside(dst, dir_fd)
+        if link:
+            return f"write outside the work dir ({event}): {link}"
+        if all(isinstance(a, (str, bytes, os.PathLike)) for a in (src, dst)):
+            where = os.path.dirname(os.path.abspath(os.fsdecode(dst)))
+            target = _outside(os.path.join(where, os.fsdecode(src)))
+            if target:
+                return f"link to a path outside the work dir ({event}): {target}"
         return None
-    full = os.path.abspath(os.fsdecode(path))
-    root = _AUDIT_ROOT[0] if _AUDIT_ROOT else os.getcwd()
-    if full == "/dev/null" or full == root or full.startswith(root.rstrip(os.sep) + os.sep):
-        return None
-    return full
+    for index, fd_index in _FS_EVENTS.get(event, ()):
+        if index < len(args):
+            dir_fd = args[fd_index] if fd_index is not None and fd_index < len(args) else None
+            outside = _outside(args[index], dir_fd)
+            if outside:
+                return f"write outside the work dir ({event}): {outside}"
+    return None
 
 
 def _from_candidate() -> bool:
@@ -134,14 +200,18 @@ def _from_candidate() -> bool:
 
 
 def _audit_hook(event: str, args: tuple) -> None:
+    if event in _WRITES:  # also while paused: a kernel argument's methods run there
+        try:
+            problem = _write_problem(event, args)
+            if problem:
+                audit_finding(f"sandbox_violation: {problem}")
+        except Exception:  # an audit hook must never break the audited call
+            pass
+        return
     if event not in _WATCHED or STATE.pause:
         return
     try:
-        if event == "open":
-            outside = _is_write_outside(args)
-            if outside:
-                audit_finding(f"sandbox_violation: write outside the work dir: {outside}")
-        elif event in _PROCESS_EVENTS:
+        if event in _PROCESS_EVENTS:
             prog = _program(event, args)
             if not (_TOOLCHAIN_OK and _TOOLCHAIN_OK[0] and prog in _TOOLCHAIN):
                 audit_finding(f"sandbox_violation: {event}({prog or ''})")
@@ -159,8 +229,71 @@ def _audit_hook(event: str, args: tuple) -> None:
         pass
 
 
+def _report_write(what: str, path, dir_fd=None) -> None:
+    try:
+        outside = _outside(path, dir_fd)
+    except Exception:  # a check must never break the call it guards
+        return
+    if outside:
+        audit_finding(f"sandbox_violation: write outside the work dir ({what}): {outside}")
+
+
+def _path_arg(args: tuple, kwargs: dict, index: int, name: str):
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+def _wrap_path_writer(what: str, index: int, name: str, shared: int | None = None):
+    """A wrapper for `what`, which writes at its path argument (`index` or `name`)
+    without an audit event (native code); with `shared`, only when that argument (the
+    `shared=` of `from_file`) is true."""
+
+    def make(original):
+        def call(*args, **kwargs):
+            if shared is None or _path_arg(args, kwargs, shared, "shared"):
+                _report_write(what, _path_arg(args, kwargs, index, name), kwargs.get("dir_fd"))
+            return original(*args, **kwargs)
+
+        return call
+
+    return make
+
+
+def _wrap_os_open(original):
+    """`os.open` raises its audit event without the `dir_fd` it resolves the path in."""
+
+    def call(path, flags, *args, **kwargs):
+        if kwargs.get("dir_fd") is not None and isinstance(flags, int) and flags & _WRITE_FLAGS:
+            _report_write("os.open", path, kwargs["dir_fd"])
+        return original(path, flags, *args, **kwargs)
+
+    return call
+
+
+def _install_write_hooks() -> None:
+    """Wrap the writes that raise no audit event (see the module docstring)."""
+    import posix
+
+    for module in (os, posix):
+        patch(module, "open", _wrap_os_open)
+        for name in ("mkfifo", "mknod"):
+            patch(module, name, _wrap_path_writer(f"os.{name}", 0, "path"))
+    patch(torch._C, "PyTorchFileWriter", _wrap_path_writer("torch.save", 0, "file_name"))
+    patch(torch, "from_file", _wrap_path_writer("torch.from_file", 0, "filename", shared=1))
+    storage = torch.UntypedStorage
+    bound = storage.from_file  # a classmethod of torch's C storage: kept bound
+    patch(
+        storage,
+        "from_file",
+        lambda _: _wrap_path_writer("UntypedStorage.from_file", 0, "filename", 1)(bound),
+    )
+
+
 def install_audit_hook() -> None:
     if not _AUDIT_ROOT:
         _AUDIT_ROOT.append(os.getcwd())
         _TOOLCHAIN_OK.append(torch.cuda.is_available())
+        cache = os.environ.get("TRITON_CACHE_DIR")
+        roots = [os.getcwd(), *([cache] if cache else [])]
+        _WRITE_ROOTS.extend(os.path.realpath(r) for r in roots)
+        _install_write_hooks()
         sys.addaudithook(_audit_hook)
