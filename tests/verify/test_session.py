@@ -129,3 +129,12 @@ def test_a_failed_reply_names_the_limit_its_error_says_was_hit() -> None:
     assert reply_limit(failed("ValueError: shapes differ")) is None
     assert reply_limit({"ok": True, "error": "MemoryError"}) is None
     assert reply_limit(failed(None)) is None
+
+
+def test_a_cuda_allocation_refused_is_the_gpus_memory_not_the_host_limit():
+    from tritonrl.verify.session import limit_text, reply_limit
+
+    error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+    assert reply_limit({"ok": False, "error": error}) == "gpu_memory"
+    assert "verify.memory_mb" not in limit_text("gpu_memory")
+    assert reply_limit({"ok": False, "error": "MemoryError: cannot allocate"}) == "memory"

@@ -32,6 +32,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
 from tritonrl.reward import compute_reward
@@ -46,12 +48,13 @@ from tritonrl.verify.inputs import (
     prepare_set,
     timing_check_set,
 )
-from tritonrl.verify.perf import file_mb_for, sized_config, time_phase
+from tritonrl.verify.perf import data_bytes, file_mb_for, sized_config, time_phase
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import WorkerError, WorkerSession, reply_limit
 from tritonrl.verify.static import static_check
 
 log = logging.getLogger(__name__)
+BIG_SET_BYTES = 256 << 20  # a set this large leaves the trusted side's CUDA cache emptied
 
 
 @contextmanager
@@ -150,6 +153,10 @@ def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
                 task, timing_check_set(seed_a.spec), result.device, shared, seed_a.state_dict
             )
     prepared.code, prepared.sets, prepared.check = code, sets, check
+    if result.device == "cuda" and any(data_bytes(s.expected) > BIG_SET_BYTES for s in sets):
+        # The reference's passes of a full-size problem left GBs in this process's CUDA
+        # cache, which the candidate's worker needs on the same GPU.
+        torch.cuda.empty_cache()
 
 
 def _run_prepared(prepared: Prepared, sessions=None) -> None:

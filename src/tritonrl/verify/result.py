@@ -36,7 +36,7 @@ CHEAT_FLAGS = frozenset(
 # clock (verify.timeout_s), host memory (verify.memory_mb: the memory cgroup's OOM kill,
 # or an allocation refused under RLIMIT_AS), the size of one file (RLIMIT_FSIZE), CPU
 # time (RLIMIT_CPU) and the number of processes and threads (verify.max_procs).
-LIMITS = ("timeout", "memory", "file_size", "cpu_time", "processes")
+LIMITS = ("timeout", "memory", "gpu_memory", "file_size", "cpu_time", "processes")
 
 
 @dataclass
