@@ -6,7 +6,8 @@ A 60-case mixed batch: every builtin level-2 task's shipped Triton solution twic
 textually different copies, so the pool verifies both), plus hostile kernels from the
 test suite, through the worker pool as `tritonrl verify --batch` runs it, `--rounds`
 times, each with a cold reference-time cache (a fresh file). Each honest case's verdict
-(correct, flags) is compared with a single `verify` of the same kernel. Prints the
+(correct, flags) is compared with a single `verify` of the same kernel (a fresh worker
+each, `--single-threads` at a time). Prints the
 disagreements and a summary line; exit status 1 if any honest case disagrees. CUDA by
 default (`--device cpu` to try the script).
 """
@@ -19,6 +20,7 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tritonrl.config import VerifyConfig
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hostile", type=int, default=8)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--workers", type=int)
+    ap.add_argument("--single-threads", type=int, default=4)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
 
@@ -60,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     cases += [(t, code + "\n# copy 2\n", f"{t.name} copy 2") for t, code in honest]
     cases += _hostile_cases(args.hostile)
     config = VerifyConfig(device=args.device, ref_time_cache="off")
-    single = {t.id: _verdict(verify(t, code, config)) for t, code in honest}
+    with ThreadPoolExecutor(args.single_threads) as ex:  # each its own fresh worker
+        verdicts = ex.map(lambda pair: _verdict(verify(pair[0], pair[1], config)), honest)
+        single = {t.id: v for (t, _), v in zip(honest, verdicts, strict=True)}
+    print(f"{len(single)} single verifies: {sum(v['correct'] for v in single.values())} correct")
     report, bad = {"single": single, "rounds": []}, 0
     for rnd in range(args.rounds):
         with tempfile.TemporaryDirectory() as tmp:
