@@ -183,6 +183,9 @@ def test_a_timing_phase_holds_the_gpu_alone_only_while_it_times(tmp_path, monkey
         ops = [("time_prep", 1, False)] + [("time", 0, True), ("time_check", 1, False)] * tries
         assert worker.ops == ops, worker.ops
         assert result.timing["tries"] == tries and not result.flags, result.flags
+        # both measures reach the result, and which one the reward used
+        assert set(result.speedups) == {"device", "launch"}
+        assert result.timing["measure"] in result.speedups
         assert {"perf_prep", "gpu_wait", "performance", "perf_check"} <= set(result.stage_times)
     assert alone_held == [(0, True)] * 2
 

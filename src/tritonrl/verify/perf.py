@@ -131,6 +131,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     _set_speedups(result, config, {"device": (used, new), "launch": m["launch"]})
     result.notes.extend(str(n) for n in m["reply"].get("notes", [])[:8])
     result.timing = {
+        "measure": result.timing.get("measure"),  # which speedup `_set_speedups` used
         "trials": new["n"], "rse": round(max(new["rse"], m["ref"]["rse"]), 5),
         "median_ms": new["median"], "ref_median_ms": m["ref"]["median"],
         "mean_ms": new["mean"], "ref_mean_ms": m["ref"]["mean"],
