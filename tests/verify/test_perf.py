@@ -100,3 +100,47 @@ def test_the_reward_uses_the_lower_of_the_two_speedups_by_default(measure, picke
 def test_an_unknown_speedup_measure_is_refused_when_the_config_is_built():
     with pytest.raises(ValueError, match="speedup_measure"):
         VerifyConfig(speedup_measure="fastest")
+
+
+# The size of KernelBench level 1's element-wise problems: 4096 x 393216 float32, 6.4 GB
+# in and 6.4 GB out for each full-size input set (the task is written here).
+FULL_SIZE_RELU = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = 4096
+dim = 393216
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_an_honest_kernel_for_a_full_size_problem_is_not_refused_for_a_limit():
+    # With the default limits (8 GB of host memory for the worker): the worker's limits
+    # grow with the sets, the inputs are drawn on the GPU and mapped by the worker, its
+    # outputs streamed to their files. Before, the worker was killed by the memory limit
+    # after the trusted side spent over a minute drawing the sets on the host.
+    from tritonrl.tasks import Task, load_builtin
+    from tritonrl.verify import verify
+
+    task = Task("full_size_relu", 1, "full_size_relu", FULL_SIZE_RELU, "test_perf.py")
+    honest = load_builtin("level1/1_ReLU").tasks[0].solution
+    r = verify(task, honest, VerifyConfig(ref_time_cache="off"))
+    assert r.limit is None and r.correct and not r.cheated, (r.error, r.limit, r.flags)
+    assert [s.name for s in r.input_sets if not s.ok] == []
+    assert set(r.speedups) == {"device", "launch"}, r.notes
+    assert sum(r.stage_times.values()) < 300, r.stage_times
