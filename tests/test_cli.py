@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 FIXTURES = Path(__file__).parent / "tasks" / "fixtures"
 
 
@@ -57,6 +59,42 @@ def test_tasks_check_fails_for_tasks_without_solutions():
     assert "no reference solution" in r.stdout
 
 
+def test_tasks_check_takes_a_solution_for_a_users_own_task_file(tmp_path):
+    from tritonrl.tasks import load_builtin
+
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    task, answer = tmp_path / "my_relu.py", tmp_path / "answer.py"
+    task.write_text(relu.source)
+    answer.write_text(relu.solution)
+    r = tritonrl("tasks", "check", str(task), "--device", "cpu")
+    assert r.returncode == 1
+    assert "no reference solution (pass --solution FILE, or save it as " in r.stdout
+    assert str(tmp_path / "solutions" / "my_relu.py") in r.stdout
+    r = tritonrl("tasks", "check", str(task), "--solution", str(answer), "--device", "cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("PASS my_relu")
+    r = tritonrl("tasks", "check", "builtin:level1", "--solution", str(answer))
+    assert r.returncode == 2 and "--solution goes with one task" in r.stderr
+    r = tritonrl("tasks", "check", str(task), "--solution", str(tmp_path / "none.py"))
+    assert r.returncode == 2 and "No such file" in r.stderr
+
+
+def test_a_task_with_a_syntax_error_says_so_and_nothing_else(tmp_path):
+    broken = tmp_path / "7_Broken.py"
+    broken.write_text((FIXTURES / "bad_tasks" / "level1" / "2_Syntax_Error.py").read_text())
+    r = tritonrl("tasks", "check", str(broken))
+    assert r.returncode == 2 and "syntax error at line 4" in r.stderr
+    assert "level 1" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_version():
+    import tritonrl as package
+
+    r = tritonrl("--version")
+    assert r.returncode == 0 and r.stdout == f"tritonrl {package.__version__}\n"
+
+
+@pytest.mark.slow  # every builtin solution through the full verifier
 def test_tasks_check_builtin_all_passes():
     """The done-criterion of the builtin suite: every solution against its reference."""
     r = tritonrl("tasks", "check", "builtin:all", "--device", "cpu", "--json", timeout=1200)
@@ -97,7 +135,8 @@ def test_verify_batch_streams_one_row_per_case_and_names_bad_lines(tmp_path):
     assert rows[3]["input_error"].startswith("line 3: not valid JSON")
     assert rows[5]["input_error"].startswith("line 5: unknown task 'builtin:level1/no_such_task'")
     assert rows[5]["task"] == "builtin:level1/no_such_task"
-    assert rows[6]["input_error"] == "line 6: missing 'kernel'" and rows[6]["kernel"] is None
+    assert rows[6]["input_error"].startswith("line 6: neither 'kernel' nor 'kernel_file' given")
+    assert rows[6]["kernel"] is None
     assert "6 cases: 2 correct, 1 not correct, 3 without" in r.stderr
     assert "Traceback" not in r.stderr
     # Never overwritten silently; --force overwrites.
@@ -109,6 +148,30 @@ def test_verify_batch_streams_one_row_per_case_and_names_bad_lines(tmp_path):
                       "--device", "cpu", "--workers", "1")  # fmt: skip
     assert forced.returncode == 0, forced.stderr
     assert [json.loads(x)["correct"] for x in out.read_text().splitlines()] == [True]
+
+
+def test_verify_batch_reads_kernel_file_beside_the_cases_and_names_a_path_given_as_kernel(
+    tmp_path,
+):
+    from tritonrl.tasks import load_builtin
+
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    folder = tmp_path / "batch"
+    (folder / "answers").mkdir(parents=True)
+    (folder / "answers" / "relu.md").write_text(f"Here:\n```python\n{relu.solution}```\n")
+    cases = folder / "cases.jsonl"
+    cases.write_text(
+        json.dumps({"task": relu.id, "kernel_file": "answers/relu.md"}) + "\n"
+        + json.dumps({"task": relu.id, "kernel": "answers/relu.md"}) + "\n"
+    )  # fmt: skip
+    out = tmp_path / "results.jsonl"
+    r = tritonrl("verify", "--batch", str(cases), "--out", str(out), "--device", "cpu",
+                 "--workers", "1")  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    rows = {row["line"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert rows[1]["correct"] and rows[1]["kernel_file"] == "answers/relu.md"
+    assert 'give {"kernel_file": "answers/relu.md"}' in rows[2]["input_error"]
+    assert "Traceback" not in r.stderr
 
 
 def test_verify_batch_usage_errors_exit_2(tmp_path):

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 FIXTURE = Path(__file__).parent / "data" / "fixtures" / "kernelbook_fixture.jsonl"
 
 
@@ -25,6 +27,7 @@ def test_prepare_builtin_source(tmp_path):
     assert {"prompt", "completion", "task_id", "level"} <= set(json.loads(rows[0]))
 
 
+@pytest.mark.slow  # trains a model
 def test_prepare_tiny_model_sft_status(tmp_path):
     start = time.monotonic()
     run, tiny = tmp_path / "run", tmp_path / "tiny"

@@ -1,10 +1,12 @@
 """The `tritonrl` command: one sub-command per stage.
 
     tritonrl tasks list SOURCE... [--json]     one task per line: id, level, name
-    tritonrl tasks check SOURCE... [--device]  each task's solution through the verifier
+    tritonrl tasks check SOURCE... [--device] [--solution FILE]
+                                               each task's solution through the verifier
     tritonrl verify TASK KERNEL [--json]       verify one candidate (code or completion)
     tritonrl verify --batch CASES.jsonl --out RESULTS.jsonl [--workers N]
                                                many, through the worker pool (streamed)
+    tritonrl --version                         the installed version
 
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
 `builtin:level2`, `builtin:all`. Library code logs; this module owns all terminal output.
@@ -12,6 +14,7 @@ SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -36,8 +39,21 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from tritonrl import __version__
+
+        typer.echo(f"tritonrl {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")):
+def _main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
+):
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -79,6 +95,30 @@ def tasks_list(
         raise typer.Exit(1)
 
 
+def _no_solution(task: Task) -> str:
+    """Why a task cannot be checked, and the two ways to give it a solution."""
+    from tritonrl.tasks.loaders import solution_path
+
+    where = ""
+    if Path(task.origin).is_file():
+        where = f", or save it as {solution_path(task.origin)}"
+    return f"task has no reference solution (pass --solution FILE{where})"
+
+
+def _with_solution(report: LoadReport, solution: Path) -> None:
+    """`tasks check --solution FILE`: FILE is the solution of the one task loaded."""
+    if len(report.tasks) != 1:
+        _usage(
+            f"--solution goes with one task, and SOURCE names {len(report.tasks)}; for "
+            "several, put each solution in a solutions/ folder beside the tasks"
+        )
+    try:
+        text = solution.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        _usage(f"--solution {solution}: {getattr(e, 'strerror', None) or e}")
+    report.tasks[0] = dataclasses.replace(report.tasks[0], solution=text)
+
+
 def _check_one(task: Task, device: str) -> dict:
     """A task's own solution through the full verifier: correct, with no flag."""
     from tritonrl.config import VerifyConfig
@@ -86,7 +126,7 @@ def _check_one(task: Task, device: str) -> dict:
 
     start = time.perf_counter()
     if task.solution is None:
-        return {"task": task.id, "ok": False, "error": "task has no reference solution",
+        return {"task": task.id, "ok": False, "error": _no_solution(task),
                 "flags": [], "input_sets": [], "seconds": 0.0, "device": device}  # fmt: skip
     r = verify(task, task.solution, VerifyConfig(device=device))
     ok = r.correct and not r.flags
@@ -105,10 +145,15 @@ def tasks_check(
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
     workers: int = typer.Option(0, help="Verifications at once (0: one per CPU core)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task."),
+    solution: Path | None = typer.Option(
+        None, "--solution", help="The solution (ModelNew) of the one task SOURCE names."
+    ),
 ):
     """Verify every task's reference solution with the full verifier (sandbox, every input
-    set, every cheating check). Exits 1 if any is refused or flagged, lacks a solution, or
-    could not be loaded.
+    set, every cheating check). A task's solution is --solution FILE, or the file of the
+    same name in a solutions/ folder beside the task's folder (solutions/level1/1_ReLU.py
+    for level1/1_ReLU.py), as the builtin suite has. Exits 1 if any is refused or
+    flagged, lacks a solution, or could not be loaded.
     """
     from tritonrl.tasks.check import resolve_device
 
@@ -118,6 +163,8 @@ def tasks_check(
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     report = _load(sources)
+    if solution is not None:
+        _with_solution(report, solution)
     results = []
     progress = Progress(
         TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -185,7 +232,10 @@ def verify_cmd(
     policy: str = typer.Option("strict", help="strict (all compute in Triton) or partial."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
     batch: Path | None = typer.Option(
-        None, "--batch", help='CASES.jsonl, one {"task": ..., "kernel": ...} per line.'
+        None,
+        "--batch",
+        help='CASES.jsonl, one {"task": ..., "kernel": TEXT} or {"task": ..., '
+        '"kernel_file": PATH} per line (PATH relative to the JSONL file\'s folder).',
     ),
     out_path: Path | None = typer.Option(
         None, "--out", help="RESULTS.jsonl for --batch: one result per case, as each finishes."
@@ -246,7 +296,7 @@ def _usage(message: str) -> NoReturn:
 
 def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
     """`verify --batch`: every case through one pool, rows streamed to --out."""
-    from tritonrl.verify.batch import read_cases, result_row
+    from tritonrl.batch_cases import case_row, read_cases
     from tritonrl.verify.pool import VerifierPool
 
     try:
@@ -276,13 +326,13 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
         bar = progress.add_task("verify", total=len(cases))
         for case in bad:
             err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
-            emit(result_row(case, None))
+            emit(case_row(case, None))
         if good:
             with VerifierPool(config, workers or None) as pool:
-                pairs = [(c.task, c.kernel) for c in good]
+                pairs = [(c.task, c.code) for c in good]
                 for i, result in pool.imap_unordered(pairs):
                     correct += result.correct
-                    emit(result_row(good[i], result))
+                    emit(case_row(good[i], result))
     err.print(
         f"{len(cases)} cases: {correct} correct, {len(good) - correct} not correct, "
         f"{len(bad)} without a verdict (bad input); results in {out_path}"

@@ -23,7 +23,9 @@ import yaml
 
 from tritonrl.config import Config, check_config
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"  # the repository's configs/
+# Shipped in the package (the repository's top-level configs/ links here), so a name
+# resolves in any install, editable or not.
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = "tiny-cpu"
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -136,7 +138,8 @@ def _read_yaml(path: Path) -> dict[str, dict]:
 
 
 def config_path(name: str | Path | None) -> Path:
-    """A config file: a path, or the name of one in configs/ (`tiny-cpu`, `qwen7b-1gpu`)."""
+    """A config file: a path, or the name of one shipped in configs/ (`tiny-cpu`,
+    `qwen7b-1gpu`)."""
     name = DEFAULT_CONFIG if name is None else name
     path = Path(name).expanduser()
     if path.is_file():
@@ -144,10 +147,9 @@ def config_path(name: str | Path | None) -> Path:
     named = CONFIG_DIR / f"{name}.yaml"
     if path.suffix == "" and named.is_file():
         return named
-    available = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
+    available = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
     raise ValueError(
-        f"config {str(name)!r}: no such file; give a YAML path or one of: "
-        f"{', '.join(available) or '(configs/ not found: pass a path)'}"
+        f"config {str(name)!r}: no such file; give a YAML path or one of: {', '.join(available)}"
     )
 
 

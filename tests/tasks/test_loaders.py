@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tritonrl.tasks import TaskLoadError, load_builtin, load_source, load_tasks
-from tritonrl.tasks.loaders import load_file
+from tritonrl.tasks.loaders import load_file, solution_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KB = FIXTURES / "kernelbench_like"
@@ -79,3 +79,41 @@ def test_one_builtin_task_by_id_and_unknown_ids():
 def test_several_sources_at_once():
     report = load_tasks(["builtin:level1", str(KB)])
     assert len(report.tasks) == len(load_builtin("level1").tasks) + 5
+
+
+def _user_tasks(root: Path, relative: str) -> Path:
+    """The builtin ReLU task and its solution laid out under `root` as a user would:
+    the task at `relative`, its solution in `solutions/` beside the task's folder."""
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    task = root / relative
+    task.parent.mkdir(parents=True, exist_ok=True)
+    task.write_text(relu.source)
+    solution_path(task).parent.mkdir(parents=True, exist_ok=True)
+    solution_path(task).write_text(relu.solution)
+    return task
+
+
+def test_a_solutions_folder_beside_the_tasks_gives_their_solutions(tmp_path):
+    _user_tasks(tmp_path / "suite", "level1/1_ReLU.py")
+    (tmp_path / "suite" / "level1" / "2_Other.py").write_text(
+        load_builtin("level1").tasks[1].source
+    )
+    single = _user_tasks(tmp_path / "flat", "1_ReLU.py")
+    assert (tmp_path / "suite" / "solutions" / "level1" / "1_ReLU.py").is_file()
+    assert (tmp_path / "flat" / "solutions" / "1_ReLU.py").is_file()
+    suite = load_source(str(tmp_path / "suite")).tasks
+    assert [(t.id, "class ModelNew" in (t.solution or "")) for t in suite] == [
+        ("level1/1_ReLU", True),
+        ("level1/2_Other", False),
+    ]
+    assert "class ModelNew" in load_source(str(single)).tasks[0].solution
+    in_level = load_source(str(tmp_path / "suite" / "level1" / "1_ReLU.py")).tasks[0]
+    assert in_level.solution == suite[0].solution
+
+
+def test_a_syntax_error_is_the_only_message_no_level_guess_is_logged(tmp_path, caplog):
+    broken = tmp_path / "7_Broken.py"  # outside a level folder: its level would be guessed
+    broken.write_text((FIXTURES / "bad_tasks" / "level1" / "2_Syntax_Error.py").read_text())
+    with caplog.at_level("DEBUG"), pytest.raises(TaskLoadError, match="syntax error at line 4"):
+        load_source(str(broken))
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []

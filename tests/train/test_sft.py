@@ -66,6 +66,7 @@ def _generate(model, tokenizer, n: int = 6) -> str:
     return tokenizer.decode(out[0, inputs["input_ids"].shape[1] :])
 
 
+@pytest.mark.slow  # trains a model
 def test_full_parameter_sft_on_the_cpu(tmp_path):
     run_dir = tmp_path / "run"
     started = time.monotonic()
@@ -122,6 +123,7 @@ def _prepare_stage(run: Run, n_train: int = 6, n_val: int = 2) -> None:
     run.finish_stage("prepare")
 
 
+@pytest.mark.slow  # trains a model
 def test_lora_sft_on_prepared_examples(tmp_path):
     overrides = [
         "--lora.enabled",
@@ -181,6 +183,7 @@ KILLED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # trains a model
 def test_resume_after_a_kill_continues_from_the_recorded_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     overrides = ["--sft.max_steps", "8", "--run.report_to", "[none]", *SMALL]

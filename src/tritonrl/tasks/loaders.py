@@ -9,8 +9,15 @@ Source specs understood by `load_tasks`:
 * `builtin:level1`, `builtin:level2`, `builtin:all`, or one builtin task by id
   (`builtin:level1/1_ReLU`).
 
+A task's reference Triton solution, when it has one, is a file of the same name in a
+`solutions/` folder beside the task's folder, mirroring it as the builtin suite does
+(`level1/1_ReLU.py` -> `solutions/level1/1_ReLU.py`; a file outside a level folder,
+`my_tasks/1_ReLU.py` -> `my_tasks/solutions/1_ReLU.py`): see `solution_path`.
+
 Loading reads files and parses them; it never executes task or candidate code. A
 directory with bad files loads the good ones and reports each bad one in `LoadReport`.
+A file's syntax is checked before its level is guessed, so a broken file reports its
+syntax error alone.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonrl.tasks.task import Task, TaskLoadError, parse_file_name
+from tritonrl.tasks.task import Task, TaskLoadError, parse_file_name, validate_reference
 
 log = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 BUILTIN_LEVELS = ("level1", "level2")
+SOLUTIONS_DIR = "solutions"
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 
 
@@ -56,6 +64,15 @@ def _guess_level(source: str) -> int:
     return label_level(source)
 
 
+def solution_path(path: str | Path) -> Path:
+    """Where the reference solution of the task file `path` is looked for (see the module
+    docstring)."""
+    path = Path(path)
+    if _LEVEL_DIR.match(path.parent.name):
+        return path.parent.parent / SOLUTIONS_DIR / path.parent.name / path.name
+    return path.parent / SOLUTIONS_DIR / path.name
+
+
 def load_file(
     path: str | Path,
     level: int | None = None,
@@ -64,15 +81,18 @@ def load_file(
     origin: str | None = None,
 ) -> Task:
     """Load one reference file. The level comes from a `levelN` parent folder, else the
-    difficulty heuristic."""
+    difficulty heuristic; the solution, when not given, from `solution_path(path)`."""
     path = Path(path)
     if not path.is_file():
         raise TaskLoadError(str(path), "no such file")
     source = _read(path)
+    validate_reference(source, origin or str(path))  # before a guess that would hide it
     problem_id, name = parse_file_name(path.name)
     if level is None:
         m = _LEVEL_DIR.match(path.parent.name)
         level = int(m.group(1)) if m else _guess_level(source)
+    if solution is None and solution_path(path).is_file():
+        solution = _read(solution_path(path))
     return Task(
         id=task_id or path.stem,
         level=level,
@@ -103,12 +123,9 @@ def _level_dirs(root: Path) -> list[Path]:
     return []
 
 
-def load_directory(root: str | Path, prefix: str = "", solutions: Path | None = None) -> LoadReport:
-    """Load every `<id>_<Name>.py` under the `levelN/` folders of `root`.
-
-    `solutions`, when given, is a folder mirroring the level folders that holds a
-    reference Triton solution for some tasks (the builtin suite has one).
-    """
+def load_directory(root: str | Path, prefix: str = "") -> LoadReport:
+    """Load every `<id>_<Name>.py` under the `levelN/` folders of `root`, with the
+    solutions of a `solutions/` folder beside them (the builtin suite has one)."""
     root = Path(root)
     if not root.is_dir():
         raise TaskLoadError(str(root), "no such directory")
@@ -125,14 +142,12 @@ def load_directory(root: str | Path, prefix: str = "", solutions: Path | None = 
         for path in sorted(level_dir.glob("*.py"), key=_sort_key):
             if path.name.startswith("__"):
                 continue
-            sol_path = solutions / level_dir.name / path.name if solutions else None
             try:
-                solution = _read(sol_path) if sol_path and sol_path.is_file() else None
                 task_id = f"{prefix}{level_dir.name}/{path.stem}"
                 # A prefixed suite (the builtin one) ships with the package: its origin is
                 # its id, not a path of the machine it was installed on.
                 origin = task_id if prefix else None
-                report.tasks.append(load_file(path, level, task_id, solution, origin))
+                report.tasks.append(load_file(path, level, task_id, origin=origin))
             except TaskLoadError as e:
                 log.info("skipping %s", e)
                 report.errors.append(e)
@@ -141,7 +156,7 @@ def load_directory(root: str | Path, prefix: str = "", solutions: Path | None = 
 
 def load_builtin(which: str = "all") -> LoadReport:
     """The builtin suite: `level1`, `level2`, `all`, or one task id like `level1/1_ReLU`."""
-    suite = load_directory(BUILTIN_DIR, prefix="builtin:", solutions=BUILTIN_DIR / "solutions")
+    suite = load_directory(BUILTIN_DIR, prefix="builtin:")
     if which == "all":
         return suite
     if which in BUILTIN_LEVELS:
