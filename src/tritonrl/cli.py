@@ -110,7 +110,7 @@ def tasks_check(
     set, every cheating check). Exits 1 if any is refused or flagged, lacks a solution, or
     could not be loaded.
     """
-    from tritonrl.tasks.check import resolve_device
+    from tritonrl.verify.compare import resolve_device
 
     try:
         device = resolve_device(device)
@@ -199,7 +199,7 @@ def verify_cmd(
     whenever every candidate got a verdict, 1 when some --batch line was unusable (its row
     says why), 2 for bad usage. --out is never overwritten without --force."""
     from tritonrl.config import VerifyConfig
-    from tritonrl.tasks.check import resolve_device
+    from tritonrl.verify.compare import resolve_device
 
     try:
         config = VerifyConfig(device=device, policy=policy)

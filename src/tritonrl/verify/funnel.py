@@ -35,9 +35,9 @@ import torch
 from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
 from tritonrl.reward import compute_reward
-from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
+from tritonrl.verify.compare import compare_outputs, resolve_device
 from tritonrl.verify.findings import read_findings
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,

@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 
 from tritonrl.config import VerifyConfig
-from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
 from tritonrl.verify import refcache, tensorfile
+from tritonrl.verify.compare import compare_outputs, resolve_device
 from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
 from tritonrl.verify.job import (
     call,
