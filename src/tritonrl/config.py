@@ -25,6 +25,7 @@ from pathlib import Path
 
 POLICIES = ("strict", "partial")
 SPEEDUP_MEASURES = ("min", "device", "launch")
+REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
 
 
 @dataclass
@@ -109,6 +110,10 @@ class VerifyConfig:
             raise ValueError(
                 "verify.warmup must be >= 0; verify.target_rse and "
                 "verify.timing_max_seconds must be positive"
+            )
+        if self.reward_scheme not in REWARD_SCHEMES:
+            raise ValueError(
+                f"verify.reward_scheme must be one of {REWARD_SCHEMES}, not {self.reward_scheme!r}"
             )
         if self.speedup_measure not in SPEEDUP_MEASURES:
             raise ValueError(

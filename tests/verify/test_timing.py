@@ -301,7 +301,12 @@ def test_reference_cache_key_follows_task_shapes_and_device(tmp_path):
 def test_cpu_results_say_they_were_not_timed():
     relu = load_builtin("level1/1_ReLU").tasks[0]
     r = verify(relu, relu.solution, VerifyConfig(device="cpu"))
-    assert r.correct and r.speedup is None and r.timing == {} and r.reward == pytest.approx(0.7)
+    assert (
+        r.correct
+        and r.speedup is None
+        and r.timing == {}
+        and compute_reward(r) == pytest.approx(0.7)
+    )
 
 
 # ------------------------------------------------------------------------------ GPU
@@ -429,20 +434,20 @@ def test_side_stream_work_is_counted(honest, connections):
 @gpu
 def test_cross_call_deferral_is_refused():
     r = verify(BIG_RELU, DEFERRAL, NO_STATIC)
-    assert "timing_phase" in r.flags and r.reward == 0.0, (r.flags, r.notes)
+    assert "timing_phase" in r.flags and compute_reward(r) == 0.0, (r.flags, r.notes)
 
 
 @gpu
 def test_a_cached_output_is_an_impossible_speed():
     r = verify(BIG_RELU, CACHED, NO_STATIC)
     assert {"impossible_speed", "timing_phase"} <= set(r.flags), (r.flags, r.notes)
-    assert r.reward == 0.0
+    assert compute_reward(r) == 0.0
 
 
 @gpu
 def test_timer_tampering_is_refused():
     r = verify(BIG_RELU, TIMER_TAMPER, NO_STATIC)
-    assert "timer_tampering" in r.flags and r.reward == 0.0, (r.flags, r.notes)
+    assert "timer_tampering" in r.flags and compute_reward(r) == 0.0, (r.flags, r.notes)
 
 
 SLOW_REFERENCE = HONEST.replace(
@@ -460,7 +465,7 @@ def test_a_candidate_that_slows_the_reference_gains_nothing(honest):
         assert r.timing["tries"] == 2 and "the reference's time alone is used" in r.notes
         assert r.speedup <= honest.speedup * 1.1, (r.speedup, honest.speedup)
     else:
-        assert r.reward == 0.0
+        assert compute_reward(r) == 0.0
 
 
 @gpu
@@ -496,7 +501,7 @@ def test_cuda_graph_mode_refuses_a_kernel_that_captures_something_else():
     r = verify(BIG_RELU, CAPTURED, dataclasses.replace(NO_STATIC, cuda_graphs=True))
     assert {"impossible_speed", "timing_phase"} <= set(r.flags), (r.flags, r.notes)
     assert any(n.startswith("timing_phase: output of the graph check") for n in r.notes)
-    assert r.reward == 0.0
+    assert compute_reward(r) == 0.0
 
 
 @gpu

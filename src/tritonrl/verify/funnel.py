@@ -34,7 +34,6 @@ import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
-from tritonrl.reward import compute_reward
 from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device
@@ -106,16 +105,15 @@ def prepare(
 
 
 def finish(prepared: Prepared, sessions: Any = None) -> VerifyResult:
-    """The candidate's half of `verify`: its worker, every input set, the timing phase,
-    and the reward. `sessions` as `verify`'s. Never raises."""
-    task, config, result = prepared.task, prepared.config, prepared.result
+    """The candidate's half of `verify`: its worker, every input set and the timing
+    phase. `sessions` as `verify`'s. Never raises."""
+    task, result = prepared.task, prepared.result
     if prepared.sets is not None:
         try:
             _run_prepared(prepared, sessions)
         except Exception as e:  # a verifier bug must still give a verdict, never a traceback
             log.exception("verifier error on %s", task.id)
             result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
-    result.reward = compute_reward(result, config.reward_scheme, config.tritonrl_alpha)
     return result
 
 
