@@ -97,7 +97,7 @@ def test_without_the_funnel_every_input_set_runs():
 
 
 def test_the_worker_shows_no_caller_path_or_argv_to_probe(monkeypatch):
-    # A phase probe (HACKS.md #16) reads words from PATH and argv. CI once ran from a
+    # A phase probe (docs/hacks.md #16) reads words from PATH and argv. CI once ran from a
     # checkout under /check/, which made every call look like a check: the worker must
     # see the same neutral argv and a fixed system PATH whatever the caller's are.
     monkeypatch.setenv("PATH", "/opt/check/test/bin:" + os.environ.get("PATH", ""))

@@ -1,7 +1,7 @@
 """The verifier against hostile kernels (one file per trick, tests/verify/hostile/) and
 honest ones (tests/verify/honest/), end to end through `verify()` and the sandbox.
 
-Every hostile file names its HACKS.md category in its docstring and carries one line
+Every hostile file names its docs/hacks.md category in its docstring and carries one line
 
     Expect: task=<task> static=<flag|none> runtime=<outcome> [escape=<kind>]
             [timeout=<s>] [memory_mb=<MiB>] [limit=<limit>]
@@ -102,7 +102,9 @@ def parse_expect(path: Path) -> Expect:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".py":
         doc = ast.get_docstring(ast.parse(text)) or ""
-        assert "HACKS.md" in doc or "honest" in str(path), f"{path.name}: no HACKS.md category"
+        assert "docs/hacks.md" in doc or "honest" in str(path), (
+            f"{path.name}: no docs/hacks.md category"
+        )
         text = doc
     lines = [ln.strip() for ln in text.splitlines()]
     starts = [i for i, ln in enumerate(lines) if ln.startswith("Expect:")]
@@ -376,7 +378,7 @@ def test_every_category_has_a_hostile_kernel() -> None:
     categories = set()
     for p in HOSTILE:
         doc = ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or ""
-        categories |= {int(m) for m in re.findall(r"HACKS\.md #(\d+)", doc)}
+        categories |= {int(m) for m in re.findall(r"docs/hacks\.md #(\d+)", doc)}
     # 9 (side stream) and 22 (impossible speed) need a GPU timer; 12 is covered by the
     # host-side timer patches.
     assert set(range(1, 25)) - {9, 22} <= categories

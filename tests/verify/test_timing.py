@@ -1,7 +1,7 @@
 """Calibrated timing: its statistics and noise rule everywhere, the timing-side cheats
-(HACKS.md #8 cross-call deferral, #9 side streams, #12 timer tampering, impossible speed)
-on a real GPU (marker `gpu`), each with the static checks off so the run-time layer is
-what refuses them.
+(docs/hacks.md #8 cross-call deferral, #9 side streams, #12 timer tampering, #22
+impossible speed) on a real GPU (marker `gpu`), each with the static checks off so the
+run-time layer is what refuses them.
 """
 
 import dataclasses

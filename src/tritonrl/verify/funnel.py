@@ -1,4 +1,4 @@
-"""`verify(task, candidate, config) -> VerifyResult`: the staged funnel (extension 2).
+"""`verify(task, candidate, config) -> VerifyResult`: the staged funnel.
 
     extract -> static checks -> compile/import (sandbox) -> tiny run -> every input set
             -> timing (CUDA, correct kernels only)

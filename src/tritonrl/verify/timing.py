@@ -1,4 +1,4 @@
-"""Calibrated GPU timing (extension 4): the measurement loop and its statistics.
+"""Calibrated GPU timing: the measurement loop and its statistics.
 
 `Timer` is built from timing functions captured BEFORE candidate code loads (the worker
 passes its captured `torch.cuda.Event`, `torch.cuda.synchronize`, `time.perf_counter`,
@@ -17,7 +17,7 @@ and time only while they have it alone.
 
 Work on any stream counts: each trial also records an event after a device-wide
 synchronisation; where that event lags the stream's end event by more than the
-calibrated synchronisation overhead, work ran outside the timed stream (HACKS.md #9)
+calibrated synchronisation overhead, work ran outside the timed stream (docs/hacks.md #9)
 and the synchronised times, less the overhead, are the series. Only the series named
 in `watch` are looked at this way: the worker watches the candidate's, never the
 reference's, whose time read late would inflate the speedup. (The trusted side checks
