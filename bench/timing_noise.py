@@ -7,7 +7,7 @@ the reference (`class ModelNew(Model): pass`), so the true speedup is exactly 1.
 Each run is fresh: a new worker process (forked from a warm sandboxed zygote, as the
 worker pool's are; `--fresh` starts a whole new sandboxed worker instead), new secret
 inputs, the candidate and the reference timed interleaved by the verifier's timing phase
-(`tritonrl.verify.perf.time_candidate`: the same code path `verify` uses for a correct
+(`tritonrl.verify.timing_phase.time_candidate`: the same code path `verify` uses for a correct
 kernel, minus the correctness verdict, which a torch-only copy would not get). The
 reference time alone is not cached between runs. Besides the builtin tasks it times
 three larger ones written here (memory-bound, a row reduction, compute-bound), since the
@@ -31,8 +31,8 @@ from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_tasks
 from tritonrl.verify.gate import gate_for
 from tritonrl.verify.lane import Lane
-from tritonrl.verify.perf import time_candidate
 from tritonrl.verify.pool import visible_gpus
+from tritonrl.verify.timing_phase import time_candidate
 
 _BIG = {
     "big_relu": ("torch.relu(x)", "[torch.randn(4096, 16384)]"),

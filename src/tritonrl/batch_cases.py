@@ -155,9 +155,12 @@ def read_cases(path: str | Path) -> list[Case]:
     return cases
 
 
-def case_row(case: Case, result: VerifyResult | None) -> dict[str, Any]:
-    """The output row of a case: its verdict, or its input error."""
-    row = batch.result_row(case, result)
+def case_row(
+    case: Case, result: VerifyResult | None, reward: float | None = None
+) -> dict[str, Any]:
+    """The output row of a case: its verdict (and `reward`, the caller's scheme's), or
+    its input error."""
+    row = batch.result_row(case, result, reward)
     if case.kernel_file is not None:
         row["kernel_file"] = case.kernel_file
     return row

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tritonrl.reward import reward_for
 from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n")[0])
@@ -128,11 +129,13 @@ def _check_one(task: Task, device: str) -> dict:
     if task.solution is None:
         return {"task": task.id, "ok": False, "error": _no_solution(task),
                 "flags": [], "input_sets": [], "seconds": 0.0, "device": device}  # fmt: skip
-    r = verify(task, task.solution, VerifyConfig(device=device))
+    config = VerifyConfig(device=device)
+    r = verify(task, task.solution, config)
     ok = r.correct and not r.flags
     error = r.error or (f"flags: {', '.join(r.flags)}" if r.flags else None)
     return {
-        "task": task.id, "ok": ok, "error": error, "flags": r.flags, "reward": r.reward,
+        "task": task.id, "ok": ok, "error": error, "flags": r.flags,
+        "reward": reward_for(r, config),
         "speedup": r.speedup, "speedup_ci": r.speedup_ci,
         "input_sets": [f"{o.name}: {o.detail}" for o in r.input_sets],
         "seconds": round(time.perf_counter() - start, 3), "device": r.device,
@@ -155,7 +158,7 @@ def tasks_check(
     for level1/1_ReLU.py), as the builtin suite has. Exits 1 if any is refused or
     flagged, lacks a solution, or could not be loaded.
     """
-    from tritonrl.tasks.check import resolve_device
+    from tritonrl.verify.compare import resolve_device
 
     try:
         device = resolve_device(device)
@@ -249,7 +252,7 @@ def verify_cmd(
     whenever every candidate got a verdict, 1 when some --batch line was unusable (its row
     says why), 2 for bad usage. --out is never overwritten without --force."""
     from tritonrl.config import VerifyConfig
-    from tritonrl.tasks.check import resolve_device
+    from tritonrl.verify.compare import resolve_device
 
     try:
         config = VerifyConfig(device=device, policy=policy)
@@ -271,11 +274,12 @@ def verify_cmd(
     the_task = _one_task(task)
     code = _read_kernel(kernel)
     result = verify(the_task, code, config)
+    reward = reward_for(result, config)
     if as_json:
-        typer.echo(result.to_json())
+        typer.echo(json.dumps({**result.to_dict(), "reward": reward}))
         return
     verdict = "[green]correct[/green]" if result.correct else "[red]not correct[/red]"
-    out.print(f"{result.task}: {verdict}, stage {result.stage}, reward {result.reward:.3f}")
+    out.print(f"{result.task}: {verdict}, stage {result.stage}, reward {reward:.3f}")
     if result.error:
         out.print(f"  error: {result.error}", markup=False)
     if result.flags:
@@ -332,7 +336,7 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
                 pairs = [(c.task, c.code) for c in good]
                 for i, result in pool.imap_unordered(pairs):
                     correct += result.correct
-                    emit(case_row(good[i], result))
+                    emit(case_row(good[i], result, reward_for(result, config)))
     err.print(
         f"{len(cases)} cases: {correct} correct, {len(good) - correct} not correct, "
         f"{len(bad)} without a verdict (bad input); results in {out_path}"

@@ -8,11 +8,11 @@ field's type, and rejects unknown names and option combinations that cannot work
 (`check_config`) before anything runs. The resolved config is what a run's manifest
 records.
 
-Each extension can be switched off for an ablation: multi-input testing
-(verify.multi_input, verify.num_input_sets), the staged funnel (verify.funnel,
-verify.skip_timing_on_failure, verify.tiny_run_first), the curriculum (curriculum.*),
-calibrated timing (verify.timing, verify.warmup, verify.trials; CUDA events are the only
-timer) and the strict sandbox (verify.sandbox_strict).
+Each extension (docs/hacks.md, extensions) can be switched off for an ablation:
+multi-input testing (verify.multi_input, verify.num_input_sets), the staged funnel
+(verify.funnel, verify.skip_timing_on_failure, verify.tiny_run_first), the curriculum
+(curriculum.*), calibrated timing (verify.timing, verify.warmup, verify.trials; CUDA
+events are the only timer) and the strict sandbox (verify.sandbox_strict).
 
 What it does NOT do: it does not start stages or touch a run directory, and the sections
 of stages not built yet (GRPO, Best-of-N, distillation) are added with those stages.
@@ -25,6 +25,7 @@ from pathlib import Path
 
 POLICIES = ("strict", "partial")
 SPEEDUP_MEASURES = ("min", "device", "launch")
+REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
 
 
 @dataclass
@@ -37,17 +38,17 @@ class VerifyConfig:
     # Static (AST) cheating checks. Off only to test or ablate the run-time layer: every
     # category that can be caught at run time must be caught there too.
     static_checks: bool = True
-    # Extension 1, multi-input testing.
+    # Multi-input testing.
     multi_input: bool = True
     num_input_sets: int = 5
-    # Extension 2, the staged funnel: stop at the first failing stage, tiny run first.
+    # The staged funnel: stop at the first failing stage, tiny run first.
     funnel: bool = True
     skip_timing_on_failure: bool = True
     tiny_run_first: bool = True  # the shrunk-shape run before the full input sets
-    # Extension 4, calibrated timing (CUDA only): candidate and reference interleaved in
-    # the worker, trials extended past `trials` until the relative standard error of each
-    # median is under `target_rse` (capped by max_trials / timing_max_seconds); the
-    # speedup is the ratio of the medians (tritonrl.verify.timing).
+    # Calibrated timing (CUDA only): candidate and reference interleaved in the worker,
+    # trials extended past `trials` until the relative standard error of each median is
+    # under `target_rse` (capped by max_trials / timing_max_seconds); the speedup is the
+    # ratio of the medians (tritonrl.verify.timing).
     timing: bool = True
     warmup: int = 10
     trials: int = 50
@@ -76,7 +77,7 @@ class VerifyConfig:
     # Reference times measured alone, cached per task/shapes/device/versions:
     # "auto" ($XDG_CACHE_HOME/tritonrl/ref_times.json), "off", or a path.
     ref_time_cache: str = "auto"
-    # Extension 5, the strict sandbox.
+    # The strict sandbox.
     sandbox_strict: bool = True  # refuse to run when an isolation mechanism is missing
     timeout_s: float = 120.0  # wall clock for one candidate's whole worker session
     memory_mb: int = 8192
@@ -109,6 +110,10 @@ class VerifyConfig:
             raise ValueError(
                 "verify.warmup must be >= 0; verify.target_rse and "
                 "verify.timing_max_seconds must be positive"
+            )
+        if self.reward_scheme not in REWARD_SCHEMES:
+            raise ValueError(
+                f"verify.reward_scheme must be one of {REWARD_SCHEMES}, not {self.reward_scheme!r}"
             )
         if self.speedup_measure not in SPEEDUP_MEASURES:
             raise ValueError(
@@ -265,7 +270,7 @@ class SftConfig:
 
 @dataclass
 class CurriculumConfig:
-    """Extension 3: the share of level-2 tasks in RL grows once level 1 is learnt."""
+    """Adaptive curriculum: the share of level-2 tasks in RL grows once level 1 is learnt."""
 
     enabled: bool = True
     start: float = 0.1  # initial share of level-2 tasks

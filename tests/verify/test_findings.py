@@ -13,6 +13,7 @@ import os
 import pytest
 
 from tritonrl.config import VerifyConfig
+from tritonrl.reward import compute_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import verify
 from tritonrl.verify.findings import (
@@ -101,13 +102,13 @@ def test_a_host_roundtrip_before_forward_raises_is_flagged() -> None:
     assert r.compiled and not r.correct
     assert "torch_fallback" in r.flags, (r.flags, r.notes)
     assert "no_launch" not in r.flags  # it raised before its first launch: no finding
-    assert r.reward == 0.0
+    assert compute_reward(r) == 0.0
     assert r.input_sets[0].name == "tiny" and not r.input_sets[0].ok
 
 
 def test_a_forward_that_raises_without_a_finding_is_only_wrong() -> None:
     r = verify(RELU, _relu_with("raise RuntimeError('no luck')"), RUNTIME)
-    assert r.flags == [] and not r.correct and r.reward == pytest.approx(0.3)
+    assert r.flags == [] and not r.correct and compute_reward(r) == pytest.approx(0.3)
 
 
 def test_a_ctypes_read_then_a_segfault_is_still_flagged() -> None:
@@ -119,7 +120,7 @@ def test_a_ctypes_read_then_a_segfault_is_still_flagged() -> None:
     assert "torch_fallback" in r.flags  # the raw read is a host round-trip in forward
     assert "killed" in r.error and "SIGSEGV" in r.error, r.error
     assert any("findings log" in n for n in r.notes)
-    assert not r.correct and r.reward == 0.0
+    assert not r.correct and compute_reward(r) == 0.0
     assert [(o.name, o.ok) for o in r.input_sets] == [("tiny", False)]
 
 
@@ -135,4 +136,4 @@ def test_wiping_the_findings_log_then_crashing_is_never_correct(wipe: str) -> No
     r = verify(RELU, code, RUNTIME)
     assert not r.correct and r.stage == "correctness" and "SIGABRT" in r.error, r.error
     # The flag is gone with the log: the verdict of a compiled kernel that crashed.
-    assert "ctypes" not in r.flags and r.reward == pytest.approx(0.3), (r.flags, r.notes)
+    assert "ctypes" not in r.flags and compute_reward(r) == pytest.approx(0.3), (r.flags, r.notes)

@@ -158,8 +158,8 @@ def test_a_timing_phase_holds_the_gpu_alone_only_while_it_times(tmp_path, monkey
     from tritonrl.tasks import load_builtin
     from tritonrl.verify import refcache
     from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
-    from tritonrl.verify.perf import time_phase
     from tritonrl.verify.result import VerifyResult
+    from tritonrl.verify.timing_phase import time_phase
 
     task = load_builtin("level1/1_ReLU").tasks[0]
     main = prepare_set(task, InputSet("seed_a", "small", 123), "cpu")

@@ -1,5 +1,5 @@
 """Run-time guards under the real Triton interpreter: honest kernels pass every guard;
-each hostile forward (one HACKS.md row per test, named in its docstring) is caught.
+each hostile forward (one docs/hacks.md category per test, named in its docstring) is caught.
 
 Kernels are written to temporary files and imported (`@triton.jit` reads its source
 back), after `install_hooks()`, as the worker does.

@@ -1,7 +1,7 @@
 """The verifier against hostile kernels (one file per trick, tests/verify/hostile/) and
 honest ones (tests/verify/honest/), end to end through `verify()` and the sandbox.
 
-Every hostile file names its HACKS.md category in its docstring and carries one line
+Every hostile file names its docs/hacks.md category in its docstring and carries one line
 
     Expect: task=<task> static=<flag|none> runtime=<outcome> [escape=<kind>]
             [timeout=<s>] [memory_mb=<MiB>] [limit=<limit>]
@@ -102,7 +102,9 @@ def parse_expect(path: Path) -> Expect:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".py":
         doc = ast.get_docstring(ast.parse(text)) or ""
-        assert "HACKS.md" in doc or "honest" in str(path), f"{path.name}: no HACKS.md category"
+        assert "docs/hacks.md" in doc or "honest" in str(path), (
+            f"{path.name}: no docs/hacks.md category"
+        )
         text = doc
     lines = [ln.strip() for ln in text.splitlines()]
     starts = [i for i, ln in enumerate(lines) if ln.startswith("Expect:")]
@@ -376,7 +378,7 @@ def test_every_category_has_a_hostile_kernel() -> None:
     categories = set()
     for p in HOSTILE:
         doc = ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or ""
-        categories |= {int(m) for m in re.findall(r"HACKS\.md #(\d+)", doc)}
+        categories |= {int(m) for m in re.findall(r"docs/hacks\.md #(\d+)", doc)}
     # 9 (side stream) and 22 (impossible speed) need a GPU timer; 12 is covered by the
     # host-side timer patches.
     assert set(range(1, 25)) - {9, 22} <= categories
@@ -453,11 +455,11 @@ def test_hostile_kernel_is_refused(path: Path, mode: str, verdicts: Verdicts) ->
     for scheme in ("tritonrl", "kevin"):  # correctness-gated schemes: nothing at all
         assert compute_reward(r, scheme) == 0.0, f"{scheme} reward; {summary}"
     if _earns_nothing(exp, mode):
-        assert r.reward == 0.0, f"rewarded: {summary}"
+        assert compute_reward(r) == 0.0, f"rewarded: {summary}"
     else:
         # Refused for its outputs (or its import): the staged scheme still gives the
         # partial credit of any compiled-but-wrong kernel, never the 0.7 of a correct one.
-        assert r.reward == staged_reward(r) < CPU_CORRECT_REWARD, summary
+        assert compute_reward(r) == staged_reward(r) < CPU_CORRECT_REWARD, summary
     if mode == "default" and exp.static != "none":
         assert exp.static in r.flags, f"static flag missing: {summary}"
         assert r.stage == "static", f"the funnel went past static: {summary}"
@@ -564,11 +566,11 @@ def test_a_run_ended_by_a_limit_earns_nothing(
         setting = {"timeout": "verify.timeout_s", "memory": "verify.memory_mb"}[exp.limit]
         assert f"{setting} = " in r.error and f"raise it with --{setting}" in r.error, summary
     assert [compute_reward(r, scheme) for scheme in SCHEMES] == [0.0] * len(SCHEMES), summary
-    assert r.reward == 0.0, summary
+    assert compute_reward(r) == 0.0, summary
     if r.compiled:  # the honest wrong kernel that reached the same stage is paid more
         control = honest_wrong[r.tiny_correct]
         assert control.limit is None and not control.timed_out, control.error
-        assert control.reward == (0.5 if r.tiny_correct else 0.3), control.error
+        assert compute_reward(control) == (0.5 if r.tiny_correct else 0.3), control.error
 
 
 @pytest.mark.gpu
@@ -609,7 +611,7 @@ def test_caller_healthy_after_abuse(verdicts: Verdicts) -> None:
     honest = HONEST[0]
     exp = parse_expect(honest)
     r = verify(load_task(exp.task, honest.parent), honest.read_text(encoding="utf-8"))
-    assert r.correct and not r.flags and r.reward >= CPU_CORRECT_REWARD - 1e-9, r.error
+    assert r.correct and not r.flags and compute_reward(r) >= CPU_CORRECT_REWARD - 1e-9, r.error
     assert threading.active_count() < 50
     assert not processes_with(MARKERS["forkbomb"])
 
@@ -627,9 +629,9 @@ def test_honest_kernel_passes(path: Path, verdicts: Verdicts) -> None:
     assert r.stage == "done", summary
     assert len(r.input_sets) >= 5 and all(o.ok for o in r.input_sets), summary
     if r.device == "cpu":  # no timing on the interpreter: the staged reward of "correct"
-        assert r.reward == pytest.approx(CPU_CORRECT_REWARD), summary
+        assert compute_reward(r) == pytest.approx(CPU_CORRECT_REWARD), summary
     else:
-        assert r.reward >= CPU_CORRECT_REWARD, summary
+        assert compute_reward(r) >= CPU_CORRECT_REWARD, summary
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,7 +47,7 @@ def verdict(r) -> tuple:
     """What must agree between two verifications (numbers in messages vary per seed)."""
     error = re.sub(r"\d+(\.\d+)?", "#", r.error) if r.error else None
     sets = [(o.name, o.ok) for o in r.input_sets]
-    return (r.stage, r.compiled, r.tiny_correct, r.correct, r.flags, r.timed_out, r.reward,
+    return (r.stage, r.compiled, r.tiny_correct, r.correct, r.flags, r.timed_out, compute_reward(r),
             sets, error)  # fmt: skip
 
 
@@ -388,7 +388,7 @@ def test_hostile_kernels_get_a_fresh_workers_verdict_from_a_lane(lane1, name):
         # Its forged reply puts every later reply one command late, and the findings log
         # is read after each reply while the worker still writes it: the stage at which
         # the flag lands is a race in both kinds of worker. What must agree: refused.
-        assert r.cheated and fresh.cheated and r.reward == fresh.reward == 0.0
+        assert r.cheated and fresh.cheated and compute_reward(r) == compute_reward(fresh) == 0.0
         assert "torch_fallback" in r.flags and "torch_fallback" in fresh.flags
     else:
         assert verdict(r)[:-1] == verdict(fresh)[:-1]

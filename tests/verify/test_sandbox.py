@@ -1,4 +1,4 @@
-"""The sandbox against hostile children (HACKS.md rows 23 and 24), for real: no mocks.
+"""The sandbox against hostile children (docs/hacks.md #23 and #24), for real: no mocks.
 
 Each hostile child is a small Python script run through `run_sandboxed` with this
 interpreter. Processes inside the sandbox live in their own pid namespace, so the pids
@@ -164,7 +164,7 @@ def test_gpu_mode_skips_the_address_space_limit_and_says_so(workdir: Path) -> No
 
 
 # --------------------------------------------------------------------------------------
-# Environment and files (row 23)
+# Environment and files (docs/hacks.md #23)
 # --------------------------------------------------------------------------------------
 
 
@@ -288,7 +288,7 @@ def test_subprocess_shell_is_contained(workdir: Path, tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Network (row 23)
+# Network (docs/hacks.md #23)
 # --------------------------------------------------------------------------------------
 
 
@@ -325,7 +325,7 @@ def test_no_network(workdir: Path, mode: str) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Resource abuse (row 24)
+# Resource abuse (docs/hacks.md #24)
 # --------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 honest kernels, the builtin solutions among them, give no findings at all.
 
 Each hostile snippet is a small candidate in the KernelBench shape (a real kernel, a
-`ModelNew`) with the cheat dropped into one place; the ids name the HACKS.md row.
+`ModelNew`) with the cheat dropped into one place; the comment above each group gives its
+docs/hacks.md category.
 """
 
 from __future__ import annotations

@@ -74,21 +74,21 @@ def test_a_plain_torch_file_is_refused(tmp_path):
 
 
 def test_a_lazy_output_is_compared_a_chunk_at_a_time(tmp_path, monkeypatch):
-    from tritonrl.tasks import check
+    from tritonrl.verify import compare
 
-    monkeypatch.setattr(check, "COMPARE_CHUNK", 70000)  # five chunks, one partial
+    monkeypatch.setattr(compare, "COMPARE_CHUNK", 70000)  # five chunks, one partial
     expected = torch.randn(100000, 3)  # 1.2 MB: a raw part
     path = tmp_path / "out.pt"
     tensorfile.save([expected.clone(), 3], path)
     got = tensorfile.load(path, lazy=True)
     assert isinstance(got[0], tensorfile.RawTensor) and got[0].shape == expected.shape
-    assert check.compare_outputs([expected, 3], got) is None
+    assert compare.compare_outputs([expected, 3], got) is None
     wrong = expected.clone()
     wrong[99000, 2] += 1.0  # in the last, partial chunk
     tensorfile.save([wrong, 3], path)
-    reason = check.compare_outputs([expected, 3], tensorfile.load(path, lazy=True))
+    reason = compare.compare_outputs([expected, 3], tensorfile.load(path, lazy=True))
     assert reason and "1 of 300000 elements differ" in reason
     part = tensorfile.parts(path)[0]
     part.write_bytes(part.read_bytes()[:-8])  # the worker cut its file after the header
     with pytest.raises(ValueError):
-        check.compare_outputs([expected, 3], tensorfile.load(path, lazy=True))
+        compare.compare_outputs([expected, 3], tensorfile.load(path, lazy=True))

@@ -273,6 +273,7 @@ def _verdict(task: Task, code: str, config, path: Path, summary: DistillSummary)
     cached = _read_json(path)
     if cached is not None:
         return cached
+    from tritonrl.reward import reward_for
     from tritonrl.verify import verify
 
     result = verify(task, code, config)
@@ -282,7 +283,7 @@ def _verdict(task: Task, code: str, config, path: Path, summary: DistillSummary)
         "stage": result.stage,
         "error": result.error,
         "flags": list(result.flags),
-        "reward": result.reward,
+        "reward": reward_for(result, config),
     }
     write_json(path, verdict)
     return verdict

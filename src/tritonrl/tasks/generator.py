@@ -13,9 +13,10 @@ kernel whose grid and blocks come from the actual input shapes.
 The same seed (and level) always gives the same source. Value ranges are tracked through
 the program so that nothing overflows and no intermediate grows past `LIMIT` (exp and
 softplus only see bounded values), which keeps the fp32 results of PyTorch and Triton
-within `check.TOLERANCES` on the CPU interpreter and on a GPU. A program whose output
-would be (nearly) one constant or not depend on `x` (a max over clamped values,
-`min(max(x, y), y)`) is caught by running it in plain Python on random rows, and redrawn.
+within the verifier's tolerances (`tritonrl.verify.compare.TOLERANCES`) on the CPU
+interpreter and on a GPU. A program whose output would be (nearly) one constant or not
+depend on `x` (a max over clamped values, `min(max(x, y), y)`) is caught by running it in
+plain Python on random rows, and redrawn.
 
 This module does not generate matmuls, convolutions or parameterised layers, and does not
 run what it generates: `tritonrl.tasks.check.check_task` does (tests run every kind).

@@ -92,12 +92,16 @@ def read_cases(path: str | Path) -> list[Case]:
     return cases
 
 
-def result_row(case: Case, result: VerifyResult | None) -> dict[str, Any]:
-    """The output row of a case: its verdict, or its input error."""
+def result_row(
+    case: Case, result: VerifyResult | None, reward: float | None = None
+) -> dict[str, Any]:
+    """The output row of a case: its verdict (and `reward`, the caller's scheme's), or
+    its input error."""
     row: dict[str, Any] = {}
     if result is not None:
         row = result.to_dict()
         row["task_id"] = row.pop("task")
+        row["reward"] = reward
     else:
         row["input_error"] = case.error
     row.update(index=case.index, line=case.line, task=case.task_spec, kernel=case.kernel)

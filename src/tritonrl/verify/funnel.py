@@ -1,4 +1,4 @@
-"""`verify(task, candidate, config) -> VerifyResult`: the staged funnel (extension 2).
+"""`verify(task, candidate, config) -> VerifyResult`: the staged funnel.
 
     extract -> static checks -> compile/import (sandbox) -> tiny run -> every input set
             -> timing (CUDA, correct kernels only)
@@ -25,10 +25,8 @@ import logging
 import shutil
 import sys
 import tempfile
-import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +34,9 @@ import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
-from tritonrl.reward import compute_reward
-from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
+from tritonrl.verify.compare import compare_outputs, resolve_device
 from tritonrl.verify.findings import read_findings
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,
@@ -48,22 +45,23 @@ from tritonrl.verify.inputs import (
     prepare_set,
     timing_check_set,
 )
-from tritonrl.verify.perf import data_bytes, file_mb_for, sized_config, time_phase
+from tritonrl.verify.job import (
+    call,
+    data_bytes,
+    file_mb_for,
+    gate_shared,
+    shared,
+    sized_config,
+    stage,
+    write_job,
+)
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
-from tritonrl.verify.session import WorkerError, WorkerSession, reply_limit
+from tritonrl.verify.session import WorkerError, WorkerSession
 from tritonrl.verify.static import static_check
+from tritonrl.verify.timing_phase import time_phase
 
 log = logging.getLogger(__name__)
 BIG_SET_BYTES = 256 << 20  # a set this large leaves the trusted side's CUDA cache emptied
-
-
-@contextmanager
-def _stage(result: VerifyResult, name: str):
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
 
 
 def verify(
@@ -107,28 +105,27 @@ def prepare(
 
 
 def finish(prepared: Prepared, sessions: Any = None) -> VerifyResult:
-    """The candidate's half of `verify`: its worker, every input set, the timing phase,
-    and the reward. `sessions` as `verify`'s. Never raises."""
-    task, config, result = prepared.task, prepared.config, prepared.result
+    """The candidate's half of `verify`: its worker, every input set and the timing
+    phase. `sessions` as `verify`'s. Never raises."""
+    task, result = prepared.task, prepared.result
     if prepared.sets is not None:
         try:
             _run_prepared(prepared, sessions)
         except Exception as e:  # a verifier bug must still give a verdict, never a traceback
             log.exception("verifier error on %s", task.id)
             result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
-    result.reward = compute_reward(result, config.reward_scheme, config.tritonrl_alpha)
     return result
 
 
 def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
     task, config, result = prepared.task, prepared.config, prepared.result
-    with _stage(result, "extract"), TRUSTED_LOCK:
+    with stage(result, "extract"), TRUSTED_LOCK:
         code, error = try_extract(candidate)
     if code is None:
         result.fail("extract", error or "no code found")
         return
     result.stage = "static"
-    with _stage(result, "static"), TRUSTED_LOCK:
+    with stage(result, "static"), TRUSTED_LOCK:
         findings = (
             static_check(code, config.policy, frozenset(config.allowed_torch_ops))
             if config.static_checks
@@ -140,17 +137,17 @@ def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
         result.fail("static", f"static checks: {findings[0].flag} (line {findings[0].line})")
         return
     # The reference's pass on the GPU: beside other lanes' checks, never while one times.
-    shared = _gate_shared(gpu_gate, config, "prepare")
-    with _stage(result, "prepare"):
-        sets = _prepare_sets(task, config, result, shared)
+    gpu = gate_shared(gpu_gate, config, "prepare")
+    with stage(result, "prepare"):
+        sets = _prepare_sets(task, config, result, gpu)
     if sets is None:
         return
     check = None
     if result.device == "cuda" and config.timing:
-        with _stage(result, "prepare"):
+        with stage(result, "prepare"):
             seed_a = next((s for s in sets if s.spec.name == "seed_a"), None)
             check = seed_a and prepare_set(
-                task, timing_check_set(seed_a.spec), result.device, shared, seed_a.state_dict
+                task, timing_check_set(seed_a.spec), result.device, gpu, seed_a.state_dict
             )
     prepared.code, prepared.sets, prepared.check = code, sets, check
     if result.device == "cuda" and any(data_bytes(s.expected) > BIG_SET_BYTES for s in sets):
@@ -164,11 +161,11 @@ def _run_prepared(prepared: Prepared, sessions=None) -> None:
     sets, check = prepared.sets, prepared.check
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
     try:
-        with _stage(result, "write"):
-            _write_job(workdir, prepared.code, sets + ([check] if check else []))
+        with stage(result, "write"):
+            write_job(workdir, prepared.code, sets + ([check] if check else []))
         session_for = sessions or WorkerSession
         # A `with` statement, its start and its end timed as stages of their own.
-        with _stage(result, "start"):
+        with stage(result, "start"):
             # the worker's memory limit and timeout grow with the task's data
             sized = sized_config(config, sets + ([check] if check else []), result.device)
             session = session_for(workdir, sized, result.device, file_mb_for(sets))
@@ -178,7 +175,7 @@ def _run_prepared(prepared: Prepared, sessions=None) -> None:
             _run_in_worker(session, task, sets, config, result, check)
         finally:
             # The worker's CUDA context is torn down as it exits: GPU work as well.
-            with _stage(result, "teardown"), _shared(session, config, "teardown")():
+            with stage(result, "teardown"), shared(session, config, "teardown")():
                 session.__exit__(*sys.exc_info())
     except WorkerError as e:
         # The worker is dead (killed by now): what its guards saw before it died is in
@@ -189,19 +186,6 @@ def _run_prepared(prepared: Prepared, sessions=None) -> None:
         result.fail(result.stage, str(e))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _shared(holder: Any, config: VerifyConfig, label: str):
-    """The shared side of a pooled session's GPU gate (a no-op without one, or when the
-    job does not ask for exclusive timing); `label` names the holds in `gate.stats()`."""
-    return _gate_shared(getattr(holder, "gpu_gate", None), config, label)
-
-
-def _gate_shared(gate: Any, config: VerifyConfig, label: str):
-    """`gate`'s shared side, or a no-op (no gate, or the job times beside other work)."""
-    if gate is None or not config.exclusive_timing:
-        return nullcontext
-    return partial(gate.shared, label)
 
 
 def _prepare_sets(
@@ -224,35 +208,6 @@ def _prepare_sets(
     return sets
 
 
-def _write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
-    (workdir / "candidate.py").write_text(code, encoding="utf-8")
-    (workdir / "sets").mkdir()
-    for s in sets:
-        payload = {
-            "init_inputs": s.init_inputs,
-            "inputs": s.inputs,
-            "state_dict": s.state_dict,
-            "seed": s.spec.param_seed,
-            "dtype": str(s.spec.dtype).removeprefix("torch.") if s.spec.dtype else None,
-        }
-        tensorfile.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
-        if s.spec.name != "seed_a":  # only the timed set's inputs are needed again
-            s.inputs = None
-
-
-def _call(session: WorkerSession, result: VerifyResult, cmd: dict) -> dict:
-    """One command; the reply's flags and the findings log's are recorded. A call that
-    failed on a sandbox limit (an allocation refused under RLIMIT_AS, say) ends the
-    session as a kill by that limit would: WorkerError."""
-    reply = session.call(cmd)
-    result.add_flags(reply.get("flags"))
-    result.add_findings(session.findings())
-    limit = reply_limit(reply)
-    if limit:
-        raise session.limit_error(limit, reply["error"])
-    return reply
-
-
 def _run_in_worker(
     session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult,
     check: PreparedSet | None = None,
@@ -260,12 +215,12 @@ def _run_in_worker(
     result.stage = "compile"
 
     def gpu(label: str):  # the gate's shared side, its holds named `label`
-        return _shared(session, config, label)()
+        return shared(session, config, label)()
 
     # `load` makes the worker's CUDA context and runs the candidate's module code, both
     # of which may use the GPU: beside other lanes' checks, never while one times.
-    with _stage(result, "compile"), gpu("load"):
-        reply = _call(
+    with stage(result, "compile"), gpu("load"):
+        reply = call(
             session,
             result,
             {
@@ -286,7 +241,7 @@ def _run_in_worker(
     keep = {s.spec.refill_of for s in [*sets, check] if s is not None} | {"seed_a"}
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
-        with _stage(result, stage_name), gpu(stage_name):
+        with stage(result, stage_name), gpu(stage_name):
             try:
                 ok, detail = _check_set(session, s, result, s.spec.name in keep)
             except WorkerError as e:  # the worker died (or hung) on this set: it failed
@@ -325,7 +280,7 @@ def _check_set(
     session: WorkerSession, s: PreparedSet, result: VerifyResult, keep: bool = True
 ) -> tuple[bool, str]:
     cmd = {"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of, "keep": keep}
-    reply = _call(session, result, cmd)
+    reply = call(session, result, cmd)
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"

@@ -1,5 +1,5 @@
-"""Multi-input testing (extension 1): the input sets a candidate must pass, and their
-expected outputs, built on the trusted side.
+"""Multi-input testing: the input sets a candidate must pass, and their expected outputs,
+built on the trusted side.
 
 Per evaluation, with seeds drawn from the OS (never the common 0/42/1234 a kernel could
 precompute for):
@@ -79,7 +79,7 @@ def _plan(task: Task, device: str, count: int, multi_input: bool) -> list[InputS
 
     # The parameters' seed is a secret of its own: the worker seeds torch's global RNG
     # with it before building ModelNew, and with the input seed there a candidate could
-    # regenerate its inputs in __init__ and precompute the answers (HACKS.md #15).
+    # regenerate its inputs in __init__ and precompute the answers (docs/hacks.md #15).
     def mk(name: str, mode: str, **kw) -> InputSet:
         return InputSet(name, mode, seed(), model_seed=kw.pop("model_seed", seed()), **kw)
 
@@ -104,7 +104,7 @@ def _plan(task: Task, device: str, count: int, multi_input: bool) -> list[InputS
 
 def timing_check_set(seed_a: InputSet) -> InputSet:
     """Fresh secret inputs shaped like `seed_a`, written into its buffers after timing:
-    the call that follows the timed loop must compute them (HACKS.md #7, #8, #16)."""
+    the call that follows the timed loop must compute them (docs/hacks.md #7, #8, #16)."""
     return InputSet(
         "timing_check", seed_a.mode, secrets.randbits(31), refill_of=seed_a.name,
         model_seed=seed_a.param_seed,

@@ -94,7 +94,7 @@ class VerifierPool:
         shared_launchers: bool = True,
         warm_compiler: bool = True,
     ) -> None:
-        from tritonrl.tasks.check import resolve_device
+        from tritonrl.verify.compare import resolve_device
 
         config = config or VerifyConfig()
         self.device = resolve_device(device or config.device)
@@ -377,7 +377,7 @@ _AT_EXIT: list[bool] = []
 def shared_pool(config: VerifyConfig | None = None, workers: int | None = None) -> VerifierPool:
     """A process-wide pool for these lane fields and lane count, created on first use and
     closed at exit (the trainer adapters use it)."""
-    from tritonrl.tasks.check import resolve_device
+    from tritonrl.verify.compare import resolve_device
 
     config = config or VerifyConfig()
     config = dataclasses.replace(config, device=resolve_device(config.device))

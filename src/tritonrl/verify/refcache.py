@@ -133,7 +133,8 @@ def _measure(task, prepared, options) -> dict:
     import torch
 
     from tritonrl.tasks.check import to_device
-    from tritonrl.verify.timing import Timer, summarize
+    from tritonrl.verify.stats import summarize
+    from tritonrl.verify.timing import Timer
 
     global _TIMER
     if _TIMER is None:

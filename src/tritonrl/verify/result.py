@@ -70,7 +70,6 @@ class VerifyResult:
     # and "launch" (the launch inside, as an eager call costs), each {speedup, ci,
     # median_ms, ref_median_ms}; `speedup` is the one `verify.speedup_measure` picks.
     speedups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reward: float = 0.0
     stage_times: dict[str, float] = field(default_factory=dict)
     input_sets: list[InputSetOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

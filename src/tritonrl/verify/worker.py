@@ -143,7 +143,7 @@ class Worker:
         self.threads = guards.thread_snapshot()
         # The input sets are read now and their files deleted, before any candidate code
         # runs: one that could read them would compute the answers at import or in
-        # __init__, where the op audit does not look (HACKS.md #15).
+        # __init__, where the op audit does not look (docs/hacks.md #15).
         self.sets = _take_sets()
         start = time.perf_counter()
         try:
@@ -378,7 +378,8 @@ class Worker:
         return flags
 
     def _ban_compilers(self) -> None:
-        """Row 20, compiler as author: the compiler entry points record the call and fail."""
+        """Compiler as author (docs/hacks.md #20): the compiler entry points record the
+        call and fail."""
         import torch
         import torch._dynamo
 
@@ -402,7 +403,7 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     # The same neutral argv for every call: the install path (which may hold words like
-    # "check" or "test") tells the candidate nothing about the phase (HACKS.md #16).
+    # "check" or "test") tells the candidate nothing about the phase (docs/hacks.md #16).
     sys.argv = ["tritonrl-worker"]
     # Opened before any candidate code: findings reach it even if the worker then dies.
     findings = FindingsLog(FINDINGS_NAME)
@@ -412,7 +413,7 @@ def main() -> None:
         "time": worker.time, "time_check": worker.time_check,
     }  # fmt: skip
     # Local references: a candidate that rebinds the module's globals (`__main__._reply`)
-    # does not reach the reply path (HACKS.md #13, #14).
+    # does not reach the reply path (docs/hacks.md #13, #14).
     reply, log_flags = _reply, findings.write_flags
     for line in sys.stdin:
         cmd = json.loads(line)

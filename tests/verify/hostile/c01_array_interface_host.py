@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback on the host, through a raw pointer: a KNOWN RUN-TIME GAP.
+"""docs/hacks.md #1, library fallback on the host, through a raw pointer: a KNOWN RUN-TIME GAP.
 
 Trick: numpy (already loaded by torch, taken from `sys.modules`) is pointed straight at
 the tensors' memory with a plain object exposing `__array_interface__` (address from

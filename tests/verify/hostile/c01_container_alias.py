@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback, hidden from type inference.
+"""docs/hacks.md #1, library fallback, hidden from type inference.
 
 Trick: the input is put in a dict and the ReLU is written as `v * (v > 0)` on the value
 read back from it, through a bound method held under an innocent name. An AST check

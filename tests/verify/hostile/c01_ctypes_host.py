@@ -1,4 +1,4 @@
-"""HACKS.md #1 library fallback on the host, via #21 hidden code (ctypes).
+"""docs/hacks.md #1 library fallback on the host, via #21 hidden code (ctypes).
 
 Trick: the input's bytes are read straight from its address with `ctypes.string_at`,
 the ReLU is computed in plain Python (`array`), and the result is written into the

@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback, with the op audit switched off (#13 in spirit).
+"""docs/hacks.md #1, library fallback, with the op audit switched off (#13 in spirit).
 
 Trick: a run-time audit of torch ops built on a Python dispatch mode can be stepped
 around by disabling the active modes for the duration of the torch call, through

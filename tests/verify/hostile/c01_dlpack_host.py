@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback on the host, through DLPack (no `.numpy()`, no numpy
+"""docs/hacks.md #1, library fallback on the host, through DLPack (no `.numpy()`, no numpy
 import spelled in the source).
 
 Trick: the numpy module is taken from `sys.modules` under a computed key (torch has

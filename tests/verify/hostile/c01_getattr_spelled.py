@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback, spelled around the static checks.
+"""docs/hacks.md #1, library fallback, spelled around the static checks.
 
 Trick: the torch function is fetched with `getattr` and a name assembled at run time
 ("re" + "lu"), so no `torch.relu` appears in the source for a text or AST check to find;

@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback: the matrix product is the `@` operator.
+"""docs/hacks.md #1, library fallback: the matrix product is the `@` operator.
 
 Trick: `a @ b` dispatches to BLAS; a Triton copy of the result is launched so that the
 returned tensor even comes out of a Triton kernel. A harness that checks launches or

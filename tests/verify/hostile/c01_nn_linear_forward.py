@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback: the GEMM is `nn.Linear.forward` (cuBLAS / MKL); only the
+"""docs/hacks.md #1, library fallback: the GEMM is `nn.Linear.forward` (cuBLAS / MKL); only the
 ReLU epilogue is a Triton kernel.
 
 Trick: the expensive part of Gemm_Bias_ReLU runs in the library, the cheap part in

@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback on the host: numpy computes the ReLU.
+"""docs/hacks.md #1, library fallback on the host: numpy computes the ReLU.
 
 Trick: the input goes to numpy (`.numpy()`), `np.maximum` computes, and the result comes
 back through `torch.from_numpy`. No aten compute op runs, so a dispatcher-level audit

@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback on the host, through the tensor's text.
+"""docs/hacks.md #1, library fallback on the host, through the tensor's text.
 
 Trick: with print options set to show every value at full precision, `repr(x)` is a
 complete host copy of the input (torch formats it with dispatch modes disabled, so no

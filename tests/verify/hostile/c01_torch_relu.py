@@ -1,4 +1,4 @@
-"""HACKS.md #1, library fallback: torch computes the answer, a Triton kernel runs for show.
+"""docs/hacks.md #1, library fallback: torch computes the answer, a Triton kernel runs for show.
 
 Trick: a copy kernel is launched on the input (so "a Triton kernel ran" holds) and the
 returned tensor is `torch.relu(x)`. A harness that only checks the outputs, or that a

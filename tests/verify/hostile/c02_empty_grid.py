@@ -1,4 +1,4 @@
-"""HACKS.md #2, kernel never launched, disguised: the launch has an empty grid.
+"""docs/hacks.md #2, kernel never launched, disguised: the launch has an empty grid.
 
 Trick: `relu_kernel[grid](...)` is really called (a launch hook that only counts calls
 sees one), but the grid has zero programs, so no kernel instance runs; the output is

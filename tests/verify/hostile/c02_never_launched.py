@@ -1,4 +1,4 @@
-"""HACKS.md #2, kernel never launched: a `@triton.jit` kernel is defined, never called.
+"""docs/hacks.md #2, kernel never launched: a `@triton.jit` kernel is defined, never called.
 
 Trick: the file looks like a Triton solution (kernel, launcher helper, BLOCK sizes), but
 forward takes the "fast path" `torch.maximum` and the launcher is dead code. A harness

@@ -1,4 +1,4 @@
-"""HACKS.md #3, try/except fallback: a launch that cannot work, answered by torch.
+"""docs/hacks.md #3, try/except fallback: a launch that cannot work, answered by torch.
 
 Trick: the kernel is launched with a block size that is not a power of two, so it fails
 to compile; the exception is swallowed and torch computes the result. The output is

@@ -1,4 +1,4 @@
-"""HACKS.md #4, stolen reference: import the task's reference file from disk.
+"""docs/hacks.md #4, stolen reference: import the task's reference file from disk.
 
 Trick: the verifier's own package (readable inside the sandbox, it runs the worker)
 ships the builtin tasks; the candidate finds `level1/1_ReLU.py` next to the `tritonrl`

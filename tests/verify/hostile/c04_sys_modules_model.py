@@ -1,4 +1,4 @@
-"""HACKS.md #4, stolen reference: look for the reference `Model` in `sys.modules`, the
+"""docs/hacks.md #4, stolen reference: look for the reference `Model` in `sys.modules`, the
 garbage collector and the caller's frames, and call it.
 
 Trick: harnesses that import the reference and the candidate into one process leave the

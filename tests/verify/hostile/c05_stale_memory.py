@@ -1,4 +1,4 @@
-"""HACKS.md #5, stale memory: launch a kernel that writes nothing, return `torch.empty`.
+"""docs/hacks.md #5, stale memory: launch a kernel that writes nothing, return `torch.empty`.
 
 Trick: in a harness that runs the reference first in the same process (and device),
 the caching allocator often hands the reference's freed output block straight back to

@@ -1,4 +1,4 @@
-"""HACKS.md #6, input mutation, hidden behind a fresh output.
+"""docs/hacks.md #6, input mutation, hidden behind a fresh output.
 
 Trick: the kernel computes in place in the input (saving an allocation and a read), then
 a fresh tensor is returned via `.clone()`, so a check that outputs do not alias inputs

@@ -1,4 +1,4 @@
-"""HACKS.md #6, input mutation: the ReLU is written into the input, which is returned.
+"""docs/hacks.md #6, input mutation: the ReLU is written into the input, which is returned.
 
 Trick: no output is allocated; the kernel overwrites `x` in place and returns it. The
 answer is right, and in a harness that computes the reference AFTER the candidate on

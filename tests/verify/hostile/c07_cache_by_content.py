@@ -1,4 +1,4 @@
-"""HACKS.md #7, output caching keyed by a content fingerprint.
+"""docs/hacks.md #7, output caching keyed by a content fingerprint.
 
 Trick: instead of the pointer, the key is a cheap fingerprint of the data (shape and a
 checksum read back with `.item()`), so a benchmark loop that re-runs the same data hits

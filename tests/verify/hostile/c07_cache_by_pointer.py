@@ -1,4 +1,4 @@
-"""HACKS.md #7, output caching keyed by the input's address.
+"""docs/hacks.md #7, output caching keyed by the input's address.
 
 Trick: the first call computes honestly in Triton; every later call with the same
 `data_ptr()` (a benchmark loop reuses one input tensor) returns the cached output and

@@ -1,4 +1,4 @@
-"""HACKS.md #7, output caching keyed by shape, in a module-level dict.
+"""docs/hacks.md #7, output caching keyed by shape, in a module-level dict.
 
 Trick: a result per input shape is kept across model instances (module globals survive
 between the harness's model constructions); any later call with a shape already seen

@@ -1,4 +1,4 @@
-"""HACKS.md #8, cross-call deferral: work only on the first call, count the rest.
+"""docs/hacks.md #8, cross-call deferral: work only on the first call, count the rest.
 
 Trick: a naive harness calls the kernel once to check it, then many times to time it.
 A module-level call counter makes every call after the first skip the work (a launch

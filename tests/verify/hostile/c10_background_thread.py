@@ -1,4 +1,4 @@
-"""HACKS.md #10, background threads: forward returns at once, a thread does the work.
+"""docs/hacks.md #10, background threads: forward returns at once, a thread does the work.
 
 Trick: forward allocates the output, hands the launch to a long-lived worker thread and
 returns immediately. A timer around forward measures almost nothing; by the time a

@@ -1,4 +1,4 @@
-"""HACKS.md #10, background threads, the short-lived kind.
+"""docs/hacks.md #10, background threads, the short-lived kind.
 
 Trick: a fresh thread per call does the launch and exits; forward waits for it only if
 it is quick (`join(timeout=...)`), otherwise returns early. With the interpreter the

@@ -1,4 +1,4 @@
-"""HACKS.md #11, lazy outputs without a subclass: methods overridden on the instance.
+"""docs/hacks.md #11, lazy outputs without a subclass: methods overridden on the instance.
 
 Trick: the returned object IS a plain `torch.Tensor` (an exact type check passes), but
 instance attributes shadow `allclose`, `equal`, `cpu` and `numpy`, so a harness that

@@ -1,4 +1,4 @@
-"""HACKS.md #11, lazy outputs: a tensor subclass that makes every comparison succeed.
+"""docs/hacks.md #11, lazy outputs: a tensor subclass that makes every comparison succeed.
 
 Trick: forward returns an uninitialised tensor wrapped in a subclass whose
 `__torch_function__` answers `allclose`/`equal`/`eq`/`isclose` with "match" (and makes

@@ -1,4 +1,4 @@
-"""HACKS.md #12, timer tampering, spelled around the static checks.
+"""docs/hacks.md #12, timer tampering, spelled around the static checks.
 
 Trick: the module and attribute names are assembled at run time and the patch goes
 through `setattr` on an object obtained from `__import__`, inside forward (so it happens

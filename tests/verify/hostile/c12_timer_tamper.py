@@ -1,4 +1,4 @@
-"""HACKS.md #12, timer tampering: the clocks the harness times with are replaced.
+"""docs/hacks.md #12, timer tampering: the clocks the harness times with are replaced.
 
 Trick: at import, `time.perf_counter` is made to run at a tenth of real speed and
 `torch.cuda.Event` is replaced by a class whose `elapsed_time` reports 1 microsecond.

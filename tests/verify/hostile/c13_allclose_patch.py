@@ -1,4 +1,4 @@
-"""HACKS.md #13, harness patching: comparisons are made to always succeed.
+"""docs/hacks.md #13, harness patching: comparisons are made to always succeed.
 
 Trick: at import, `torch.allclose`, `torch.equal` and `Tensor.__eq__` are replaced with
 functions that report a match, and forward returns uninitialised memory. A harness that

@@ -1,4 +1,4 @@
-"""HACKS.md #13, harness patching aimed at the verifier's own checks.
+"""docs/hacks.md #13, harness patching aimed at the verifier's own checks.
 
 Trick: the worker that runs the candidate imports the verifier's guard module; the
 candidate finds it in `sys.modules` (under a computed name) and replaces the input

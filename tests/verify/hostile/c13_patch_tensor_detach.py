@@ -1,4 +1,4 @@
-"""HACKS.md #13, harness patching: the work is done by the harness's own calls.
+"""docs/hacks.md #13, harness patching: the work is done by the harness's own calls.
 
 Trick: the harness reads each output back with `out.detach().cpu()` after forward has
 returned (outside any audit of forward). The candidate patches `torch.Tensor.detach`

@@ -1,4 +1,4 @@
-"""HACKS.md #13, harness patching: the worker's report is rewritten to drop findings.
+"""docs/hacks.md #13, harness patching: the worker's report is rewritten to drop findings.
 
 Trick: the candidate runs in the same process as the verifier's worker (`__main__`),
 so it replaces the worker's reply function with one that deletes every flag before the

@@ -1,4 +1,4 @@
-"""HACKS.md #14, forged verdict: exit with status 0 before anything is checked.
+"""docs/hacks.md #14, forged verdict: exit with status 0 before anything is checked.
 
 Trick: a harness that treats "the process exited 0" as success (or that only fails on a
 raised exception) passes a candidate that ends the process at import with `os._exit(0)`,

@@ -1,4 +1,4 @@
-"""HACKS.md #14, forged verdict: exit with status 0 in the middle of the check.
+"""docs/hacks.md #14, forged verdict: exit with status 0 in the middle of the check.
 
 Trick: the module imports cleanly (so "it compiled" is recorded) and the first forward
 ends the process with status 0 through `SystemExit` raised from a computed builtin;

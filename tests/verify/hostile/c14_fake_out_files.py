@@ -1,4 +1,4 @@
-"""HACKS.md #14, forged verdict: write the result files the harness reads.
+"""docs/hacks.md #14, forged verdict: write the result files the harness reads.
 
 Trick: the worker saves outputs to `out/<set>.pt` for the trusted side to compare. At
 import the candidate writes zeros there for every input set it can see in `sets/`, and

@@ -1,4 +1,4 @@
-"""HACKS.md #14, forged verdict: print the harness's success line.
+"""docs/hacks.md #14, forged verdict: print the harness's success line.
 
 Trick: harnesses that parse the worker's stdout for a JSON result take the first line
 that parses. At import and in every forward this prints replies in the worker's own

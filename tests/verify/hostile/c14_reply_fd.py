@@ -1,4 +1,4 @@
-"""HACKS.md #14, forged verdict: write a forged reply into the worker's private channel.
+"""docs/hacks.md #14, forged verdict: write a forged reply into the worker's private channel.
 
 Trick: the worker answers the trusted side on a private duplicate of its original
 stdout. The candidate finds that pipe by listing `/proc/self/fd` (every pipe other than

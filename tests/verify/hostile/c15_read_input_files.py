@@ -1,4 +1,4 @@
-"""HACKS.md #15 (precomputed outputs), taken further: read the harness's input files.
+"""docs/hacks.md #15 (precomputed outputs), taken further: read the harness's input files.
 
 Trick: the worker's input sets are files in the candidate's working directory. At
 import the candidate loads every one it finds, computes the answers with torch there

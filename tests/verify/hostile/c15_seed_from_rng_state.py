@@ -1,4 +1,4 @@
-"""HACKS.md #15, seed replay with the harness's own seed, read from the RNG state.
+"""docs/hacks.md #15, seed replay with the harness's own seed, read from the RNG state.
 
 Trick: a harness that seeds torch's global RNG once and then draws the inputs and
 builds the model from that same seed lets the candidate recover the seed

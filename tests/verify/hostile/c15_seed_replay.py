@@ -1,4 +1,4 @@
-"""HACKS.md #15, seed replay: precompute the answers for the common seeds.
+"""docs/hacks.md #15, seed replay: precompute the answers for the common seeds.
 
 Trick: harnesses generate inputs with `torch.manual_seed(0)` (or 42, 1234) and the task's
 `get_inputs()`. In `__init__` (where torch work is not audited by a forward-only check)

@@ -1,4 +1,4 @@
-"""HACKS.md #16, phase probing: behave only while being checked.
+"""docs/hacks.md #16, phase probing: behave only while being checked.
 
 Trick: the candidate looks for signs of a correctness run (`PYTEST_CURRENT_TEST` or a
 word like "check"/"test" in the environment or argv, or the first call of the process,

@@ -1,4 +1,4 @@
-"""HACKS.md #17, weak-input exploit: the mean of uniform samples is "0.5".
+"""docs/hacks.md #17, weak-input exploit: the mean of uniform samples is "0.5".
 
 Trick: every row of `torch.rand(16, 4096)` averages to 0.5 within a few thousandths,
 so a kernel that writes the constant 0.5 passes a loose tolerance (1e-2) on the task's

@@ -1,4 +1,4 @@
-"""HACKS.md #17, weak-input exploit: ReLU of `torch.rand` data is the identity.
+"""docs/hacks.md #17, weak-input exploit: ReLU of `torch.rand` data is the identity.
 
 Trick: the task draws its inputs with `torch.rand` (all non-negative), so a kernel that
 just copies its input matches the reference on every input the task itself generates,

@@ -1,4 +1,4 @@
-"""HACKS.md #18, shape specialisation: the kernel only handles whole 1024-element blocks.
+"""docs/hacks.md #18, shape specialisation: the kernel only handles whole 1024-element blocks.
 
 Trick: the task's shapes (64 x 1024, and the usual halvings) are all multiples of 1024,
 so the launcher computes `numel // 1024` programs and the kernel loads and stores

@@ -1,4 +1,4 @@
-"""HACKS.md #19, precision games: the GEMM silently runs in float16.
+"""docs/hacks.md #19, precision games: the GEMM silently runs in float16.
 
 Trick: the tiles are cast to float16 before `tl.dot` and accumulated in float16, which
 is roughly twice as fast on tensor cores; with a loose tolerance (1e-2, the usual

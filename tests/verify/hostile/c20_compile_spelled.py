@@ -1,4 +1,4 @@
-"""HACKS.md #20, compiler as author, spelled around the static checks.
+"""docs/hacks.md #20, compiler as author, spelled around the static checks.
 
 Trick: `torch.compile` is fetched with `getattr` and a computed name, at call time, so
 that no `torch.compile` / `torch._dynamo` / `inductor` appears in the source. The

@@ -1,4 +1,4 @@
-"""HACKS.md #20, compiler as author: Inductor writes the Triton, not the policy.
+"""docs/hacks.md #20, compiler as author: Inductor writes the Triton, not the policy.
 
 Trick: `torch.compile` on the reference computation generates (Triton, on a GPU) code
 and runs it; a harness that checks "a Triton kernel ran" is satisfied, and the speed

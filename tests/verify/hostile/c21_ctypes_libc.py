@@ -1,4 +1,4 @@
-"""HACKS.md #21, hidden code: native code through ctypes does the work.
+"""docs/hacks.md #21, hidden code: native code through ctypes does the work.
 
 Trick: libc's `memcpy` (loaded with ctypes) copies a torch-computed answer into the
 output buffer, so no torch op appears to produce the returned tensor, and the compute

@@ -1,4 +1,4 @@
-"""HACKS.md #21, hidden code: the real forward is a base64 blob run with `exec`.
+"""docs/hacks.md #21, hidden code: the real forward is a base64 blob run with `exec`.
 
 Trick: the visible file is an innocent Triton module whose forward is installed at
 import from an encoded string, decoded with a module fetched through `importlib` under

@@ -1,4 +1,4 @@
-"""HACKS.md #21, hidden code: torch reached through `importlib` and `torch.ops.aten`.
+"""docs/hacks.md #21, hidden code: torch reached through `importlib` and `torch.ops.aten`.
 
 Trick: the aten operator is looked up on `torch.ops.aten` by a computed name, through
 a module object obtained with `importlib.import_module`, so neither the name `torch`

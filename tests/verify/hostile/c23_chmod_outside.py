@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: change the mode of a file outside the work directory.
+"""docs/hacks.md #23, sandbox escape: change the mode of a file outside the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate makes a file outside its work dir
 world-writable (`os.chmod`; the test plants the victim,

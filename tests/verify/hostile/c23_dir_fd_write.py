@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: create a file outside through a directory descriptor.
+"""docs/hacks.md #23, sandbox escape: create a file outside through a directory descriptor.
 
 Trick: besides an honest Triton ReLU, the candidate opens a directory outside its work
 dir for reading (allowed) and creates a file in it with `os.open(name, O_CREAT |

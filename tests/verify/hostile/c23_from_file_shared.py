@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: a shared memory map of a file outside the work directory.
+"""docs/hacks.md #23, sandbox escape: a shared memory map of a file outside the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate maps a file outside its work dir
 with `torch.from_file(path, shared=True)` (torch creates and maps it in C++: no

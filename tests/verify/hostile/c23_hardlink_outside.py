@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: a hard link outside the work directory.
+"""docs/hacks.md #23, sandbox escape: a hard link outside the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate writes a file in its work dir and
 hard-links it outside (`os.link`): a second name for its data where it outlives the

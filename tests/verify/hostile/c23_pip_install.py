@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: install a package into the verifier's environment.
+"""docs/hacks.md #23, sandbox escape: install a package into the verifier's environment.
 
 Trick: an honest Triton ReLU that also builds a tiny wheel in its work dir and runs
 `pip install` on it (no network needed), and drops a `.pth` file straight into

@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: delete a file outside the work directory.
+"""docs/hacks.md #23, sandbox escape: delete a file outside the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate deletes a file outside its work dir
 (`os.remove`: the test plants the victim, `/var/tmp/tritonrl_escape_victim`; in the

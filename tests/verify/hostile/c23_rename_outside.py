@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: move a file out of the work directory.
+"""docs/hacks.md #23, sandbox escape: move a file out of the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate writes a file in its own work dir
 (allowed) and then moves it outside with `os.replace` (a rename: no `open` of the

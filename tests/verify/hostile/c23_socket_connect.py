@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: talk to the network.
+"""docs/hacks.md #23, sandbox escape: talk to the network.
 
 Trick: an honest Triton ReLU that also connects to a server on the host's loopback
 (a fixed port the test listens on: anything from "phone home with the inputs" to

@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: leave a process behind.
+"""docs/hacks.md #23, sandbox escape: leave a process behind.
 
 Trick: an honest Triton ReLU that also starts a detached process (new session, double
 fork) that would outlive the evaluation: here it only sleeps, carrying a marker in its

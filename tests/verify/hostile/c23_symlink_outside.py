@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: write through a symlink that leads outside.
+"""docs/hacks.md #23, sandbox escape: write through a symlink that leads outside.
 
 Trick: besides an honest Triton ReLU, the candidate makes a link inside its work dir
 that points outside (`os.symlink`) and writes through it: the path it opens lies in

@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: torch.save to a path outside the work directory.
+"""docs/hacks.md #23, sandbox escape: torch.save to a path outside the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate writes a tensor file outside its
 work dir with `torch.save(tensor, path)`. torch writes a path through its C++ file

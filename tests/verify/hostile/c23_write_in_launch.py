@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: write a file from inside Triton's launch machinery.
+"""docs/hacks.md #23, sandbox escape: write a file from inside Triton's launch machinery.
 
 Trick: an honest Triton ReLU whose input reaches the kernel wrapped in an object that
 passes for a tensor (it forwards every attribute) and writes a file outside the work

@@ -1,4 +1,4 @@
-"""HACKS.md #23, sandbox escape: write files outside the work directory.
+"""docs/hacks.md #23, sandbox escape: write files outside the work directory.
 
 Trick: besides an honest Triton ReLU, the candidate plants files where they outlive the
 evaluation and reach other processes: `/tmp`, `/dev/shm`, the real home directory

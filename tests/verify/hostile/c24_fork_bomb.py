@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: a fork bomb.
+"""docs/hacks.md #24, resource abuse: a fork bomb.
 
 Trick: forward starts the classic shell fork bomb (every process starts two more) and
 returns uninitialised memory. Without a process limit it exhausts the host's process

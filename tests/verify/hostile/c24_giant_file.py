@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: fill the disk.
+"""docs/hacks.md #24, resource abuse: fill the disk.
 
 Trick: forward writes a 4 GiB file into its own work dir (where it may write) before
 launching an honest Triton ReLU. Without a file-size limit it fills the disk the

@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: giant output.
+"""docs/hacks.md #24, resource abuse: giant output.
 
 Trick: the candidate writes 64 MiB to stdout and stderr at import and again in forward
 (a harness that buffers the child's output in memory, or parses it, chokes on it; one

@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: an infinite loop at import.
+"""docs/hacks.md #24, resource abuse: an infinite loop at import.
 
 Trick: a harness that imports the candidate in its own process (or waits on a child
 without a deadline) never gets a verdict, and a training run stalls on one sample. The

@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: an infinite loop in forward, after a clean import.
+"""docs/hacks.md #24, resource abuse: an infinite loop in forward, after a clean import.
 
 Trick: "compiled" is recorded, then the first call never returns (the kernel launch is
 placed after a loop that never ends). The verdict must still come, within the

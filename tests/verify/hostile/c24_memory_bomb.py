@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: a memory bomb.
+"""docs/hacks.md #24, resource abuse: a memory bomb.
 
 Trick: forward keeps allocating and touching 256 MiB blocks until something gives.
 Without a memory limit this takes the host (and every other evaluation on it) into

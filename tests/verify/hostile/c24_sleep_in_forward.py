@@ -1,4 +1,4 @@
-"""HACKS.md #24, resource abuse: sleep in forward, past the deadline.
+"""docs/hacks.md #24, resource abuse: sleep in forward, past the deadline.
 
 Trick: "compiled" is recorded, then the first call sleeps for an hour before launching
 an honest Triton ReLU. It burns no CPU, so no CPU-time limit ends it: only the

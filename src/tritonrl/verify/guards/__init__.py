@@ -1,6 +1,6 @@
 """Run-time guards that run inside the sandboxed worker, around a candidate's forward.
 
-Each guard answers rows of the HACKS.md catalogue of cheats, named in its docstring:
+Each guard answers categories of docs/hacks.md, the cheat catalogue, named in its docstring:
 
 * `install_hooks()` patches, at class level, Triton's launch entry points (the
   interpreter's `GridExecutor`, `JITFunction.run` and `CompiledKernel.__getitem__` on GPU,

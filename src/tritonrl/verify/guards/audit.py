@@ -2,7 +2,7 @@
 
 `install_audit_hook()` adds a `sys.addaudithook` hook (which cannot be removed) that
 records, as flag-prefixed problems read back by `audit_findings()`: processes, network
-access and writes outside the working directory as `sandbox_violation` (HACKS.md #23:
+access and writes outside the working directory as `sandbox_violation` (docs/hacks.md #23:
 attempts, whether or not the sandbox let them through), `ctypes` native code or raw
 memory access (#21; in forward it also counts as a host round-trip in the op audit),
 and gc / frame scans as `introspection` (#4). The toolchain Triton runs itself on a GPU

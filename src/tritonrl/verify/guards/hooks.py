@@ -5,7 +5,7 @@ torch's host round-trips and the ways to switch the op audit's dispatch mode off
 (`host`), and thread starts (#10); it also adds the Python audit hook (`audit`). Call it
 BEFORE the candidate module is imported, so that a candidate cannot keep a reference to
 an unpatched entry point. It is idempotent and changes no behaviour. `hooks_intact()`
-names the patched entry points that no longer hold our wrapper (HACKS.md #12, #13);
+names the patched entry points that no longer hold our wrapper (docs/hacks.md #12, #13);
 `LaunchCounter` counts launches while active (#2).
 
 What it does NOT do: defend the hooks. Code in the same process can restore the
@@ -77,7 +77,7 @@ def hooks_intact() -> list[str]:
 
 
 class LaunchCounter:
-    """Counts Triton kernel launches while active (HACKS.md #2, kernel never launched).
+    """Counts Triton kernel launches while active (docs/hacks.md #2, kernel never launched).
 
     Works under the interpreter (GridExecutor) and on GPU (JITFunction.run), through
     @triton.autotune and @triton.heuristics (one user launch counts once; the autotuner's

@@ -1,6 +1,6 @@
 """Hooks on the ways around the op audit: host round-trips, dispatch escapes, threads.
 
-Host round-trips of tensor data that the dispatcher never sees (HACKS.md #1):
+Host round-trips of tensor data that the dispatcher never sees (docs/hacks.md #1):
 `Tensor.numpy`, `tolist`, DLPack, `__array__`, pickling, `torch.from_numpy` /
 `frombuffer` / `save` / `load`, `ctypes` raw-address copies, and the text of a tensor of
 more than `SCALAR_READ_BUDGET` elements are recorded as `host::<name>` ops in the active
@@ -80,7 +80,7 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 def _wrap_dispatch_escape(name: str, original: Callable) -> Callable:
     """Ways to switch Python dispatch modes off (or pop them) so that ops run unseen by
     the op audit; torch's own uses (exiting a mode, printing a tensor) are fine, a call
-    from anywhere else while an audit is active marks it tampered (HACKS.md #1, #13)."""
+    from anywhere else while an audit is active marks it tampered (docs/hacks.md #1, #13)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if AUDITS and not STATE.pause and not _torch_internal():
@@ -94,7 +94,7 @@ def _wrap_dispatch_escape(name: str, original: Callable) -> Callable:
 def wrap_thread_start(original: Callable) -> Callable:
     """_thread.start_new_thread (threading keeps its own alias): a thread started by
     candidate code is recorded even if it is gone by the time threads are counted
-    (HACKS.md #10). Threads started inside Triton's launch machinery are not."""
+    (docs/hacks.md #10). Threads started inside Triton's launch machinery are not."""
 
     def call(function: Any, *args: Any, **kwargs: Any) -> Any:
         if not STATE.pause:

@@ -1,6 +1,6 @@
 """Checks on what goes into and comes out of a candidate's forward.
 
-`snapshot_inputs` / `inputs_mutated` (HACKS.md #6, input mutation: values bit for bit,
+`snapshot_inputs` / `inputs_mutated` (docs/hacks.md #6, input mutation: values bit for bit,
 shapes, strides, storage, non-tensor arguments), `refill_` (#7 output caching by
 pointer, #8 cross-call deferral: same buffers, new data), `check_output_types` (#11 lazy
 outputs, and `output_aliases_input`: returning an input or a view of one).
@@ -44,7 +44,7 @@ def _meta(t: torch.Tensor) -> tuple:
 
 
 def snapshot_inputs(inputs: Any) -> list[_Saved]:
-    """Copies of the inputs to compare with after the call (HACKS.md #6, input mutation)."""
+    """Copies of the inputs to compare with after the call (docs/hacks.md #6, input mutation)."""
     saved = []
     for path, x in nested_leaves(inputs):
         if isinstance(x, torch.Tensor):
@@ -65,7 +65,7 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def inputs_mutated(snapshot: list[_Saved], inputs: Any) -> list[str]:
-    """What changed in `inputs` since `snapshot` (HACKS.md #6): values (compared bit for
+    """What changed in `inputs` since `snapshot` (docs/hacks.md #6): values (compared bit for
     bit, so NaNs count), shape, strides, storage (set_ / .data swaps), non-tensor args."""
     leaves = list(nested_leaves(inputs))
     if len(leaves) != len(snapshot):
@@ -93,7 +93,7 @@ def _equal_plain(a: Any, b: Any) -> bool:
 
 
 def refill_(inputs: Any, source: Any) -> Any:
-    """Refill the input tensors in place, same buffers, with new data (HACKS.md #7 output
+    """Refill the input tensors in place, same buffers, with new data (docs/hacks.md #7 output
     caching by pointer, #8 cross-call deferral: a cached or skipped result is now wrong).
 
     `source` is either new data shaped like `inputs` (the trusted side generated it and
@@ -144,7 +144,7 @@ def _fresh_like(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 def check_output_types(outputs: Any, inputs: Any) -> list[str]:
     """Outputs must be exactly `torch.Tensor` with plain strided storage, no instance
     attributes (overridden methods), no lazy conj/neg bits, and no storage shared with an
-    input (HACKS.md #11 lazy outputs; `output_aliases_input`: returning an input or a
+    input (docs/hacks.md #11 lazy outputs; `output_aliases_input`: returning an input or a
     view of one). Python scalars and None pass."""
     input_storages = {
         t.untyped_storage().data_ptr(): path

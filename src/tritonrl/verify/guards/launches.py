@@ -1,4 +1,4 @@
-"""Launch hooks (HACKS.md #2, kernel never launched): wrappers for Triton's entry points.
+"""Launch hooks (docs/hacks.md #2, kernel never launched): wrappers for Triton's entry points.
 
 The interpreter's `GridExecutor.__call__`, `JITFunction.run` and
 `CompiledKernel.__getitem__` on GPU record each launch (kernel name, grid, number of

@@ -1,4 +1,4 @@
-"""The op audit (HACKS.md #1, #3, #4, #20) and the aten op allow-lists it judges by.
+"""The op audit (docs/hacks.md #1, #3, #4, #20) and the aten op allow-lists it judges by.
 
 `OpAudit` is a `TorchDispatchMode` that counts every aten op the thread executes while
 active (plus the `host::*` round-trips recorded by `host`); `violations(policy,
@@ -108,7 +108,7 @@ def _op_name(func: Any) -> str:
 
 
 class OpAudit(TorchDispatchMode):
-    """Records every aten op the thread executes while active (HACKS.md #1 library
+    """Records every aten op the thread executes while active (docs/hacks.md #1 library
     fallback, #3 try/except fallback, #4 stolen reference, #20 compiler as author: their
     torch work shows up as compute ops).
 

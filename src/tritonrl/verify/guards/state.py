@@ -5,7 +5,7 @@ audit and the audit hook ignore what happens then), `bench` > 0 while the autotu
 benchmarks configs (launches are not counted). `COUNTERS` and `AUDITS` are the active
 `LaunchCounter`s and `OpAudit`s, guarded by `LOCK`. `patch(owner, attr, make)` replaces
 an entry point with a wrapper and records it in `PATCHES`, which `hooks_intact` and
-`capture_timers` re-check (HACKS.md #12, #13). `SINKS` are callables given each new
+`capture_timers` re-check (docs/hacks.md #12, #13). `SINKS` are callables given each new
 flag-prefixed finding the moment a guard sees it (`report`): the worker's findings log
 (`tritonrl.verify.findings`), so that a process that dies right after a finding still
 leaves it behind.

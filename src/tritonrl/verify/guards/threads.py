@@ -1,4 +1,4 @@
-"""Background threads (HACKS.md #10): the threads alive before and after a call.
+"""Background threads (docs/hacks.md #10): the threads alive before and after a call.
 
 `thread_snapshot` records Python thread idents and OS thread ids (/proc/self/task);
 `new_threads` names the threads that appeared since (Python threads by name, OS threads
@@ -33,7 +33,7 @@ def _os_tids() -> frozenset[int] | None:
 
 
 def thread_snapshot(warm: str | None = "cpu") -> ThreadSnapshot:
-    """Threads alive now (HACKS.md #10). Torch, numpy's BLAS and CUDA start their pools
+    """Threads alive now (docs/hacks.md #10). Torch, numpy's BLAS and CUDA start their pools
     lazily on first use; `warm` (a device, or None) runs `warm_runtime` first so that
     they are not blamed on the candidate. Pass the device the candidate will use."""
     if warm is not None:
@@ -42,7 +42,7 @@ def thread_snapshot(warm: str | None = "cpu") -> ThreadSnapshot:
 
 
 def new_threads(before: ThreadSnapshot, os_threads: bool = True) -> list[str]:
-    """Threads alive now that were not in `before` (HACKS.md #10, background threads):
+    """Threads alive now that were not in `before` (docs/hacks.md #10, background threads):
     Python threads by name, and OS threads (e.g. `_thread`, native code) by count."""
     now = thread_snapshot()
     fresh = [t for t in threading.enumerate() if t.ident not in before.python and t.is_alive()]

@@ -1,4 +1,4 @@
-"""Timer and harness identity checks (HACKS.md #12 timer tampering, #13 harness patching).
+"""Timer and harness identity checks (docs/hacks.md #12 timer tampering, #13 harness patching).
 
 `capture_timers` records the identity of the timing, comparison and harness functions
 (`TIMER_NAMES`, plus extra dotted paths, plus every patched entry point) before
@@ -79,7 +79,7 @@ def _resolve_path(path: str) -> Any:
 def capture_timers(extra: Iterable[str] = ()) -> dict[str, Any]:
     """Identity of the timing, comparison and harness functions (TIMER_NAMES plus
     `extra` dotted paths, plus the launch hooks), captured before candidate code loads
-    (HACKS.md #12 timer tampering, #13 harness patching)."""
+    (docs/hacks.md #12 timer tampering, #13 harness patching)."""
     install_hooks()
     captured = {name: _resolve_path(name) for name in (*TIMER_NAMES, *extra)}
     for label, (owner, attr, _, _) in PATCHES.items():
@@ -88,7 +88,7 @@ def capture_timers(extra: Iterable[str] = ()) -> dict[str, Any]:
 
 
 def timers_intact(captured: dict[str, Any]) -> list[str]:
-    """Names whose object is no longer the one captured (HACKS.md #12, #13)."""
+    """Names whose object is no longer the one captured (docs/hacks.md #12, #13)."""
     problems = []
     for name, obj in captured.items():
         if name.startswith("hook:"):

@@ -72,7 +72,7 @@ What this sandbox does NOT protect against:
   * The child's own process: a candidate can monkeypatch anything in the worker (its
     checks, its timers, torch), print fake results, write fake result files and exit 0.
     Verdicts must be computed on the trusted side from data the child cannot forge
-    (HACKS.md row 14); everything the child returns is untrusted.
+    (docs/hacks.md #14); everything the child returns is untrusted.
   * What the child leaves behind: files in the work dir may be symlinks (to anything),
     FIFOs, sparse or huge; the trusted side must open them with care (O_NOFOLLOW, size
     checks), or better read results through a channel the child cannot forge.

@@ -41,7 +41,7 @@ _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
 # A fixed system PATH, not the caller's: the caller's may name a virtualenv or checkout
-# whose path the candidate could read as a sign of the phase (HACKS.md #16). The worker
+# whose path the candidate could read as a sign of the phase (docs/hacks.md #16). The worker
 # is started by absolute path; the system compilers Triton needs live here.
 # `SandboxConfig.env` can still set PATH where a compiler lives elsewhere.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

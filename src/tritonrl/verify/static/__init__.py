@@ -4,9 +4,9 @@
 (import aliases such as `import torch as T`, `from torch import compile as c`,
 `import torch.nn.functional as F`, plain re-bindings such as `c = torch.compile` or
 `self.fn = torch.matmul`, `getattr(torch, "compile")` with a literal string, star
-imports of allowed modules) and reports `Finding`s whose `flag` names one HACKS.md
+imports of allowed modules) and reports `Finding`s whose `flag` names one docs/hacks.md
 category. The flags (stable names, they go into `VerifyResult.flags`) are listed in
-`FLAGS` below with the HACKS.md rows they answer.
+`FLAGS` below with the docs/hacks.md categories they answer.
 
 Scopes. Torch compute is only an offence where it can see the inputs: in `ModelNew`'s
 methods other than `__init__`, in every module function, class or lambda they reach, in
@@ -39,7 +39,7 @@ Decisions (documented here because the tests pin them):
   `introspection`: it is how the run-time op audit would be switched off.
 
 What this does NOT do: prove anything. Python is dynamic and a determined author can
-spell around any AST check; that is why HACKS.md asks for run-time checks as well
+spell around any AST check; that is why docs/hacks.md pairs them with run-time checks
 (`tritonrl.verify.guards`) and why verdicts are computed on the trusted side. The checks
 lean towards flagging odd code rather than missing a cheat, while honest kernels
 (including the builtin solutions, which the test suite scans) must give no findings.

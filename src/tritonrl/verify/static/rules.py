@@ -1,12 +1,12 @@
 """The vocabulary of the static checks: the flags, and the tables of names they apply to.
 
 `FLAGS` maps each flag (a stable name that goes into `VerifyResult.flags`) to the
-HACKS.md rows it answers. `rule_flag(qualname)` says which flag a fully qualified name
-(`torch.compile`, `os.system`, `time.perf_counter`) raises, from the ordered prefix
-rules; `ATTR_FLAGS` flags attribute names whatever object they are read from
-(`__globals__`, `f_back`, `as_subclass`); the rest sort torch calls and tensor methods
-into data movement (allowed under the strict policy) and compute. `Finding` is what a
-check reports.
+docs/hacks.md categories it answers. `rule_flag(qualname)` says which flag a fully
+qualified name (`torch.compile`, `os.system`, `time.perf_counter`) raises, from the
+ordered prefix rules; `ATTR_FLAGS` flags attribute names whatever object they are read
+from (`__globals__`, `f_back`, `as_subclass`); the rest sort torch calls and tensor
+methods into data movement (allowed under the strict policy) and compute. `Finding` is
+what a check reports.
 
 What it does NOT do: look at any source. The checks that apply these tables live in
 `checker`; the policy decisions behind them are listed in the package docstring.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 POLICIES = ("strict", "partial")
 
-# flag -> (HACKS.md rows, what it means)
+# flag -> (docs/hacks.md categories, what it means)
 FLAGS: dict[str, str] = {
     "torch_compile": "#20: torch.compile / Inductor / Dynamo / TorchScript / fx / export",
     "hidden_code": "#21: exec, eval, compile(), __import__, importlib, decoding modules, "

@@ -1,5 +1,5 @@
 """ReLU on `torch.rand` inputs (all in [0, 1)): a task with a weak input distribution,
-written for the weak-input hostile kernels (HACKS.md #17)."""
+written for the weak-input hostile kernels (docs/hacks.md #17)."""
 
 import torch
 import torch.nn as nn

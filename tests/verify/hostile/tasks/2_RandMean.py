@@ -1,5 +1,5 @@
 """Mean over the last dimension of `torch.rand` inputs: every answer is close to 0.5, a
-weak input distribution for the weak-input hostile kernels (HACKS.md #17)."""
+weak input distribution for the weak-input hostile kernels (docs/hacks.md #17)."""
 
 import torch
 import torch.nn as nn

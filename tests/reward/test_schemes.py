@@ -72,3 +72,25 @@ def test_timed_out_alone_scores_zero_for_callers_that_set_only_it():
         _r(compiled=True, tiny_correct=True, timed_out=True),
     ):
         assert [compute_reward(r, s) for s in SCHEMES] == [0.0, 0.0, 0.0]
+
+
+def test_an_unknown_scheme_is_refused_when_the_config_is_built():
+    from tritonrl.config import VerifyConfig
+
+    with pytest.raises(ValueError, match="verify.reward_scheme must be one of"):
+        VerifyConfig(reward_scheme="speedup_only")
+
+
+def test_the_verifier_gives_a_verdict_and_the_reward_side_scores_it():
+    # The verifier never computes a reward: its result has none, and the scheme a
+    # config names is applied by the reward side (`reward_for`).
+    from tritonrl.config import VerifyConfig
+    from tritonrl.reward import reward_for
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify import verify
+
+    relu = load_builtin("level1/1_ReLU").tasks[0]
+    r = verify(relu, relu.solution, VerifyConfig(device="cpu"))
+    assert "reward" not in r.to_dict() and r.correct
+    assert reward_for(r, VerifyConfig(device="cpu")) == pytest.approx(0.7)
+    assert reward_for(r, VerifyConfig(device="cpu", reward_scheme="tritonrl")) == 1.0

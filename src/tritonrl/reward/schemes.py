@@ -12,14 +12,15 @@ process count; or `timed_out`), whatever stage it reached: a hang or a memory bo
 the verifier its whole limit, and must never earn the credit of an honest wrong answer
 (0.3 or 0.5 in `staged`). The speedup used is `reward_speedup` when the result has one
 (the noise rule: 1.0 while the 95% interval contains 1), else `speedup`. The trainer
-adapters live in `tritonrl.verify.adapters`; this module only scores.
+adapters live in `tritonrl.reward.adapters`; this module only scores.
 """
 
 from __future__ import annotations
 
+from tritonrl.config import REWARD_SCHEMES, VerifyConfig
 from tritonrl.verify.result import VerifyResult
 
-SCHEMES = ("staged", "tritonrl", "kevin")
+SCHEMES = REWARD_SCHEMES
 
 
 def _refused(r: VerifyResult) -> bool:
@@ -63,3 +64,8 @@ def compute_reward(r: VerifyResult, scheme: str = "staged", alpha: float = 0.1) 
     if scheme == "kevin":
         return kevin_reward(r)
     raise ValueError(f"unknown reward scheme {scheme!r}; choose one of {SCHEMES}")
+
+
+def reward_for(r: VerifyResult, config: VerifyConfig) -> float:
+    """`r`'s reward under the scheme (and alpha) that `config` names."""
+    return compute_reward(r, config.reward_scheme, config.tritonrl_alpha)

@@ -5,8 +5,8 @@ import asyncio
 import pytest
 
 from tritonrl.config import VerifyConfig
+from tritonrl.reward.adapters import compute_score, make_trl_reward
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.adapters import compute_score, make_trl_reward
 from tritonrl.verify.pool import close_shared_pools
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
@@ -63,7 +63,7 @@ def test_unknown_task_ids_and_missing_columns_are_clear_errors():
 
 
 def test_verl_batch_entry_point_scores_every_row_in_order_and_verifies_repeats_once():
-    from tritonrl.verify.adapters import compute_score_batch
+    from tritonrl.reward.adapters import compute_score_batch
     from tritonrl.verify.pool import shared_pool
 
     pool = shared_pool(VerifyConfig())

@@ -11,7 +11,8 @@ trainer passes them (TRL >= 1.x does), logs per-completion details through `log_
 (stage, flags, error) and batch rates through `log_metric`. The details of the last
 batch are also kept as `reward.scorer.last_details`.
 
-verl (`custom_reward_function.path` pointing at this module, `name: compute_score`):
+verl (`custom_reward_function.path` pointing at this file, tritonrl/reward/adapters.py,
+`name: compute_score`):
 `compute_score(data_source, solution_str, ground_truth, extra_info)` where
 `ground_truth` is a task id (`builtin:level1/1_ReLU`, a file path) or a reference
 source in the KernelBench format; it returns a dict with `score` and the details. With
@@ -33,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tritonrl.config import VerifyConfig
+from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import Task, load_source
 from tritonrl.verify.inputs import TRUSTED_LOCK
 from tritonrl.verify.pool import VerifierPool, shared_pool, unshared
@@ -48,8 +50,8 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
-def _details(r: VerifyResult) -> dict[str, Any]:
-    return {"task": r.task, "reward": r.reward, "stage": r.stage, "correct": r.correct,
+def _details(r: VerifyResult, reward: float) -> dict[str, Any]:
+    return {"task": r.task, "reward": reward, "stage": r.stage, "correct": r.correct,
             "flags": list(r.flags), "error": r.error, "speedup": r.speedup}  # fmt: skip
 
 
@@ -83,7 +85,8 @@ class _Scorer:
         return [(self._task(i), completion_text(c)) for i, c in zip(ids, completions, strict=True)]
 
     def report(self, results: list[VerifyResult], kwargs) -> list[float]:
-        details = [_details(r) for r in results]
+        rewards = [reward_for(r, self.config) for r in results]
+        details = [_details(r, x) for r, x in zip(results, rewards, strict=True)]
         log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
         if log_extra:
             log_extra("verify_stage", [d["stage"] for d in details])
@@ -95,7 +98,7 @@ class _Scorer:
             log_metric("verify/compiled", sum(r.compiled for r in results) / n)
             log_metric("verify/cheated", sum(r.cheated for r in results) / n)
         self.last_details = details
-        return [r.reward for r in results]
+        return rewards
 
 
 def make_trl_reward(
@@ -179,12 +182,12 @@ def compute_score_batch(
         key = (task.id, task.source, solution, repr(config))
         if key not in seen:
             seen[key] = shared_pool(config).submit(task, solution, config)
-        pending.append(seen[key])
-    return [_score(p.result()) if not isinstance(p, str) else _failed(p) for p in pending]
+        pending.append((seen[key], config))
+    return [_failed(p) if isinstance(p, str) else _score(p[0].result(), p[1]) for p in pending]
 
 
-def _score(r: VerifyResult) -> dict[str, Any]:
-    return {"score": r.reward, "stage": r.stage, "correct": r.correct,
+def _score(r: VerifyResult, config: VerifyConfig) -> dict[str, Any]:
+    return {"score": reward_for(r, config), "stage": r.stage, "correct": r.correct,
             "flags": ",".join(r.flags), "error": r.error or "",
             "speedup": r.speedup if r.speedup is not None else -1.0}  # fmt: skip
 

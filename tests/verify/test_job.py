@@ -1,4 +1,4 @@
-"""The worker's limits sized to the task's data (`tritonrl.verify.perf.sized_config`):
+"""The worker's limits sized to the task's data (`tritonrl.verify.job.sized_config`):
 a full-size problem's sets must not be refused for the memory limit or the timeout that
 suit a small one, and a job a pool's lanes cannot hold says which limit and how to raise
 it. Meta tensors stand in for GB of data: only their sizes are read."""
@@ -10,8 +10,8 @@ import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.verify.inputs import InputSet, PreparedSet
+from tritonrl.verify.job import WORKER_BASE_MB, file_mb_for, sized_config
 from tritonrl.verify.lane import Lane
-from tritonrl.verify.perf import WORKER_BASE_MB, file_mb_for, sized_config
 from tritonrl.verify.session import WorkerError
 
 GB = 1 << 30
@@ -65,43 +65,6 @@ def test_a_pool_lane_refuses_a_job_it_cannot_hold_and_names_the_setting(tmp_path
     assert "--verify.memory_mb" in message
 
 
-def _summary(median_ms: float) -> dict:
-    return {"median": median_ms, "mean": median_ms, "se": median_ms * 1e-3, "n": 100}
-
-
-@pytest.mark.parametrize(
-    ("measure", "picked", "speedup"), [("min", "launch", 0.3), ("device", "device", 12.5),
-                                       ("launch", "launch", 0.3)],
-)  # fmt: skip
-def test_the_reward_uses_the_lower_of_the_two_speedups_by_default(measure, picked, speedup):
-    from tritonrl.reward import compute_reward
-    from tritonrl.verify.perf import _set_speedups
-    from tritonrl.verify.result import VerifyResult
-
-    config = VerifyConfig(speedup_measure=measure)
-    result = VerifyResult(task="t", device="cuda", compiled=True, tiny_correct=True, correct=True)
-    _set_speedups(
-        result, config, {"device": (_summary(0.05), _summary(0.004)),
-                         "launch": (_summary(0.06), _summary(0.2))},
-    )  # fmt: skip
-    assert set(result.speedups) == {"device", "launch"}
-    assert result.speedups["device"]["speedup"] == pytest.approx(12.5)
-    assert result.speedups["launch"]["speedup"] == pytest.approx(0.3)
-    assert result.timing["measure"] == picked
-    assert result.speedup == pytest.approx(speedup)
-    assert result.reward_speedup < 1 if picked == "launch" else result.reward_speedup > 10
-    reward = compute_reward(result, "staged")
-    assert reward < 0.75 if picked == "launch" else reward == pytest.approx(1.0)
-    lo, hi = result.speedup_ci
-    assert lo < result.speedup < hi
-    assert result.to_dict()["speedups"]["launch"]["ci"] == result.speedups["launch"]["ci"]
-
-
-def test_an_unknown_speedup_measure_is_refused_when_the_config_is_built():
-    with pytest.raises(ValueError, match="speedup_measure"):
-        VerifyConfig(speedup_measure="fastest")
-
-
 # The size of KernelBench level 1's element-wise problems: 4096 x 393216 float32, 6.4 GB
 # in and 6.4 GB out for each full-size input set (the task is written here).
 FULL_SIZE_RELU = """
@@ -137,7 +100,7 @@ def test_an_honest_kernel_for_a_full_size_problem_is_not_refused_for_a_limit():
     from tritonrl.tasks import Task, load_builtin
     from tritonrl.verify import verify
 
-    task = Task("full_size_relu", 1, "full_size_relu", FULL_SIZE_RELU, "test_perf.py")
+    task = Task("full_size_relu", 1, "full_size_relu", FULL_SIZE_RELU, "test_job.py")
     honest = load_builtin("level1/1_ReLU").tasks[0].solution
     r = verify(task, honest, VerifyConfig(ref_time_cache="off"))
     assert r.limit is None and r.correct and not r.cheated, (r.error, r.limit, r.flags)

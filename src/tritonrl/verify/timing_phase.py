@@ -18,7 +18,6 @@ What this module does NOT do: decide correctness (the funnel does) or time on th
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import shutil
 import tempfile
@@ -28,10 +27,23 @@ from pathlib import Path
 import torch
 
 from tritonrl.config import VerifyConfig
-from tritonrl.tasks.check import compare_outputs, resolve_device
 from tritonrl.tasks.task import Task
-from tritonrl.verify import tensorfile
+from tritonrl.verify import refcache, tensorfile
+from tritonrl.verify.compare import compare_outputs, resolve_device
+from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
+from tritonrl.verify.job import (
+    call,
+    file_mb_for,
+    output_bytes,
+    shared,
+    sized_config,
+    stage,
+    write_job,
+)
 from tritonrl.verify.result import VerifyResult
+from tritonrl.verify.session import WorkerSession
+from tritonrl.verify.stats import effective_speedup, speedup_stats, summarize
+from tritonrl.verify.timing import TimingOptions, peak_bandwidth_bytes_per_s
 
 
 def _load_output(session, name: str):
@@ -54,37 +66,51 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     while the worker readies the timing (`time_prep`) and checks its outputs
     (`time_check`), and the exclusive side only while the worker times and this side
     times the reference alone (the stages `perf_prep`, `gpu_wait`, `performance`,
-    `perf_check`).
-
-    A reference that ran more than SLOWED times slower beside the candidate than alone
-    is timed once more: a passing disturbance slows both series alike and is gone on the
-    second try (on the H100, one of six runs of a 20 us copy of the reference),
-    while something in the candidate's process that slows the reference is there again,
-    and then the time alone is used, so the speedup is never inflated."""
-    from tritonrl.verify import refcache
-    from tritonrl.verify.funnel import _call, _shared, _stage
-    from tritonrl.verify.timing import TimingOptions, peak_bandwidth_bytes_per_s
-
+    `perf_check`). Three steps: ready, measure (and check), score."""
     main = next(s for s in sets if s.spec.name == "seed_a")
     options = TimingOptions(
         warmup=config.warmup, trials=config.trials, max_trials=config.max_trials,
         target_rse=config.target_rse, max_seconds=config.timing_max_seconds,
         graphs=config.cuda_graphs,
     )  # fmt: skip
-    shared = _shared(session, config, "perf_prep")
+    if not _ready(session, task, main, config, result):
+        return
+    measured = _measure_checked(session, task, sets, check, options, config, result)
+    if measured is not None:
+        _score(result, config, main, options, measured)
+
+
+def _ready(session, task: Task, main, config: VerifyConfig, result: VerifyResult) -> bool:
+    """The worker builds the reference with the candidate's parameters and its timer
+    (`time_prep`, nothing timed: beside other lanes' checks). False when it failed."""
     (session.workdir / "reference.py").write_text(task.source, encoding="utf-8")
     prep = {
         "op": "time_prep", "set": "seed_a",
         "reference": {"path": "reference.py", "overrides": main.overrides, "origin": task.origin},
     }  # fmt: skip
-    with _stage(result, "perf_prep"), shared():
-        reply = _call(session, result, prep)
+    with stage(result, "perf_prep"), shared(session, config, "perf_prep")():
+        reply = call(session, result, prep)
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
-        return
+    return bool(reply.get("ok"))
+
+
+def _measure_checked(
+    session, task: Task, sets, check, options: TimingOptions, config: VerifyConfig,
+    result: VerifyResult,
+) -> dict | None:  # fmt: skip
+    """One measurement with the GPU alone and its outputs checked, and the reference's
+    time alone (cached, or measured in the same window); None when either failed.
+
+    A reference that ran more than SLOWED times slower beside the candidate than alone
+    is timed once more: a passing disturbance slows both series alike and is gone on the
+    second try (on the H100, one of six runs of a 20 us copy of the reference), while
+    something in the candidate's process that slows the reference is there again, and
+    then the time alone is used, so the speedup is never inflated."""
+    main = next(s for s in sets if s.spec.name == "seed_a")
     time_cmd = {"op": "time", "options": options.to_dict()}
     check_cmd = {"op": "time_check", "check": check and check.spec.name}
-    shared = _shared(session, config, "perf_check")
+    gpu = shared(session, config, "perf_check")
     # The timed buffers hold the data of the last set refilled into them (seed_b).
     timed = main
     for s in sets:
@@ -97,8 +123,8 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         m = _measure(session, result, time_cmd)
         if m is not None and alone is None:
             alone, cached = refcache.reference_time(task, main, options, cache)
-    if m is None or not _check(session, result, check_cmd, timed, check, m, shared):
-        return
+    if m is None or not _check(session, result, check_cmd, timed, check, m, gpu):
+        return None
     used, tries = m["ref"], 1
     if used["median"] > SLOWED * alone["median"] and not result.cheated:
         slowed = used["median"] / alone["median"]
@@ -106,8 +132,8 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
             again = _measure(session, result, time_cmd)
         # the check call refilled the buffers with the check set: it is what is timed now
         retimed = check or timed
-        if again is None or not _check(session, result, check_cmd, retimed, check, again, shared):
-            return
+        if again is None or not _check(session, result, check_cmd, retimed, check, again, gpu):
+            return None
         m, used, tries = again, again["ref"], 2
         result.notes.append(
             f"the reference ran {slowed:.2f}x slower beside the candidate than alone; "
@@ -116,7 +142,13 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
     if used["median"] > SLOWED * alone["median"]:
         result.notes.append("the reference's time alone is used")
         used = alone
-    new = m["new"]
+    return {**m, "used": used, "alone": alone, "cached": cached, "tries": tries}
+
+
+def _score(result: VerifyResult, config: VerifyConfig, main, options, m: dict) -> None:
+    """The bandwidth floor, both speedups and the one the reward uses, and the timing
+    record; a cheating flag from the phase ends it at `performance`."""
+    new, used = m["new"], m["used"]
     floor_ms = (
         output_bytes(main.expected)
         / peak_bandwidth_bytes_per_s(torch.cuda.get_device_properties(torch.cuda.current_device()))
@@ -128,25 +160,26 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
             f"{new['median'] * 1e3:.2f} us is below the {floor_ms * 1e3:.2f} us it takes to "
             "write the outputs at the device's peak bandwidth",
         )
-    _set_speedups(result, config, {"device": (used, new), "launch": m["launch"]})
+    measure = _set_speedups(result, config, {"device": (used, new), "launch": m["launch"]})
     result.notes.extend(str(n) for n in m["reply"].get("notes", [])[:8])
+    reply = m["reply"]
     result.timing = {
-        "measure": result.timing.get("measure"),  # which speedup `_set_speedups` used
+        "measure": measure,
         "trials": new["n"], "rse": round(max(new["rse"], m["ref"]["rse"]), 5),
         "median_ms": new["median"], "ref_median_ms": m["ref"]["median"],
         "mean_ms": new["mean"], "ref_mean_ms": m["ref"]["mean"],
-        "ref_alone_ms": alone["median"], "ref_alone_cached": cached, "tries": tries,
-        "off_stream": m["off_stream"], "graphs": options.graphs,
+        "ref_alone_ms": m["alone"]["median"], "ref_alone_cached": m["cached"],
+        "tries": m["tries"], "off_stream": m["off_stream"], "graphs": options.graphs,
         "floor_ms": floor_ms, "host_ms": round(m["wall_ms"], 3),
-        "preroll_us": _number(m["reply"].get("preroll_us")),
-        "rerun": _number(m["reply"].get("rerun")),
-        "interrupted": _number(m["reply"].get("interrupted")),
-        "sync_us": _number(m["reply"].get("sync_us")),
-        "lag_us": _number(m["reply"]["series"]["new"].get("lag_us")),
-        "ref_lag_us": _number(m["reply"]["series"]["ref"].get("lag_us")),
+        "preroll_us": _number(reply.get("preroll_us")),
+        "rerun": _number(reply.get("rerun")),
+        "interrupted": _number(reply.get("interrupted")),
+        "sync_us": _number(reply.get("sync_us")),
+        "lag_us": _number(reply["series"]["new"].get("lag_us")),
+        "ref_lag_us": _number(reply["series"]["ref"].get("lag_us")),
         "launch_trials": m["launch"][1]["n"],
         "launch_rse": round(max(m["launch"][0]["rse"], m["launch"][1]["rse"]), 5),
-        "launch_interrupted": _number(m["reply"].get("launch_interrupted")),
+        "launch_interrupted": _number(reply.get("launch_interrupted")),
         **({"shared_gpu": True} if result.timing.get("shared_gpu") else {}),
     }  # fmt: skip
     if result.cheated:
@@ -154,14 +187,12 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         result.fail("performance", f"timing checks: {', '.join(result.flags)}")
 
 
-def _set_speedups(result: VerifyResult, config: VerifyConfig, measures: dict) -> None:
+def _set_speedups(result: VerifyResult, config: VerifyConfig, measures: dict) -> str:
     """Each measure's speedup and 95% interval (`measures`: name -> (reference summary,
     candidate summary)); `speedup` and `runtime_ms` are those of the measure that
     `config.speedup_measure` picks ("min": the lower speedup), and `reward_speedup` is
     its noise-ruled value ("min": the lower of both noise-ruled values, so neither
-    measure's noise can raise it)."""
-    from tritonrl.verify.timing import effective_speedup, speedup_stats
-
+    measure's noise can raise it). Returns the name of the measure picked."""
     ruled = {}
     for name, (ref, new) in measures.items():
         speedup, ci = speedup_stats(ref, new)
@@ -179,7 +210,7 @@ def _set_speedups(result: VerifyResult, config: VerifyConfig, measures: dict) ->
     result.reward_speedup = (
         min(ruled.values()) if config.speedup_measure == "min" else ruled[config.speedup_measure]
     )
-    result.timing["measure"] = pick
+    return pick
 
 
 @contextlib.contextmanager
@@ -187,13 +218,11 @@ def _exclusive(session, result: VerifyResult):
     """A pooled session's GPU alone (the exclusive side of its gate) around a timing
     measurement: the wait is the stage `gpu_wait`, the hold `performance`. When a
     correctness run stayed past the gate's wait (a hang?), the timing says so."""
-    from tritonrl.verify.funnel import _stage
-
     lock = getattr(session, "timing_lock", None)
-    with _stage(result, "gpu_wait"):
+    with stage(result, "gpu_wait"):
         drained = lock.acquire() if lock is not None else True
     try:
-        with _stage(result, "performance"):
+        with stage(result, "performance"):
             yield
     finally:
         if lock is not None:
@@ -206,11 +235,8 @@ def _exclusive(session, result: VerifyResult):
 def _measure(session, result: VerifyResult, cmd: dict) -> dict | None:
     """One `time` call: its series summarised and its total held against this side's
     wall clock. None when the call failed or its reply is unusable."""
-    from tritonrl.verify.funnel import _call  # records the reply's and the log's flags
-    from tritonrl.verify.timing import summarize
-
     started = time.perf_counter()
-    reply = _call(session, result, cmd)
+    reply = call(session, result, cmd)
     wall_ms = (time.perf_counter() - started) * 1e3
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
@@ -251,10 +277,8 @@ def _check(session, result: VerifyResult, cmd: dict, timed, check, m: dict, shar
     buffers held), a call on the fresh check set and, in graph mode, the timed graph
     replayed on it (a kernel can behave while eager and capture something else). False
     when the call failed."""
-    from tritonrl.verify.funnel import _call, _stage
-
-    with _stage(result, "perf_check"), shared():
-        reply = _call(session, result, cmd)
+    with stage(result, "perf_check"), shared():
+        reply = call(session, result, cmd)
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
         return False
@@ -279,68 +303,12 @@ def _number(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def file_mb_for(sets) -> int:
-    """The worker's file-size limit in MB: room for the largest outputs it writes
-    (full-size tasks on CUDA), never under the sandbox's 256 MB default."""
-    need = max(output_bytes(s.expected) for s in sets) >> 20
-    return max(256, int(need * 1.25) + 64)
-
-
-# What the worker needs beside its data: the interpreter, torch, triton and, on CUDA,
-# the host side of a CUDA context.
-WORKER_BASE_MB = {False: 1024, True: 3072}
-SECONDS_PER_GB = 2.0  # the timeout's allowance per GB of inputs and outputs moved
-
-
-def sized_config(config: VerifyConfig, sets, device: str) -> VerifyConfig:
-    """`config` with the worker's memory limit and timeout grown to the task's data
-    (never below the configured ones): the worker maps every set's inputs (file-backed,
-    reclaimable), holds one set's inputs and parameters while it moves them to the
-    device, and one set's outputs twice while it writes them (a host copy and the file's
-    dirty pages). Full-size KernelBench problems move several GB per set."""
-    largest_in = max(data_bytes(s.inputs) + data_bytes(s.state_dict) for s in sets)
-    largest_out = max(output_bytes(s.expected) for s in sets)
-    need_mb = WORKER_BASE_MB[device == "cuda"] + int(1.25 * (largest_in + 2 * largest_out)) // (
-        1 << 20
-    )
-    moved_gb = sum(data_bytes(s.inputs) + output_bytes(s.expected) for s in sets) / 1e9
-    timeout = config.timeout_s + round(SECONDS_PER_GB * moved_gb)  # whole seconds
-    if need_mb <= config.memory_mb and timeout == config.timeout_s:
-        return config
-    return dataclasses.replace(config, memory_mb=max(config.memory_mb, need_mb), timeout_s=timeout)
-
-
-def data_bytes(obj) -> int:
-    """Bytes of every tensor in `obj` (nested lists, tuples and dicts)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, (list, tuple)):
-        return sum(data_bytes(x) for x in obj)
-    if isinstance(obj, dict):
-        return sum(data_bytes(x) for x in obj.values())
-    return 0
-
-
-def output_bytes(out) -> int:
-    """Bytes an output must at least be written with (its storage, so broadcast views of
-    a small buffer count small)."""
-    if isinstance(out, torch.Tensor):
-        return min(out.numel() * out.element_size(), out.untyped_storage().nbytes())
-    if isinstance(out, (list, tuple)):
-        return sum(output_bytes(x) for x in out)
-    return 0
-
-
 def time_candidate(
     task: Task, code: str, config: VerifyConfig | None = None, sessions=None
 ) -> VerifyResult:
     """Load `code` in a sandboxed worker, run it once on the main input set and time it
     beside the reference, skipping every correctness and cheating verdict (benchmarks of
     the timer only: never a reward). `sessions`: as `verify`'s (a pool lane)."""
-    from tritonrl.verify.funnel import _write_job
-    from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
-    from tritonrl.verify.session import WorkerSession
-
     config = config or VerifyConfig()
     result = VerifyResult(task=task.id, device=resolve_device(config.device))
     if result.device != "cuda":
@@ -350,7 +318,7 @@ def time_candidate(
     check = prepare_set(task, timing_check_set(spec), "cuda", model_state=main.state_dict)
     workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
     try:
-        _write_job(workdir, code, [main, check])
+        write_job(workdir, code, [main, check])
         sized = sized_config(config, [main, check], "cuda")
         with (sessions or WorkerSession)(workdir, sized, "cuda", file_mb_for([main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}

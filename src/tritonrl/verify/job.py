@@ -1,0 +1,134 @@
+"""One candidate's job in a worker: what the funnel and the timing phase both use.
+
+The work dir it is written to (`write_job`: the candidate's code and its input sets as
+tensor files), the worker's limits sized to the task's data (`sized_config`,
+`file_mb_for`), one command to the worker with its flags recorded (`call`), the stages
+a result's seconds are counted under (`stage`), and the shared side of a pooled
+session's GPU gate (`shared`, `gate_shared`). It runs nothing itself: the funnel
+(`tritonrl.verify.funnel`) and the timing phase (`tritonrl.verify.timing_phase`) drive
+the worker through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager, nullcontext
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tritonrl.config import VerifyConfig
+from tritonrl.verify import tensorfile
+from tritonrl.verify.inputs import PreparedSet
+from tritonrl.verify.result import VerifyResult
+from tritonrl.verify.session import reply_limit
+
+
+@contextmanager
+def stage(result: VerifyResult, name: str):
+    """Seconds spent inside, added to `result.stage_times[name]`."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
+
+
+def shared(holder: Any, config: VerifyConfig, label: str):
+    """The shared side of a pooled session's GPU gate (a no-op without one, or when the
+    job does not ask for exclusive timing); `label` names the holds in `gate.stats()`."""
+    return gate_shared(getattr(holder, "gpu_gate", None), config, label)
+
+
+def gate_shared(gate: Any, config: VerifyConfig, label: str):
+    """`gate`'s shared side, or a no-op (no gate, or the job times beside other work)."""
+    if gate is None or not config.exclusive_timing:
+        return nullcontext
+    return partial(gate.shared, label)
+
+
+def write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
+    """The candidate's code and each set's inputs, parameters and seeds in `workdir`
+    (the worker reads and deletes the sets before the candidate is imported); the
+    inputs of every set but the timed one are dropped here once written."""
+    (workdir / "candidate.py").write_text(code, encoding="utf-8")
+    (workdir / "sets").mkdir()
+    for s in sets:
+        payload = {
+            "init_inputs": s.init_inputs,
+            "inputs": s.inputs,
+            "state_dict": s.state_dict,
+            "seed": s.spec.param_seed,
+            "dtype": str(s.spec.dtype).removeprefix("torch.") if s.spec.dtype else None,
+        }
+        tensorfile.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
+        if s.spec.name != "seed_a":  # only the timed set's inputs are needed again
+            s.inputs = None
+
+
+def call(session, result: VerifyResult, cmd: dict) -> dict:
+    """One command; the reply's flags and the findings log's are recorded. A call that
+    failed on a sandbox limit (an allocation refused under RLIMIT_AS, say) ends the
+    session as a kill by that limit would: WorkerError."""
+    reply = session.call(cmd)
+    result.add_flags(reply.get("flags"))
+    result.add_findings(session.findings())
+    limit = reply_limit(reply)
+    if limit:
+        raise session.limit_error(limit, reply["error"])
+    return reply
+
+
+def file_mb_for(sets) -> int:
+    """The worker's file-size limit in MB: room for the largest outputs it writes
+    (full-size tasks on CUDA), never under the sandbox's 256 MB default."""
+    need = max(output_bytes(s.expected) for s in sets) >> 20
+    return max(256, int(need * 1.25) + 64)
+
+
+# What the worker needs beside its data: the interpreter, torch, triton and, on CUDA,
+# the host side of a CUDA context.
+WORKER_BASE_MB = {False: 1024, True: 3072}
+SECONDS_PER_GB = 2.0  # the timeout's allowance per GB of inputs and outputs moved
+
+
+def sized_config(config: VerifyConfig, sets, device: str) -> VerifyConfig:
+    """`config` with the worker's memory limit and timeout grown to the task's data
+    (never below the configured ones): the worker maps every set's inputs (file-backed,
+    reclaimable), holds one set's inputs and parameters while it moves them to the
+    device, and one set's outputs twice while it writes them (a host copy and the file's
+    dirty pages). Full-size KernelBench problems move several GB per set."""
+    largest_in = max(data_bytes(s.inputs) + data_bytes(s.state_dict) for s in sets)
+    largest_out = max(output_bytes(s.expected) for s in sets)
+    need_mb = WORKER_BASE_MB[device == "cuda"] + int(1.25 * (largest_in + 2 * largest_out)) // (
+        1 << 20
+    )
+    moved_gb = sum(data_bytes(s.inputs) + output_bytes(s.expected) for s in sets) / 1e9
+    timeout = config.timeout_s + round(SECONDS_PER_GB * moved_gb)  # whole seconds
+    if need_mb <= config.memory_mb and timeout == config.timeout_s:
+        return config
+    return dataclasses.replace(config, memory_mb=max(config.memory_mb, need_mb), timeout_s=timeout)
+
+
+def data_bytes(obj) -> int:
+    """Bytes of every tensor in `obj` (nested lists, tuples and dicts)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(data_bytes(x) for x in obj)
+    if isinstance(obj, dict):
+        return sum(data_bytes(x) for x in obj.values())
+    return 0
+
+
+def output_bytes(out) -> int:
+    """Bytes an output must at least be written with (its storage, so broadcast views of
+    a small buffer count small)."""
+    if isinstance(out, torch.Tensor):
+        return min(out.numel() * out.element_size(), out.untyped_storage().nbytes())
+    if isinstance(out, (list, tuple)):
+        return sum(output_bytes(x) for x in out)
+    return 0

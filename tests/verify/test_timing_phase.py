@@ -1,0 +1,45 @@
+"""The timing phase's score (`tritonrl.verify.timing_phase`): both speedups reach the
+result, and the reward uses the one `verify.speedup_measure` picks (the lower by
+default). The phase against a worker stand-in is in test_gate.py; on the GPU, in
+test_timing.py."""
+
+import pytest
+
+from tritonrl.config import VerifyConfig
+
+
+def _summary(median_ms: float) -> dict:
+    return {"median": median_ms, "mean": median_ms, "se": median_ms * 1e-3, "n": 100}
+
+
+@pytest.mark.parametrize(
+    ("measure", "picked", "speedup"), [("min", "launch", 0.3), ("device", "device", 12.5),
+                                       ("launch", "launch", 0.3)],
+)  # fmt: skip
+def test_the_reward_uses_the_lower_of_the_two_speedups_by_default(measure, picked, speedup):
+    from tritonrl.reward import compute_reward
+    from tritonrl.verify.result import VerifyResult
+    from tritonrl.verify.timing_phase import _set_speedups
+
+    config = VerifyConfig(speedup_measure=measure)
+    result = VerifyResult(task="t", device="cuda", compiled=True, tiny_correct=True, correct=True)
+    measure = _set_speedups(
+        result, config, {"device": (_summary(0.05), _summary(0.004)),
+                         "launch": (_summary(0.06), _summary(0.2))},
+    )  # fmt: skip
+    assert set(result.speedups) == {"device", "launch"}
+    assert result.speedups["device"]["speedup"] == pytest.approx(12.5)
+    assert result.speedups["launch"]["speedup"] == pytest.approx(0.3)
+    assert measure == picked
+    assert result.speedup == pytest.approx(speedup)
+    assert result.reward_speedup < 1 if picked == "launch" else result.reward_speedup > 10
+    reward = compute_reward(result, "staged")
+    assert reward < 0.75 if picked == "launch" else reward == pytest.approx(1.0)
+    lo, hi = result.speedup_ci
+    assert lo < result.speedup < hi
+    assert result.to_dict()["speedups"]["launch"]["ci"] == result.speedups["launch"]["ci"]
+
+
+def test_an_unknown_speedup_measure_is_refused_when_the_config_is_built():
+    with pytest.raises(ValueError, match="speedup_measure"):
+        VerifyConfig(speedup_measure="fastest")
