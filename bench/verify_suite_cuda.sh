@@ -8,8 +8,8 @@
 #        kbfull (in the order given).
 #
 # Run from the repository root (TIMING_K=expr selects timing tests by pytest -k,
-# NOISE_ARGS adds arguments to bench/timing_noise.py; KB_DIR names a KernelBench checkout
-# for kbfull and launch, KB_ARGS adds arguments to kbfull); results go to $OUT (default
+# NOISE_ARGS adds arguments to bench/timing_noise.py; KB_DIR names your KernelBench
+# checkout for kbfull and launch, KB_ARGS adds arguments to kbfull); results go to $OUT (default
 # ./out). Packages the GPU image lacks are installed from wheels in .whl/ when that folder exists (see
 # docs/benchmarks.md for the list).
 OUT=${OUT:-out}
@@ -96,7 +96,9 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
       python3 bench/sft_tiny.py --out "$OUT" --device cuda --generated 1000 --batch 8 \
         2>&1 | tail -12 || rc=1 ;;
     launch)  # device vs launch-inclusive speedups, beside KernelBench's evaluator
-      python3 bench/launch_overhead.py ${KB_DIR:+--kernelbench-timing "$KB_DIR/timing.py"} \
+      kb_timing=$KB_DIR/src/kernelbench/timing.py  # a checkout; or a folder holding timing.py
+      [ -f "$kb_timing" ] || kb_timing=$KB_DIR/timing.py
+      python3 bench/launch_overhead.py ${KB_DIR:+--kernelbench-timing "$kb_timing"} \
         --json "$OUT/launch_overhead.json" 2>&1 | tee "$OUT/launch_overhead.md" | tail -20 || rc=1 ;;
     batch)  # a 60-case mixed batch, twice, cold reference cache, against single verifies
       python3 bench/batch_consistency.py --json "$OUT/batch_consistency.json" 2>&1 \
