@@ -90,6 +90,18 @@ def normalise(lines: list[str]) -> str:
 
 
 def parse(code: str) -> tuple[ast.Module | None, SyntaxError | None]:
+    try:
+        return _parse_once(code)
+    except SystemError as e:
+        # CPython 3.11 (gh-106905): "AST constructor recursion depth mismatch" when
+        # another thread parsed at the same time, or after a parse that hit the recursion
+        # limit; the next parse counts afresh.
+        if "recursion depth mismatch" not in str(e):
+            raise
+        return _parse_once(code)
+
+
+def _parse_once(code: str) -> tuple[ast.Module | None, SyntaxError | None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # invalid escape sequences and the like
         try:
