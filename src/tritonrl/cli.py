@@ -300,7 +300,7 @@ def _usage(message: str) -> NoReturn:
 
 def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
     """`verify --batch`: every case through one pool, rows streamed to --out."""
-    from tritonrl.batch_cases import case_row, read_cases
+    from tritonrl.verify.batch import read_cases, result_row
     from tritonrl.verify.pool import VerifierPool
 
     try:
@@ -330,13 +330,13 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
         bar = progress.add_task("verify", total=len(cases))
         for case in bad:
             err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
-            emit(case_row(case, None))
+            emit(result_row(case, None))
         if good:
             with VerifierPool(config, workers or None) as pool:
                 pairs = [(c.task, c.code) for c in good]
                 for i, result in pool.imap_unordered(pairs):
                     correct += result.correct
-                    emit(case_row(good[i], result, reward_for(result, config)))
+                    emit(result_row(good[i], result, reward_for(result, config)))
     err.print(
         f"{len(cases)} cases: {correct} correct, {len(good) - correct} not correct, "
         f"{len(bad)} without a verdict (bad input); results in {out_path}"

@@ -3,7 +3,7 @@ which of the two a line gave."""
 
 import json
 
-from tritonrl.batch_cases import case_row, read_cases
+from tritonrl.verify.batch import read_cases, result_row
 
 RELU = "builtin:level1/1_ReLU"
 
@@ -35,10 +35,10 @@ def test_kernel_is_the_text_and_kernel_file_is_read_relative_to_the_jsonl_folder
     assert text.code == "class ModelNew: ..." and text.task.id == RELU
     assert relative.code == b"```python\nclass ModelNew: ...\n```"
     assert by_abs.code == b"class ModelNew: ...\n"
-    row = case_row(relative, None)
+    row = result_row(relative, None)
     assert row["kernel_file"] == "answers/relu.md" and row["kernel"] is None
     assert row["task"] == RELU and row["line"] == 2
-    assert "kernel_file" not in case_row(text, None)
+    assert "kernel_file" not in result_row(text, None)
 
 
 def test_neither_or_both_kernel_fields_say_what_was_given_and_what_is_expected(tmp_path):
@@ -55,7 +55,7 @@ def test_neither_or_both_kernel_fields_say_what_was_given_and_what_is_expected(t
     assert both.error.startswith("line 2: both 'kernel' and 'kernel_file' given; give one: ")
     assert no_task.error.startswith("line 3: missing 'task'; neither 'kernel' nor")
     assert "(the line has 'kernel_path')" in no_task.error
-    assert case_row(both, None)["input_error"] == both.error
+    assert result_row(both, None)["input_error"] == both.error
 
 
 def test_a_kernel_that_is_the_path_of_a_file_suggests_kernel_file(tmp_path, monkeypatch):
@@ -92,6 +92,7 @@ def test_unreadable_files_and_values_of_the_wrong_type_are_named(tmp_path):
     assert missing.error == (
         f"line 1: kernel_file 'nope.py': cannot read {expected}: No such file or directory"
     )
-    assert missing.kernel_file == "nope.py" and case_row(missing, None)["kernel_file"] == "nope.py"
+    assert missing.kernel_file == "nope.py"
+    assert result_row(missing, None)["kernel_file"] == "nope.py"
     assert not_text.error == "line 2: 'kernel_file' must be a string, not list"
     assert bad_task.error == "line 3: 'task' must be a string, not int"
