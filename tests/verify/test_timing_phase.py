@@ -43,3 +43,47 @@ def test_the_reward_uses_the_lower_of_the_two_speedups_by_default(measure, picke
 def test_an_unknown_speedup_measure_is_refused_when_the_config_is_built():
     with pytest.raises(ValueError, match="speedup_measure"):
         VerifyConfig(speedup_measure="fastest")
+
+
+class _Replies:
+    """A session whose `time` replies are given: the trusted side's reading of them."""
+
+    def __init__(self, reply: dict) -> None:
+        self.reply = reply
+
+    def call(self, cmd: dict) -> dict:
+        return self.reply
+
+    def findings(self) -> dict:
+        return {}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"ok": True, "series": {"new": {"times_ms": [0.01]}, "ref": {"times_ms": [0.02]}}},
+        {"ok": True, "series": {"new": {"times_ms": [0.01]}, "ref": {"times_ms": [0.02]}},
+         "launch": {"new": {"times_ms": [-1.0]}, "ref": {"times_ms": [0.02]}}},
+        {"ok": True, "series": {"new": {"times_ms": []}, "ref": {"times_ms": [0.02]}},
+         "launch": {"new": {"times_ms": [0.1]}, "ref": {"times_ms": [0.1]}}},
+    ],
+)  # fmt: skip
+def test_a_timing_reply_without_both_series_of_positive_times_is_tampering(reply):
+    from tritonrl.verify.result import VerifyResult
+    from tritonrl.verify.timing_phase import _measure
+
+    result = VerifyResult(task="t", device="cuda")
+    assert _measure(_Replies(reply), result, {"op": "time"}) is None
+    assert result.flags == ["timer_tampering"]
+
+
+def test_times_that_outrun_the_wall_clock_are_tampering():
+    from tritonrl.verify.result import VerifyResult
+    from tritonrl.verify.timing_phase import _measure
+
+    hour = [3.6e6]  # an hour of GPU time reported for a call that took milliseconds
+    series = {"new": {"times_ms": hour}, "ref": {"times_ms": hour}}
+    result = VerifyResult(task="t", device="cuda")
+    m = _measure(_Replies({"ok": True, "series": series, "launch": series}), result, {})
+    assert m is not None and result.flags == ["timer_tampering"]
+    assert m["launch"][1]["median"] == 3.6e6

@@ -241,23 +241,10 @@ def _measure(session, result: VerifyResult, cmd: dict) -> dict | None:
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
         return None
-    try:
-        series = reply["series"]
-        new_t = [float(x) for x in series["new"]["times_ms"]]
-        ref_t = [float(x) for x in series["ref"]["times_ms"]]
-        if not new_t or not ref_t or min(new_t + ref_t) <= 0:
-            raise ValueError("empty or non-positive times")
+    try:  # untrusted: a reply that is not two series of positive times each is tampering
+        (new_t, ref_t), (launch_new, launch_ref) = _pair(reply, "series"), _pair(reply, "launch")
     except (KeyError, TypeError, ValueError) as e:
         result.flag("timer_tampering", f"unusable timing reply ({type(e).__name__}: {e})")
-        return None
-    try:
-        launch = reply["launch"]
-        launch_new = [float(x) for x in launch["new"]["times_ms"]]
-        launch_ref = [float(x) for x in launch["ref"]["times_ms"]]
-        if not launch_new or not launch_ref or min(launch_new + launch_ref) <= 0:
-            raise ValueError("empty or non-positive launch-inclusive times")
-    except (KeyError, TypeError, ValueError) as e:
-        result.flag("timer_tampering", f"unusable launch-inclusive times ({type(e).__name__}: {e})")
         return None
     reported = sum(new_t) + sum(ref_t) + sum(launch_new) + sum(launch_ref)
     if reported > wall_ms * 1.02 + 1.0:  # events cannot outrun the clock
@@ -266,9 +253,19 @@ def _measure(session, result: VerifyResult, cmd: dict) -> dict | None:
         )
     return {
         "new": summarize(new_t), "ref": summarize(ref_t), "reply": reply, "wall_ms": wall_ms,
-        "off_stream": bool(series["new"].get("off_stream")),
+        "off_stream": bool(reply["series"]["new"].get("off_stream")),
         "launch": (summarize(launch_ref), summarize(launch_new)),
     }  # fmt: skip
+
+
+def _pair(reply: dict, key: str) -> tuple[list[float], list[float]]:
+    """The candidate's and the reference's times of `reply[key]` (device time, `series`;
+    the launch inside, `launch`); raises when either is missing, empty or not positive."""
+    new_t = [float(x) for x in reply[key]["new"]["times_ms"]]
+    ref_t = [float(x) for x in reply[key]["ref"]["times_ms"]]
+    if not new_t or not ref_t or min(new_t + ref_t) <= 0:
+        raise ValueError(f"empty or non-positive times in {key}")
+    return new_t, ref_t
 
 
 def _check(session, result: VerifyResult, cmd: dict, timed, check, m: dict, shared) -> bool:
