@@ -371,3 +371,19 @@ def test_prepare_command_records_artifacts_in_a_run(tmp_path):
     outside = ["--out", str(tmp_path / "elsewhere")]
     result = CliRunner().invoke(_app(), [*args, *outside])
     assert result.exit_code == 2 and "outside the run directory" in result.output
+
+
+def test_prepare_takes_relative_out_and_run_paths_from_where_it_runs(tmp_path, monkeypatch):
+    # `prepare --out runs/demo/data --run runs/demo`, both relative, as a user types them:
+    # the data lands once in runs/demo/data (it was looked for in runs/demo/runs/demo/data)
+    runs = pytest.importorskip("tritonrl.runs")
+    monkeypatch.chdir(tmp_path)
+    args = ["prepare", "--source", "builtin", "--max-samples", "60",
+            "--out", "runs/demo/data", "--run", "runs/demo"]  # fmt: skip
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 0, result.output
+    run = runs.Run.open(tmp_path / "runs" / "demo")
+    assert run.status("prepare") == "done"
+    train = tmp_path / "runs" / "demo" / "data" / "train.jsonl"
+    assert run.artifact("prepare", "train") == train and train.is_file()
+    assert not (tmp_path / "runs" / "demo" / "runs").exists()

@@ -54,7 +54,9 @@ def _start(run_dir: Path | None, out: Path | None, stage: str):
         _fail("--run needs tritonrl.runs, which this installation does not have")
     try:
         run = Run.open_or_create(run_dir)
-        out = out or run.stage_dir(stage)
+        # --out is relative to where the command runs, like --run: resolved once here
+        # (the run would read a relative path as relative to itself and double it).
+        out = Path(out).resolve() if out else run.stage_dir(stage)
         run.relpath(out)  # refuses a folder outside the run
         run.start_stage(stage)
     except RunError as e:
