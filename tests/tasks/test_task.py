@@ -5,7 +5,6 @@ import pytest
 from tritonrl.tasks.task import (
     Task,
     TaskLoadError,
-    defines_model_new,
     parse_file_name,
     validate_reference,
 )
@@ -59,9 +58,3 @@ def test_null_bytes_are_a_load_error_not_a_crash():
 def test_file_names():
     assert parse_file_name("12_Gemm_ReLU.py") == (12, "Gemm_ReLU")
     assert parse_file_name("softmax.py") == (None, "softmax")
-
-
-def test_defines_model_new():
-    assert defines_model_new("class ModelNew:\n    pass\n")
-    assert not defines_model_new("class Model:\n    pass\n")
-    assert not defines_model_new("class ModelNew(:\n")

@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 KERNELBOOK_HUB_ID = "GPUMODE/KernelBook"
 REQUIRED_COLUMNS = ("python_code", "triton_code", "entry_point", "uuid")
-METADATA_COLUMNS = ("module_name", "repo_name", "synthetic", "licenses")
 DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 LABELER_ENDPOINT_ENV = ("TRITONRL_LABELER_ENDPOINT", "OPENAI_BASE_URL")
 

@@ -108,12 +108,3 @@ def validate_reference(source: str, where: str) -> ast.Module:
             + " (a task defines class Model(nn.Module), get_inputs() and get_init_inputs())",
         )
     return tree
-
-
-def defines_model_new(source: str) -> bool:
-    """True when `source` parses and defines a top-level `class ModelNew`."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return False
-    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
