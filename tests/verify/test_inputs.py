@@ -86,12 +86,3 @@ def test_timing_check_set_keeps_the_main_sets_parameters():
     check = prepare_set(task, timing_check_set(main.spec), "cpu", model_state=main.state_dict)
     for k, v in main.state_dict.items():
         assert torch.equal(v, check.state_dict[k])
-
-
-def test_reference_model_for_timing_has_the_sets_parameters():
-    task = _gemm_task()
-    main = prepare_set(task, InputSet("seed_a", "small", 3, model_seed=4), "cpu")
-    torch.manual_seed(1)
-    model = refcache.reference_model(task, main, "cpu")
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, main.state_dict[k])

@@ -13,7 +13,7 @@ import pytest
 from tritonrl.config import VerifyConfig
 from tritonrl.reward import compute_reward
 from tritonrl.tasks import Task, load_builtin
-from tritonrl.verify import refcache, verify
+from tritonrl.verify import verify
 
 gpu = pytest.mark.gpu  # skipped without CUDA (tests/conftest.py)
 
@@ -278,24 +278,6 @@ def test_timing_settings_are_checked_up_front():
         VerifyConfig(trials=100, max_trials=50)
     with pytest.raises(ValueError, match="noise_floor"):
         VerifyConfig(noise_floor=1.5)
-
-
-def test_reference_cache_key_follows_task_shapes_and_device(tmp_path):
-    from tritonrl.verify.inputs import plan_input_sets, prepare_set
-
-    relu = load_builtin("level1/1_ReLU").tasks[0]
-    spec = next(s for s in plan_input_sets(relu, "cpu") if s.name == "seed_a")
-    odd = next(s for s in plan_input_sets(relu, "cpu") if s.name == "odd")
-    a, b = prepare_set(relu, spec, "cpu"), prepare_set(relu, odd, "cpu")
-    key = refcache.cache_key(relu, a, "H100", False)
-    assert key == refcache.cache_key(relu, a, "H100", False)
-    assert len({key, refcache.cache_key(relu, b, "H100", False),
-                refcache.cache_key(relu, a, "A100", False),
-                refcache.cache_key(relu, a, "H100", True)}) == 4  # fmt: skip
-    bad = tmp_path / "ref_times.json"
-    bad.write_text("{not json")
-    assert refcache._load(bad) == {} and not bad.exists()  # set aside, never trusted
-    assert refcache.resolve_path("off") is None
 
 
 def test_cpu_results_say_they_were_not_timed():
