@@ -121,7 +121,7 @@ class _TimingWorker:
     held when the command arrived."""
 
     def __init__(self, workdir, gate: GpuGate, prepared, check, ref_ms: float) -> None:
-        self.workdir, self.gpu_gate, self.timing_lock = workdir, gate, gate.exclusive
+        self.workdir, self.gpu_gate = workdir, gate
         self.prepared, self.check, self.ref_ms = prepared, check, ref_ms
         self.ops: list[tuple[str, int, bool]] = []
 

@@ -1,10 +1,14 @@
 """A real sandboxed worker session: why a worker that gave no reply died, and what its
-findings log says afterwards.
+findings log says afterwards; the bounded reader of a worker's replies, and the
+`Session` interface that a fresh worker and a pool lane's job both offer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -13,10 +17,15 @@ import pytest
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.session import (
+    FreshSessions,
+    ReplyReader,
+    Session,
+    SessionFactory,
     WorkerError,
     WorkerSession,
     died_error,
     limit_text,
+    parse_reply,
     reply_limit,
     timeout_error,
 )
@@ -138,3 +147,104 @@ def test_a_cuda_allocation_refused_is_the_gpus_memory_not_the_host_limit():
     assert reply_limit({"ok": False, "error": error}) == "gpu_memory"
     assert "verify.memory_mb" not in limit_text("gpu_memory")
     assert reply_limit({"ok": False, "error": "MemoryError: cannot allocate"}) == "memory"
+
+
+class _Ended(Exception):
+    pass
+
+
+class _TimedOut(Exception):
+    pass
+
+
+@pytest.fixture
+def pipe():
+    """A reader on a pipe's read end, and the write end's fd."""
+    r, w = os.pipe()
+    stream = os.fdopen(r, "rb", buffering=0)
+    readers: list[ReplyReader] = []
+
+    def reader(limit: int = 1 << 20) -> ReplyReader:
+        readers.append(ReplyReader(stream, limit))
+        return readers[-1]
+
+    yield reader, w
+    for each in readers:
+        each.close()
+    stream.close()
+    with contextlib.suppress(OSError):  # unless the test closed it
+        os.close(w)
+
+
+def _line(reader: ReplyReader, seconds: float = 10.0) -> bytes:
+    return reader.line(time.monotonic() + seconds, _TimedOut, _Ended)
+
+
+def test_a_reply_split_across_reads_is_read_whole_and_the_rest_kept(pipe) -> None:
+    make, w = pipe
+    reader = make()
+    os.write(w, b'{"ok": tr')
+    later = threading.Timer(0.3, os.write, (w, b'ue}\n{"next"'))
+    later.start()
+    assert _line(reader) == b'{"ok": true}'
+    later.join()
+    os.write(w, b": 1}\n")
+    assert _line(reader) == b'{"next": 1}'
+
+
+def test_a_reply_over_the_bound_ends_the_session(pipe) -> None:
+    make, w = pipe
+    reader = make(limit=16)
+    os.write(w, b"x" * 15 + b"\n")  # at the bound, its newline included
+    assert _line(reader) == b"x" * 15
+    os.write(w, b"y" * 17)
+    with pytest.raises(WorkerError, match="oversized reply"):
+        _line(reader)
+
+
+def test_a_stream_that_ends_before_a_newline_is_the_callers_ended(pipe) -> None:
+    make, w = pipe
+    reader = make()
+    os.write(w, b'{"ok": true}')
+    os.close(w)
+    with pytest.raises(_Ended):
+        _line(reader)
+
+
+def test_a_reply_that_never_comes_is_the_callers_timed_out(pipe) -> None:
+    make, w = pipe
+    reader = make()
+    os.write(w, b'{"ok": ')  # a partial line does not count
+    start = time.monotonic()
+    with pytest.raises(_TimedOut):
+        _line(reader, seconds=0.3)
+    assert time.monotonic() - start < 3
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [(b"not json", "garbage instead of a reply"), (b"[1, 2]", "not an object"),
+     (b"\xff\xfe", "garbage instead of a reply"), (b"", "garbage instead of a reply")],
+)  # fmt: skip
+def test_a_reply_that_is_not_a_json_object_is_refused(line, error) -> None:
+    with pytest.raises(WorkerError, match=error):
+        parse_reply(line)
+    assert parse_reply(b'{"ok": true}') == {"ok": True}
+
+
+def test_a_fresh_worker_and_a_pool_lanes_job_are_both_sessions(tmp_path) -> None:
+    from tritonrl.verify.gate import GpuGate
+    from tritonrl.verify.lane import Lane, PooledSession
+
+    config = VerifyConfig(device="cpu")
+    fresh = FreshSessions()
+    gate = GpuGate()
+    lane = Lane(0, tmp_path / "lane", tmp_path / "cache", config, "cpu", gpu_gate=gate)
+    assert isinstance(fresh, SessionFactory) and isinstance(lane, SessionFactory)
+    worker = fresh(tmp_path, config, "cpu")
+    job = lane(lane.workdir(), config, "cpu")
+    assert isinstance(worker, WorkerSession) and isinstance(job, PooledSession)
+    assert isinstance(worker, Session) and isinstance(job, Session)
+    # one attribute for the gate: none for a fresh worker, the lane's for its jobs
+    assert fresh.gpu_gate is None and worker.gpu_gate is None
+    assert job.gpu_gate is gate and lane.gpu_gate is gate

@@ -12,8 +12,8 @@ dies or times out (a forward that segfaults right after a host round-trip is fla
 not merely "wrong"); a set during which the worker died is a failed input set.
 
 Never raises for a bad candidate: every outcome is a `VerifyResult`. By default each
-candidate gets a fresh `WorkerSession`; `sessions` (the worker pool's lanes,
-`tritonrl.verify.lane`) gives the work dir and the session instead. `verify` is
+candidate gets a fresh `WorkerSession`; `sessions` (a `session.SessionFactory`: the
+worker pool's lanes, `tritonrl.verify.lane`) gives the work dir and the session instead. `verify` is
 `finish(prepare(...))`: `prepare` is the trusted side's half up to the input sets and
 their reference outputs, which needs no worker (the pool runs it ahead of the lanes);
 `finish` runs the candidate.
@@ -24,11 +24,8 @@ from __future__ import annotations
 import logging
 import shutil
 import sys
-import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -38,6 +35,7 @@ from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device
 from tritonrl.verify.findings import read_findings
+from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,
     PreparedSet,
@@ -56,7 +54,7 @@ from tritonrl.verify.job import (
     write_job,
 )
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
-from tritonrl.verify.session import WorkerError, WorkerSession
+from tritonrl.verify.session import FreshSessions, Session, SessionFactory, WorkerError
 from tritonrl.verify.static import static_check
 from tritonrl.verify.timing_phase import time_phase
 
@@ -65,12 +63,15 @@ BIG_SET_BYTES = 256 << 20  # a set this large leaves the trusted side's CUDA cac
 
 
 def verify(
-    task: Task, candidate: str | bytes, config: VerifyConfig | None = None, sessions: Any = None
+    task: Task,
+    candidate: str | bytes,
+    config: VerifyConfig | None = None,
+    sessions: SessionFactory | None = None,
 ) -> VerifyResult:
     """Verify one candidate (raw code or a whole model completion) for `task`. `sessions`:
-    an object with `workdir() -> Path` and `sessions(workdir, config, device, file_mb)`
-    returning a session like `WorkerSession` (default: a temp dir and a fresh one)."""
-    return finish(prepare(task, candidate, config, getattr(sessions, "gpu_gate", None)), sessions)
+    where its work dir and session come from (None: a temp dir and a fresh worker)."""
+    gate = sessions.gpu_gate if sessions is not None else None
+    return finish(prepare(task, candidate, config, gate), sessions)
 
 
 @dataclass
@@ -88,7 +89,10 @@ class Prepared:
 
 
 def prepare(
-    task: Task, candidate: str | bytes, config: VerifyConfig | None = None, gpu_gate: Any = None
+    task: Task,
+    candidate: str | bytes,
+    config: VerifyConfig | None = None,
+    gpu_gate: GpuGate | None = None,
 ) -> Prepared:
     """The trusted side's half of `verify`: needs no worker, so the pool runs it ahead of
     the lanes (`tritonrl.verify.pool`). `gpu_gate`: the GPU gate whose shared side the
@@ -104,7 +108,7 @@ def prepare(
     return prepared
 
 
-def finish(prepared: Prepared, sessions: Any = None) -> VerifyResult:
+def finish(prepared: Prepared, sessions: SessionFactory | None = None) -> VerifyResult:
     """The candidate's half of `verify`: its worker, every input set and the timing
     phase. `sessions` as `verify`'s. Never raises."""
     task, result = prepared.task, prepared.result
@@ -117,7 +121,7 @@ def finish(prepared: Prepared, sessions: Any = None) -> VerifyResult:
     return result
 
 
-def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
+def _prepare(prepared: Prepared, candidate, gpu_gate: GpuGate | None) -> None:
     task, config, result = prepared.task, prepared.config, prepared.result
     with stage(result, "extract"), TRUSTED_LOCK:
         code, error = try_extract(candidate)
@@ -156,14 +160,14 @@ def _prepare(prepared: Prepared, candidate, gpu_gate) -> None:
         torch.cuda.empty_cache()
 
 
-def _run_prepared(prepared: Prepared, sessions=None) -> None:
+def _run_prepared(prepared: Prepared, sessions: SessionFactory | None = None) -> None:
     task, config, result = prepared.task, prepared.config, prepared.result
     sets, check = prepared.sets, prepared.check
-    workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-verify-"))
+    session_for = sessions if sessions is not None else FreshSessions()
+    workdir = session_for.workdir()
     try:
         with stage(result, "write"):
             write_job(workdir, prepared.code, sets + ([check] if check else []))
-        session_for = sessions or WorkerSession
         # A `with` statement, its start and its end timed as stages of their own.
         with stage(result, "start"):
             # the worker's memory limit and timeout grow with the task's data
@@ -209,7 +213,7 @@ def _prepare_sets(
 
 
 def _run_in_worker(
-    session: WorkerSession, task: Task, sets, config: VerifyConfig, result: VerifyResult,
+    session: Session, task: Task, sets, config: VerifyConfig, result: VerifyResult,
     check: PreparedSet | None = None,
 ):  # fmt: skip
     result.stage = "compile"
@@ -277,7 +281,7 @@ def _run_in_worker(
 
 
 def _check_set(
-    session: WorkerSession, s: PreparedSet, result: VerifyResult, keep: bool = True
+    session: Session, s: PreparedSet, result: VerifyResult, keep: bool = True
 ) -> tuple[bool, str]:
     cmd = {"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of, "keep": keep}
     reply = call(session, result, cmd)

@@ -16,15 +16,15 @@ import time
 from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import tensorfile
+from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.inputs import PreparedSet
 from tritonrl.verify.result import VerifyResult
-from tritonrl.verify.session import reply_limit
+from tritonrl.verify.session import Session, reply_limit
 
 
 @contextmanager
@@ -37,13 +37,13 @@ def stage(result: VerifyResult, name: str):
         result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
 
 
-def shared(holder: Any, config: VerifyConfig, label: str):
+def shared(session: Session, config: VerifyConfig, label: str):
     """The shared side of a pooled session's GPU gate (a no-op without one, or when the
     job does not ask for exclusive timing); `label` names the holds in `gate.stats()`."""
-    return gate_shared(getattr(holder, "gpu_gate", None), config, label)
+    return gate_shared(session.gpu_gate, config, label)
 
 
-def gate_shared(gate: Any, config: VerifyConfig, label: str):
+def gate_shared(gate: GpuGate | None, config: VerifyConfig, label: str):
     """`gate`'s shared side, or a no-op (no gate, or the job times beside other work)."""
     if gate is None or not config.exclusive_timing:
         return nullcontext
@@ -69,7 +69,7 @@ def write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
             s.inputs = None
 
 
-def call(session, result: VerifyResult, cmd: dict) -> dict:
+def call(session: Session, result: VerifyResult, cmd: dict) -> dict:
     """One command; the reply's flags and the findings log's are recorded. A call that
     failed on a sandbox limit (an allocation refused under RLIMIT_AS, say) ends the
     session as a kill by that limit would: WorkerError."""

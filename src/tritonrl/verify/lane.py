@@ -3,11 +3,11 @@
 `Lane` starts `python -m tritonrl.verify.zygote` with `spawn_sandboxed` (the lane's
 root as work dir, the pool's cache root writable too, on CUDA `CUDA_VISIBLE_DEVICES` =
 the lane's GPU), waits for it to import torch and triton, and then serves the funnel
-as its session factory: `workdir()` makes a job dir beneath the lane's root and
-`lane(workdir, config, device)` returns a `PooledSession`, the same interface as
-`WorkerSession` (`call`, `workdir`, `enforced`, `missing`, a context manager) plus
-`gpu_gate`, the lane's per-GPU gate (`tritonrl.verify.gate`), and `timing_lock`, its
-exclusive side, which the timing phase holds while it measures (`perf.time_phase`).
+as its session factory (`session.SessionFactory`): `workdir()` makes a job dir beneath
+the lane's root and `lane(workdir, config, device)` returns a `PooledSession`, a
+`session.Session` as a fresh `WorkerSession` is, whose `gpu_gate` is the lane's per-GPU
+gate (`tritonrl.verify.gate`): the funnel holds its shared side while the job uses the
+GPU, the timing phase its exclusive side while it measures.
 
 A job's Triton cache is `<cache root>/<sha256 of candidate.py>`, reached through the
 job's own `.triton/cache` (a link): only identical sources share compiled kernels, and
@@ -32,8 +32,6 @@ import dataclasses
 import glob
 import hashlib
 import json
-import os
-import selectors
 import subprocess
 import sys
 import tempfile
@@ -49,12 +47,13 @@ from tritonrl.verify.findings import read_findings
 from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.session import (
-    MAX_REPLY_BYTES,
     STDERR_CAP,
+    ReplyReader,
     WorkerError,
     died_error,
     hit_limit_error,
     limit_text,
+    parse_reply,
     sandbox_config,
     timeout_error,
 )
@@ -86,7 +85,6 @@ class Lane:
         self.cache_root = Path(cache_root).resolve()
         self.cache_root.mkdir(parents=True, exist_ok=True)
         self.gpu_gate = gpu_gate
-        self.timing_lock = gpu_gate.exclusive if gpu_gate else None
         self.recycle_jobs = max(1, recycle_jobs)
         self.store = store
         base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
@@ -125,9 +123,7 @@ class Lane:
             target=self._drain_stderr, args=(proc, self.stderr), daemon=True
         )
         self._stderr_thread.start()
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(proc.stdout, selectors.EVENT_READ)
-        self.buffer = bytearray()
+        self.replies = ReplyReader(proc.stdout)
         try:
             line = self.read_line(time.monotonic() + START_TIMEOUT_S, START_TIMEOUT_S)
             if not line.startswith(b'Z{"zygote": "ready"'):
@@ -157,7 +153,7 @@ class Lane:
         self._stderr_thread.join(timeout=2)
         for stream in (child.proc.stdin, child.proc.stdout, child.proc.stderr):
             stream.close()
-        self.sel.close()
+        self.replies.close()
         child.close()
 
     def recycle(self, why: str) -> None:
@@ -183,23 +179,13 @@ class Lane:
     def read_line(self, deadline: float, timeout_s: float, job: bool = False) -> bytes:
         """The zygote's next line, or WorkerError (timeout, oversized, zygote gone); `job`:
         the deadline is a job's (verify.timeout_s), and its message says so."""
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if job:
-                    raise timeout_error(timeout_s, self.sandbox)
-                raise WorkerError(f"timed out after {timeout_s:.0f} s", timed_out=True)
-            if not self.sel.select(timeout=min(remaining, 1.0)):
-                continue
-            chunk = os.read(self.child.proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise self.zygote_died()
-            self.buffer += chunk
-            if len(self.buffer) > MAX_REPLY_BYTES:
-                raise WorkerError("the worker sent an oversized reply (forged or corrupt)")
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer = bytearray(rest)
-        return line
+
+        def timed_out() -> WorkerError:
+            if job:
+                return timeout_error(timeout_s, self.sandbox)
+            return WorkerError(f"timed out after {timeout_s:.0f} s", timed_out=True)
+
+        return self.replies.line(deadline, timed_out, self.zygote_died)
 
     def zygote_died(self) -> WorkerError:
         proc = self.child.proc
@@ -256,13 +242,12 @@ POOL_FILE_MB = {False: 256, True: 8192}
 
 
 class PooledSession:
-    """One job in a lane's zygote: `WorkerSession`'s interface (see the module docstring)."""
+    """One job in a lane's zygote: a `session.Session` (see the module docstring)."""
 
     def __init__(self, lane: Lane, workdir: Path, config: VerifyConfig) -> None:
         self.lane = lane
         self.workdir = Path(workdir).resolve()
         self.config = config
-        self.timing_lock = lane.timing_lock
         self.gpu_gate = lane.gpu_gate
         self.enforced: list[str] = []
         self.missing: list[str] = []
@@ -320,14 +305,10 @@ class PooledSession:
             self.broken = str(died)
             raise died
         try:
-            reply = json.loads(line[1:])
-        except ValueError:
+            return parse_reply(line[1:])
+        except WorkerError:
             self.broken = "garbage"
-            raise WorkerError("the worker sent garbage instead of a reply") from None
-        if not isinstance(reply, dict):
-            self.broken = "garbage"
-            raise WorkerError("the worker sent a reply that is not an object")
-        return reply
+            raise
 
     def _next_line(self, deadline: float) -> bytes:
         line = self.lane.read_line(deadline, self.config.timeout_s, job=True)

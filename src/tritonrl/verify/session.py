@@ -20,7 +20,13 @@ known cheat flags are taken from it, which can only lower the verdict. The candi
 delete or garble it: a worker that then dies gets a crash verdict without those flags,
 never a correct one.
 
-What it does NOT do: decide anything (see `funnel`).
+`Session` is what the funnel and the timing phase drive (a `WorkerSession`, or a pool
+lane's `PooledSession`), and `SessionFactory` where they get one (`FreshSessions`, or a
+pool's `Lane`); `gpu_gate` is the one attribute through which either shares a GPU (None
+outside a pool). `ReplyReader` reads the bounded lines of an untrusted worker, for both
+kinds of session; `parse_reply` makes one a reply.
+
+What it does NOT do: decide anything (see `funnel`), or schedule sessions (see `pool`).
 """
 
 from __future__ import annotations
@@ -33,14 +39,20 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Protocol, runtime_checkable
 
 import tritonrl
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.findings import read_findings
+
+if TYPE_CHECKING:
+    from tritonrl.verify.gate import GpuGate
 
 MAX_REPLY_BYTES = 4 << 20
 STDERR_CAP = 64 << 10
@@ -54,6 +66,98 @@ class WorkerError(Exception):
         super().__init__(message)
         self.limit = limit or ("timeout" if timed_out else None)
         self.timed_out = timed_out or self.limit == "timeout"
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One candidate's worker, as the funnel and the timing phase drive it: a context
+    manager that starts and ends it, `call` (one command, one reply, or WorkerError),
+    `findings` (its findings log), `limit_error` (a reply that hit a sandbox limit, as a
+    WorkerError), its `workdir` and the sandbox mechanisms `enforced` and `missing`.
+    `gpu_gate`: the pool's gate of its GPU (`tritonrl.verify.gate`), whose shared side
+    its GPU work holds and whose exclusive side its timing holds; None outside a pool."""
+
+    workdir: Path
+    enforced: list[str]
+    missing: list[str]
+    gpu_gate: GpuGate | None
+
+    def __enter__(self) -> Session: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def call(self, cmd: dict) -> dict: ...
+
+    def findings(self) -> dict[str, str]: ...
+
+    def limit_error(self, limit: str, error: str) -> WorkerError: ...
+
+
+@runtime_checkable
+class SessionFactory(Protocol):
+    """Where a candidate's session comes from: `workdir()` makes its job dir, then
+    `factory(workdir, config, device, file_mb)` its `Session` (`file_mb`: the largest
+    file it may write). `gpu_gate` as `Session`'s: the
+    trusted side's reference passes hold its shared side too."""
+
+    gpu_gate: GpuGate | None
+
+    def workdir(self) -> Path: ...
+
+    def __call__(
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256
+    ) -> Session: ...
+
+
+class ReplyReader:
+    """The lines a worker writes to its stdout, read one at a time under a deadline.
+    Untrusted: more than `limit` bytes buffered (a line that long, or lines sent ahead of
+    their commands) is an error, never a bigger buffer."""
+
+    def __init__(self, stream: IO[bytes], limit: int = MAX_REPLY_BYTES) -> None:
+        self.fd, self.limit = stream.fileno(), limit
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(stream, selectors.EVENT_READ)
+        self.buffer = bytearray()
+
+    def line(
+        self,
+        deadline: float,
+        timed_out: Callable[[], Exception],
+        ended: Callable[[], Exception],
+    ) -> bytes:
+        """The next line, without its newline. Raises `timed_out()` once `deadline`
+        (`time.monotonic`) passes, `ended()` when the stream ends first, and WorkerError
+        when more than `limit` bytes are buffered."""
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise timed_out()
+            if not self.selector.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise ended()
+            self.buffer += chunk
+            if len(self.buffer) > self.limit:
+                raise WorkerError("the worker sent an oversized reply (forged or corrupt)")
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        return line
+
+    def close(self) -> None:
+        self.selector.close()
+
+
+def parse_reply(line: bytes) -> dict:
+    """A worker's reply line as the JSON object it must be, or WorkerError."""
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        raise WorkerError("the worker sent garbage instead of a reply") from None
+    if not isinstance(reply, dict):
+        raise WorkerError("the worker sent a reply that is not an object")
+    return reply
 
 
 def limit_text(limit: str, sandbox: sb.SandboxConfig | None = None, pool: bool = False) -> str:
@@ -197,6 +301,10 @@ def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.
 
 
 class WorkerSession:
+    """A fresh sandboxed worker for one candidate (a `Session`)."""
+
+    gpu_gate: GpuGate | None = None  # a fresh worker shares its GPU through no pool's gate
+
     def __init__(self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256):
         self.workdir = Path(workdir).resolve()
         self.config = sandbox_config(config, device, file_mb)
@@ -213,9 +321,7 @@ class WorkerSession:
         self.stderr = sb.Capture(STDERR_CAP)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
-        self.buffer = bytearray()
+        self.replies = ReplyReader(self.proc.stdout)
         return self
 
     def _drain_stderr(self) -> None:
@@ -229,27 +335,11 @@ class WorkerSession:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        while b"\n" not in self.buffer:
-            remaining = self.deadline - time.monotonic()
-            if remaining <= 0:
-                raise timeout_error(self.config.timeout_s, self.config)
-            if not self.sel.select(timeout=min(remaining, 1.0)):
-                continue
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise self._died()
-            self.buffer += chunk
-            if len(self.buffer) > MAX_REPLY_BYTES:
-                raise WorkerError("the worker sent an oversized reply (forged or corrupt)")
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer = bytearray(rest)
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            raise WorkerError("the worker sent garbage instead of a reply") from None
-        if not isinstance(reply, dict):
-            raise WorkerError("the worker sent a reply that is not an object")
-        return reply
+        line = self.replies.line(self.deadline, self._timed_out, self._died)
+        return parse_reply(line)
+
+    def _timed_out(self) -> WorkerError:
+        return timeout_error(self.config.timeout_s, self.config)
 
     def findings(self) -> dict[str, str]:
         """Cheat flag -> detail from the worker's findings log (bounded, defensive)."""
@@ -280,5 +370,23 @@ class WorkerSession:
             self._stderr_thread.join(timeout=2)
             for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 stream.close()
-            self.sel.close()
+            self.replies.close()
             self.child.close()
+
+
+class FreshSessions:
+    """The default `SessionFactory`: each candidate's job dir a new temp dir (named
+    `prefix`...), its session a fresh `WorkerSession`."""
+
+    gpu_gate: GpuGate | None = None
+
+    def __init__(self, prefix: str = "tritonrl-verify-") -> None:
+        self.prefix = prefix
+
+    def workdir(self) -> Path:
+        return Path(tempfile.mkdtemp(prefix=self.prefix))
+
+    def __call__(
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256
+    ) -> WorkerSession:
+        return WorkerSession(workdir, config, device, file_mb)

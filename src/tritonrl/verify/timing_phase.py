@@ -20,9 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import torch
 
@@ -41,12 +39,12 @@ from tritonrl.verify.job import (
     write_job,
 )
 from tritonrl.verify.result import VerifyResult
-from tritonrl.verify.session import WorkerSession
+from tritonrl.verify.session import FreshSessions, Session, SessionFactory
 from tritonrl.verify.stats import effective_speedup, speedup_stats, summarize
 from tritonrl.verify.timing import TimingOptions, peak_bandwidth_bytes_per_s
 
 
-def _load_output(session, name: str):
+def _load_output(session: Session, name: str):
     path = session.workdir / "out" / f"{name}.pt"
     try:  # weights_only: written by untrusted code; no pickled objects
         return tensorfile.load(path, lazy=True)
@@ -57,7 +55,9 @@ def _load_output(session, name: str):
 SLOWED = 1.25  # the reference beside the candidate vs alone: more is suspect
 
 
-def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: VerifyResult):
+def time_phase(
+    session: Session, task: Task, sets, check, config: VerifyConfig, result: VerifyResult
+):
     """The calibrated timing phase; everything the worker reports is re-derived or
     bounded here (statistics from the raw times, totals against this side's clock,
     outputs compared with the trusted references, the reference against its time alone).
@@ -80,7 +80,7 @@ def time_phase(session, task: Task, sets, check, config: VerifyConfig, result: V
         _score(result, config, main, options, measured)
 
 
-def _ready(session, task: Task, main, config: VerifyConfig, result: VerifyResult) -> bool:
+def _ready(session: Session, task: Task, main, config: VerifyConfig, result: VerifyResult) -> bool:
     """The worker builds the reference with the candidate's parameters and its timer
     (`time_prep`, nothing timed: beside other lanes' checks). False when it failed."""
     (session.workdir / "reference.py").write_text(task.source, encoding="utf-8")
@@ -96,7 +96,7 @@ def _ready(session, task: Task, main, config: VerifyConfig, result: VerifyResult
 
 
 def _measure_checked(
-    session, task: Task, sets, check, options: TimingOptions, config: VerifyConfig,
+    session: Session, task: Task, sets, check, options: TimingOptions, config: VerifyConfig,
     result: VerifyResult,
 ) -> dict | None:  # fmt: skip
     """One measurement with the GPU alone and its outputs checked, and the reference's
@@ -214,11 +214,11 @@ def _set_speedups(result: VerifyResult, config: VerifyConfig, measures: dict) ->
 
 
 @contextlib.contextmanager
-def _exclusive(session, result: VerifyResult):
+def _exclusive(session: Session, result: VerifyResult):
     """A pooled session's GPU alone (the exclusive side of its gate) around a timing
     measurement: the wait is the stage `gpu_wait`, the hold `performance`. When a
     correctness run stayed past the gate's wait (a hang?), the timing says so."""
-    lock = getattr(session, "timing_lock", None)
+    lock = session.gpu_gate.exclusive if session.gpu_gate is not None else None
     with stage(result, "gpu_wait"):
         drained = lock.acquire() if lock is not None else True
     try:
@@ -232,7 +232,7 @@ def _exclusive(session, result: VerifyResult):
         result.notes.append("timed while another lane's correctness run held this GPU")
 
 
-def _measure(session, result: VerifyResult, cmd: dict) -> dict | None:
+def _measure(session: Session, result: VerifyResult, cmd: dict) -> dict | None:
     """One `time` call: its series summarised and its total held against this side's
     wall clock. None when the call failed or its reply is unusable."""
     started = time.perf_counter()
@@ -268,7 +268,9 @@ def _pair(reply: dict, key: str) -> tuple[list[float], list[float]]:
     return new_t, ref_t
 
 
-def _check(session, result: VerifyResult, cmd: dict, timed, check, m: dict, shared) -> bool:
+def _check(
+    session: Session, result: VerifyResult, cmd: dict, timed, check, m: dict, shared
+) -> bool:
     """The `time_check` call (beside other lanes' checks) and its outputs against the
     trusted references: the last timed output (`timed`: the set whose data the timed
     buffers held), a call on the fresh check set and, in graph mode, the timed graph
@@ -301,7 +303,10 @@ def _number(x) -> float | None:
 
 
 def time_candidate(
-    task: Task, code: str, config: VerifyConfig | None = None, sessions=None
+    task: Task,
+    code: str,
+    config: VerifyConfig | None = None,
+    sessions: SessionFactory | None = None,
 ) -> VerifyResult:
     """Load `code` in a sandboxed worker, run it once on the main input set and time it
     beside the reference, skipping every correctness and cheating verdict (benchmarks of
@@ -313,11 +318,12 @@ def time_candidate(
     spec = next(s for s in plan_input_sets(task, "cuda", 2, False) if s.name == "seed_a")
     main = prepare_set(task, spec, "cuda")
     check = prepare_set(task, timing_check_set(spec), "cuda", model_state=main.state_dict)
-    workdir = sessions.workdir() if sessions else Path(tempfile.mkdtemp(prefix="tritonrl-time-"))
+    session_for = sessions if sessions is not None else FreshSessions("tritonrl-time-")
+    workdir = session_for.workdir()
     try:
         write_job(workdir, code, [main, check])
         sized = sized_config(config, [main, check], "cuda")
-        with (sessions or WorkerSession)(workdir, sized, "cuda", file_mb_for([main])) as session:
+        with session_for(workdir, sized, "cuda", file_mb_for([main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
                 reply = session.call(cmd)
