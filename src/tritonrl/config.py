@@ -82,6 +82,9 @@ class VerifyConfig:
     timeout_s: float = 120.0  # wall clock for one candidate's whole worker session
     memory_mb: int = 8192
     max_procs: int = 64
+    # The largest file a worker may write (RLIMIT_FSIZE), in MB: raised to fit the task's
+    # outputs (full-size tasks on CUDA). The sandbox's own defaults are these fields.
+    max_file_mb: int = 256
     # Reward.
     reward_scheme: str = "staged"  # staged | tritonrl | kevin
     tritonrl_alpha: float = 0.1
@@ -101,6 +104,8 @@ class VerifyConfig:
             raise ValueError("verify.num_input_sets must be at least 2 (tiny + one full set)")
         if self.timeout_s <= 0:
             raise ValueError("verify.timeout_s must be positive")
+        if self.max_file_mb <= 0:
+            raise ValueError("verify.max_file_mb must be positive")
         if not 1 <= self.trials <= self.max_trials:
             raise ValueError(
                 f"verify.trials ({self.trials}) must be at least 1 and at most "

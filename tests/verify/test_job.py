@@ -42,7 +42,7 @@ def test_full_size_sets_grow_the_memory_limit_and_the_timeout():
     assert sized.memory_mb >= need_mb > config.memory_mb
     assert sized.memory_mb < need_mb * 1.3  # sized to the data, not to everything
     assert sized.timeout_s > config.timeout_s + 4 * 2 * big / 1e9  # 2 s per GB moved
-    assert file_mb_for(sets) >= big >> 20
+    assert file_mb_for(config, sets) >= big >> 20
     # everything else is the user's configuration
     assert sized.policy == config.policy and sized.trials == config.trials
 
@@ -52,6 +52,14 @@ def test_the_configured_limits_are_a_floor():
     roomy = VerifyConfig(memory_mb=64 * 1024, timeout_s=900)
     sized = sized_config(roomy, sets, "cuda")
     assert sized.memory_mb == roomy.memory_mb and sized.timeout_s >= 900
+
+
+def test_the_file_size_limit_is_never_under_verify_max_file_mb():
+    small = [_set("seed_a", 1 << 20, 1 << 20)]
+    assert file_mb_for(VerifyConfig(), small) == VerifyConfig().max_file_mb
+    assert file_mb_for(VerifyConfig(max_file_mb=512), small) == 512
+    big = [_set("seed_a", 2 * GB, 2 * GB)]  # the outputs' room wins over the floor
+    assert file_mb_for(VerifyConfig(max_file_mb=512), big) > 2 * GB >> 20
 
 
 def test_a_pool_lane_refuses_a_job_it_cannot_hold_and_names_the_setting(tmp_path: Path):

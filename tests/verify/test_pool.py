@@ -91,7 +91,8 @@ def test_pool_verdicts_equal_fresh_worker_verdicts(pool):
 def test_limits_in_a_pool_are_named_like_a_fresh_workers_and_earn_nothing():
     """A pooled job ended by a limit gets a fresh worker's verdict: the limit in the
     result, its setting in the error (the file-size limit as the pool's lanes' own,
-    POOL_FILE_MB), reward 0 in every scheme; the lane serves the next job."""
+    verify.max_file_mb when the lane started), reward 0 in every scheme; the lane serves
+    the next job."""
     config = VerifyConfig(device="cpu", memory_mb=3072, timeout_s=30, static_checks=False)
     hostile = Path(__file__).parent / "hostile"
     bomb = (hostile / "c24_memory_bomb.py").read_text()
@@ -104,7 +105,9 @@ def test_limits_in_a_pool_are_named_like_a_fresh_workers_and_earn_nothing():
         memory.error
     )
     assert size.limit == "file_size", size.error
-    assert "the file-size limit of the pool's lanes (256 MB a file: POOL_FILE_MB" in size.error
+    assert (
+        "the file-size limit of the pool's lanes (256 MB a file: verify.max_file_mb" in size.error
+    )
     for r in (memory, size):
         assert [compute_reward(r, scheme) for scheme in SCHEMES] == [0.0] * len(SCHEMES)
     assert good.correct and good.limit is None

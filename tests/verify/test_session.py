@@ -119,10 +119,43 @@ def test_the_pool_names_its_own_file_size_limit() -> None:
     box = sb.SandboxConfig(max_file_mb=256)
     err = died_error(-25, "", sandbox=box, pool=True)
     assert err.limit == "file_size"
-    assert "the file-size limit of the pool's lanes (256 MB a file: POOL_FILE_MB" in str(err)
+    assert "the file-size limit of the pool's lanes (256 MB a file: verify.max_file_mb" in str(err)
+    assert "raise it with --verify.max_file_mb" in str(err)
     assert "timed out after 6 s: killed by the wall-clock limit (verify.timeout_s = 6 s" in str(
         timeout_error(6, box)
     )
+
+
+def test_the_sandboxs_limits_are_verify_configs(tmp_path) -> None:
+    """One source of the limits: a sandbox made with its defaults, a fresh worker's and a
+    pool lane's for a default `VerifyConfig` all run under `VerifyConfig`'s values."""
+    from tritonrl.verify.lane import Lane
+
+    verify = VerifyConfig(device="cpu")
+    want = (verify.timeout_s, verify.memory_mb, verify.max_procs, verify.max_file_mb)
+    lane = Lane(0, tmp_path / "lane", tmp_path / "cache", verify, "cpu")
+    boxes = {
+        "default": sb.SandboxConfig(),
+        "fresh worker": WorkerSession(tmp_path, verify, "cpu").config,
+        "pool lane": lane.sandbox,
+    }
+    for name, box in boxes.items():
+        assert (box.timeout_s, box.memory_mb, box.max_procs, box.max_file_mb) == want, name
+        assert box.strict == verify.sandbox_strict, name
+    # a limit's message without the worker's sandbox names the default verify gives
+    assert f"verify.timeout_s = {verify.timeout_s:g} s" in limit_text("timeout")
+
+
+def test_the_file_size_limit_is_verify_max_file_mb(tmp_path) -> None:
+    from tritonrl.verify.lane import Lane, pool_file_mb
+
+    roomy = VerifyConfig(device="cpu", max_file_mb=300)
+    assert WorkerSession(tmp_path, roomy, "cpu").config.max_file_mb == 300
+    assert Lane(0, tmp_path / "lane", tmp_path / "cache", roomy, "cpu").sandbox.max_file_mb == 300
+    assert pool_file_mb(roomy, "cuda") == 8192  # room for full-size outputs on CUDA
+    assert pool_file_mb(VerifyConfig(max_file_mb=10000), "cuda") == 10000
+    with pytest.raises(ValueError, match="verify.max_file_mb"):
+        VerifyConfig(max_file_mb=0)
 
 
 def test_a_failed_reply_names_the_limit_its_error_says_was_hit() -> None:

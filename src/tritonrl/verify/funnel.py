@@ -172,7 +172,7 @@ def _run_prepared(prepared: Prepared, sessions: SessionFactory | None = None) ->
         with stage(result, "start"):
             # the worker's memory limit and timeout grow with the task's data
             sized = sized_config(config, sets + ([check] if check else []), result.device)
-            session = session_for(workdir, sized, result.device, file_mb_for(sets))
+            session = session_for(workdir, sized, result.device, file_mb_for(config, sets))
             session.__enter__()
         try:
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}

@@ -82,11 +82,11 @@ def call(session: Session, result: VerifyResult, cmd: dict) -> dict:
     return reply
 
 
-def file_mb_for(sets) -> int:
+def file_mb_for(config: VerifyConfig, sets) -> int:
     """The worker's file-size limit in MB: room for the largest outputs it writes
-    (full-size tasks on CUDA), never under the sandbox's 256 MB default."""
+    (full-size tasks on CUDA), never under `config.max_file_mb`."""
     need = max(output_bytes(s.expected) for s in sets) >> 20
-    return max(256, int(need * 1.25) + 64)
+    return max(config.max_file_mb, int(need * 1.25) + 64)
 
 
 # What the worker needs beside its data: the interpreter, torch, triton and, on CUDA,

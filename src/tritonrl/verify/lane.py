@@ -87,7 +87,7 @@ class Lane:
         self.gpu_gate = gpu_gate
         self.recycle_jobs = max(1, recycle_jobs)
         self.store = store
-        base = sandbox_config(config, device, POOL_FILE_MB[device == "cuda"])
+        base = sandbox_config(config, device, pool_file_mb(config, device))
         env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
         env["OMP_NUM_THREADS"] = "1"  # the lanes share the cores; one thread per job each
         if capability is not None:  # the zygote compiles once for it: zygote._warm_compiler
@@ -202,8 +202,9 @@ class Lane:
         return Path(tempfile.mkdtemp(prefix="job-", dir=self.root))
 
     def __call__(
-        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int | None = None
     ) -> PooledSession:
+        file_mb = config.max_file_mb if file_mb is None else file_mb
         if file_mb > self.sandbox.max_file_mb:  # the zygote's limit binds its children
             raise WorkerError(
                 f"outputs need files of {file_mb} MB, over "
@@ -236,9 +237,14 @@ class Lane:
         return {"rw": rw, "deny_tcp": not self.sandbox.network}
 
 
-# The largest file a job may write, fixed when the lane's zygote starts (a child cannot
+# The largest file a job may write is fixed when the lane's zygote starts (a child cannot
 # raise its RLIMIT_FSIZE): full-size CUDA tasks write their outputs at full size.
-POOL_FILE_MB = {False: 256, True: 8192}
+POOL_CUDA_FILE_MB = 8192
+
+
+def pool_file_mb(config: VerifyConfig, device: str) -> int:
+    """A lane's file-size limit: `verify.max_file_mb`, at least POOL_CUDA_FILE_MB on CUDA."""
+    return max(config.max_file_mb, POOL_CUDA_FILE_MB) if device == "cuda" else config.max_file_mb
 
 
 class PooledSession:

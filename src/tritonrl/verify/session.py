@@ -97,7 +97,7 @@ class Session(Protocol):
 class SessionFactory(Protocol):
     """Where a candidate's session comes from: `workdir()` makes its job dir, then
     `factory(workdir, config, device, file_mb)` its `Session` (`file_mb`: the largest
-    file it may write). `gpu_gate` as `Session`'s: the
+    file it may write; None: `config.max_file_mb`). `gpu_gate` as `Session`'s: the
     trusted side's reference passes hold its shared side too."""
 
     gpu_gate: GpuGate | None
@@ -105,7 +105,7 @@ class SessionFactory(Protocol):
     def workdir(self) -> Path: ...
 
     def __call__(
-        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int | None = None
     ) -> Session: ...
 
 
@@ -168,7 +168,8 @@ def limit_text(limit: str, sandbox: sb.SandboxConfig | None = None, pool: bool =
         if pool:
             return (
                 f"the file-size limit of the pool's lanes ({box.max_file_mb} MB a file: "
-                "POOL_FILE_MB in tritonrl/verify/lane.py; raise it there)"
+                "verify.max_file_mb, at least POOL_CUDA_FILE_MB on CUDA; raise it with "
+                "--verify.max_file_mb or in the config's verify section)"
             )
         return f"the file-size limit ({box.max_file_mb} MB a file, sized from the task's outputs)"
     if limit == "gpu_memory":
@@ -285,11 +286,14 @@ def _connections(config: VerifyConfig, device: str) -> dict[str, str]:
     return {"CUDA_DEVICE_MAX_CONNECTIONS": str(config.cuda_max_connections)}
 
 
-def sandbox_config(config: VerifyConfig, device: str, file_mb: int = 256) -> sb.SandboxConfig:
-    """`file_mb`: the largest file the worker may write (outputs of full-size tasks)."""
+def sandbox_config(
+    config: VerifyConfig, device: str, file_mb: int | None = None
+) -> sb.SandboxConfig:
+    """The worker's sandbox: `config`'s limits; `file_mb` the largest file it may write
+    (outputs of full-size tasks; None: `config.max_file_mb`)."""
     package_root = str(Path(tritonrl.__file__).resolve().parent.parent)
     return sb.SandboxConfig(
-        max_file_mb=file_mb,
+        max_file_mb=config.max_file_mb if file_mb is None else file_mb,
         timeout_s=config.timeout_s,
         memory_mb=config.memory_mb,
         max_procs=config.max_procs,
@@ -305,7 +309,9 @@ class WorkerSession:
 
     gpu_gate: GpuGate | None = None  # a fresh worker shares its GPU through no pool's gate
 
-    def __init__(self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256):
+    def __init__(
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int | None = None
+    ):
         self.workdir = Path(workdir).resolve()
         self.config = sandbox_config(config, device, file_mb)
         self.enforced: list[str] = []
@@ -387,6 +393,6 @@ class FreshSessions:
         return Path(tempfile.mkdtemp(prefix=self.prefix))
 
     def __call__(
-        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int = 256
+        self, workdir: Path, config: VerifyConfig, device: str, file_mb: int | None = None
     ) -> WorkerSession:
         return WorkerSession(workdir, config, device, file_mb)

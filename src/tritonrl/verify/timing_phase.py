@@ -323,7 +323,7 @@ def time_candidate(
     try:
         write_job(workdir, code, [main, check])
         sized = sized_config(config, [main, check], "cuda")
-        with session_for(workdir, sized, "cuda", file_mb_for([main])) as session:
+        with session_for(workdir, sized, "cuda", file_mb_for(config, [main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
                 reply = session.call(cmd)

@@ -1,11 +1,13 @@
 """What a sandboxed run is asked for, and what it reports.
 
-`SandboxConfig` holds the limits and policy of one run (checked on construction),
+`SandboxConfig` holds the limits and policy of one run (checked on construction; the
+limits' defaults are the verifier's, `tritonrl.config.VerifyConfig`, their one source),
 `SandboxRun` what happened to one child (all of it untrusted output),
 `SandboxUnavailable` is strict mode refusing to run, and `REQUIRED` / `DISABLEABLE`
 name the mechanisms (see the package docstring for what each one does).
 
-What it does NOT do: probe the host or run anything.
+What it does NOT do: probe the host or run anything, or hold limits of its own: a run
+made with the defaults gets a candidate's default limits.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tritonrl.config import VerifyConfig
+
+_VERIFY = VerifyConfig()  # the limits' defaults
 
 # Mechanisms without which strict mode refuses to run (names accepted by `disable`).
 REQUIRED = ("bwrap", "landlock", "netns", "pidns", "rlimits", "nproc")
@@ -41,17 +47,17 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass
 class SandboxConfig:
-    """Limits and policy for one sandboxed run."""
+    """Limits and policy for one sandboxed run (the limits' defaults: `VerifyConfig`'s)."""
 
-    timeout_s: float = 60.0
+    timeout_s: float = _VERIFY.timeout_s
     # RLIMIT_AS per process (skipped when gpu=True) and the memory cgroup's limit on the
     # whole run (always: with gpu=True it is the only memory limit)
-    memory_mb: int = 8192
-    max_procs: int = 64  # processes AND threads (pids cgroup / RLIMIT_NPROC)
-    max_file_mb: int = 256  # RLIMIT_FSIZE, and the size of the private /tmp
+    memory_mb: int = _VERIFY.memory_mb
+    max_procs: int = _VERIFY.max_procs  # processes AND threads (pids cgroup / RLIMIT_NPROC)
+    max_file_mb: int = _VERIFY.max_file_mb  # RLIMIT_FSIZE, and the size of the private /tmp
     cpu_s: int | None = None  # RLIMIT_CPU per process; None: timeout_s x cpu count + 1
     network: bool = False
-    strict: bool = True
+    strict: bool = _VERIFY.sandbox_strict
     gpu: bool = False  # expose /dev/nvidia*, skip RLIMIT_AS (the memory cgroup stays)
     extra_ro_paths: Sequence[str | Path] = ()
     extra_rw_paths: Sequence[str | Path] = ()
