@@ -6,7 +6,11 @@ source, the LLM labeller against a loopback server, and the `prepare` command.""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -387,3 +391,50 @@ def test_prepare_takes_relative_out_and_run_paths_from_where_it_runs(tmp_path, m
     train = tmp_path / "runs" / "demo" / "data" / "train.jsonl"
     assert run.artifact("prepare", "train") == train and train.is_file()
     assert not (tmp_path / "runs" / "demo" / "runs").exists()
+
+
+def _prepare_offline(tmp_path, **env) -> tuple[subprocess.CompletedProcess, float]:
+    """`tritonrl prepare --source kernelbook` as a user runs it, the hub out of reach (a
+    closed loopback port, so the test means the same with or without network) and an
+    empty hub cache."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))},
+        "HF_ENDPOINT": "http://127.0.0.1:1",
+        "HF_HOME": str(tmp_path / "hf_home"),
+        **env,
+    }
+    command = [sys.executable, "-m", "tritonrl", "prepare", "--source", "kernelbook"]
+    started = time.monotonic()
+    result = subprocess.run(
+        [*command, "--out", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    "env, reason",
+    [({}, "http://127.0.0.1:1 did not answer"), ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE")],
+)
+def test_kernelbook_out_of_reach_fails_at_once_with_one_message(tmp_path, env, reason):
+    result, seconds = _prepare_offline(tmp_path, **env)
+    assert result.returncode == 2, result.stderr
+    assert seconds < 20, f"took {seconds:.0f}s (the hub client's retries take 23 s)"
+    assert "Retry" not in result.stderr and "huggingface-cli" not in result.stderr
+    assert "hf download GPUMODE/KernelBook --repo-type dataset" in result.stderr
+    assert reason in result.stderr and "no copy is cached" in result.stderr
+    assert result.stderr.count("error:") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_downloaded_folder_is_read_through_its_subfolders(tmp_path):
+    """`hf download --local-dir DIR` keeps the repository's layout (files in folders)."""
+    (tmp_path / "dl" / "data").mkdir(parents=True)
+    (tmp_path / "dl" / ".cache").mkdir()
+    (tmp_path / "dl" / ".cache" / "ignored.json").write_text("{}")
+    (tmp_path / "dl" / "README.md").write_text("card")
+    (tmp_path / "dl" / "data" / "train.jsonl").write_text(FIXTURE.read_text())
+    assert len(load_rows(str(tmp_path / "dl"))) == len(ROWS)

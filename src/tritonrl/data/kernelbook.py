@@ -3,7 +3,11 @@
 Sources:
 
 * `kernelbook` - `datasets.load_dataset("GPUMODE/KernelBook", split="train")` from the HF
-  hub (needs network once; the hub cache serves it after that);
+  hub (needs network once; the hub cache serves it after that). The hub is probed first
+  (one HTTP request, a few seconds at most); when it cannot be reached, or
+  `HF_HUB_OFFLINE` is set, only the cache is read, and without a cached copy `prepare`
+  fails at once with one message: download it where there is network
+  (`hf download GPUMODE/KernelBook --repo-type dataset --local-dir DIR`) and pass DIR;
 * a PATH - a local `.parquet` / `.jsonl` / `.json` file, or a folder of them, with the
   same columns (`python_code`, `triton_code`, `entry_point`, `uuid` required;
   `module_name`, `repo_name`, `synthetic`, `licenses` optional), loaded through `datasets`;
@@ -28,7 +32,8 @@ conversational prompt/completion format, built by `tritonrl.data.prompts.sft_exa
 What it does NOT do: it never runs task or solution code (Inductor's solutions are
 CUDA-only and shape-specialised: they teach the format, the verifier judges what a model
 writes), does not tokenize or truncate (the trainers do), and `GPUMODE/KernelBook` cannot
-be fetched without network: download it once and pass the files as a PATH.
+be fetched without network: download it once and pass the files as a PATH (`load_rows`
+reads the data files in the folders below a folder it is given, as `hf download` writes).
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ from tritonrl.tasks.task import Task
 log = logging.getLogger(__name__)
 
 KERNELBOOK_HUB_ID = "GPUMODE/KernelBook"
+HUB_PROBE_TIMEOUT_S = 5.0
+DOWNLOAD_HINT = (
+    f"download it where there is network, `hf download {KERNELBOOK_HUB_ID} --repo-type "
+    "dataset --local-dir DIR`, and pass --source DIR (or its parquet files)"
+)
 REQUIRED_COLUMNS = ("python_code", "triton_code", "entry_point", "uuid")
 DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 LABELER_ENDPOINT_ENV = ("TRITONRL_LABELER_ENDPOINT", "OPENAI_BASE_URL")
@@ -143,8 +153,48 @@ def load_prepared_tasks(path: str | Path) -> list[Task]:
 # --------------------------------------------------------------------------- reading
 
 
+def hub_unreachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """None when the HF hub answers one HTTP request (any status); else why not:
+    `HF_HUB_OFFLINE` set, or the connection error. Proxies and `HF_ENDPOINT` apply, as
+    for the download itself; no retries (the hub client's own make ~24 s of warnings)."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.is_offline_mode():
+        return "HF_HUB_OFFLINE is set"
+    try:
+        get_session().head(constants.ENDPOINT, timeout=timeout_s)
+    except Exception as e:  # any transport error: DNS, refused, timeout, TLS, proxy
+        return f"{constants.ENDPOINT} did not answer: {type(e).__name__}: {e}"
+    return None
+
+
+def _load_hub(datasets, cache_dir: str | None, offline: str | None):
+    """KernelBook from the hub, or, when `offline` says why it cannot be, from the cache
+    alone (the hub libraries' offline switches, flipped for this call only)."""
+    load = lambda: datasets.load_dataset(KERNELBOOK_HUB_ID, split="train", cache_dir=cache_dir)
+    if not offline:
+        return load()
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = True
+    try:
+        return load()
+    finally:
+        constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = saved
+
+
 def _data_files(path: Path) -> tuple[list[Path], str]:
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    if path.is_file():
+        files = [path]
+    else:  # a folder: its own files, else those below it (a `hf download --local-dir`)
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in DATA_SUFFIXES)
+        files = files or sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
     files = [f for f in files if f.suffix in DATA_SUFFIXES]
     kinds = {DATA_SUFFIXES[f.suffix] for f in files}
     if not files:
@@ -166,9 +216,13 @@ def load_rows(source: str, cache_dir: str | None = None):
         raise KernelBookError(
             "reading KernelBook needs the `datasets` package: pip install 'tritonrl[train]'"
         ) from None
+    offline = None  # why the hub cannot be reached, when it cannot
     if source == "kernelbook":
         where = f"{KERNELBOOK_HUB_ID} (HF hub)"
-        load = lambda: datasets.load_dataset(KERNELBOOK_HUB_ID, split="train", cache_dir=cache_dir)
+        offline = hub_unreachable()
+        if offline:
+            log.info("HF hub: %s; reading %s from the cache only", offline, KERNELBOOK_HUB_ID)
+        load = lambda: _load_hub(datasets, cache_dir, offline)
     else:
         path = Path(source).expanduser()
         if not path.exists():
@@ -185,12 +239,12 @@ def load_rows(source: str, cache_dir: str | None = None):
     try:
         rows = load()
     except Exception as e:  # network, auth, corrupt files: all end the same way
-        hint = (
-            "; without network, download it elsewhere (`huggingface-cli download --repo-type "
-            f"dataset {KERNELBOOK_HUB_ID}`) and pass the parquet files as --source PATH"
-            if source == "kernelbook"
-            else ""
-        )
+        if source == "kernelbook" and offline:
+            raise KernelBookError(
+                f"cannot load {where}: the hub is out of reach ({offline}) and no copy is "
+                f"cached; {DOWNLOAD_HINT}"
+            ) from None
+        hint = f"; {DOWNLOAD_HINT}" if source == "kernelbook" else ""
         raise KernelBookError(f"cannot load {where}: {type(e).__name__}: {e}{hint}") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in rows.column_names]
     if missing:
