@@ -47,6 +47,17 @@ def test_a_correct_solution_passes_every_stage_and_input_set():
     assert "reward" not in d  # the reward side scores a verdict (tritonrl.reward)
 
 
+def test_an_untimed_result_says_why():
+    # Timing needs CUDA: on the CPU a correct kernel's result says it was not timed (its
+    # reward is the untimed one); with timing switched off nothing says so.
+    r = verify(RELU, RELU.solution, VerifyConfig(device="cpu"))
+    assert r.correct and r.stage == "done" and r.timing == {} and r.speedup is None
+    assert "not timed: timing needs CUDA (device cpu)" in r.notes, r.notes
+    assert compute_reward(r) == pytest.approx(0.7)
+    off = verify(RELU, RELU.solution, VerifyConfig(device="cpu", timing=False))
+    assert off.correct and not any(n.startswith("not timed") for n in off.notes), off.notes
+
+
 def test_a_completion_with_reasoning_and_fences_is_extracted():
     completion = f"<think>relu is max(x, 0)</think>\nHere it is:\n```python\n{RELU.solution}```\n"
     assert verify(RELU, completion).correct

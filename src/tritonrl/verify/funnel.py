@@ -1,7 +1,7 @@
 """`verify(task, candidate, config) -> VerifyResult`: the staged funnel.
 
     extract -> static checks -> compile/import (sandbox) -> tiny run -> every input set
-            -> timing (CUDA, correct kernels only)
+            -> timing (CUDA, correct kernels only; elsewhere the result says "not timed")
 
 Each stage records its time and, when the funnel is on, a failing stage ends the
 evaluation. The trusted side (this process) builds inputs, runs the reference, compares
@@ -56,7 +56,7 @@ from tritonrl.verify.job import (
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import FreshSessions, Session, SessionFactory, WorkerError
 from tritonrl.verify.static import static_check
-from tritonrl.verify.timing_phase import time_phase
+from tritonrl.verify.timing_phase import not_timed, time_phase
 
 log = logging.getLogger(__name__)
 BIG_SET_BYTES = 256 << 20  # a set this large leaves the trusted side's CUDA cache emptied
@@ -274,7 +274,9 @@ def _run_in_worker(
         )
         if config.funnel and config.skip_timing_on_failure:
             return
-    if result.device == "cuda" and config.timing:
+    if config.timing and result.device != "cuda":
+        result.notes.append(not_timed(result.device))
+    elif config.timing:
         result.stage = "performance"
         time_phase(session, task, sets, check, config, result)
     result.stage = "done" if result.correct and not result.cheated else result.stage

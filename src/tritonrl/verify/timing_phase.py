@@ -12,7 +12,8 @@ speedup, its 95% interval and the noise-ruled `reward_speedup`.
 
 `time_candidate` runs the timing phase alone, with no correctness verdict and no reward,
 for benchmarks of the timer itself (bench/timing_noise.py times copies of the reference).
-What this module does NOT do: decide correctness (the funnel does) or time on the CPU.
+What this module does NOT do: decide correctness (the funnel does) or time on the CPU
+(a result there says so: `not_timed`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def _load_output(session: Session, name: str):
 
 
 SLOWED = 1.25  # the reference beside the candidate vs alone: more is suspect
+
+
+def not_timed(device: str) -> str:
+    """The note of a result that timing was asked for but could not run on `device`."""
+    return f"not timed: timing needs CUDA (device {device})"
 
 
 def time_phase(
