@@ -145,6 +145,14 @@ def test_every_command_and_the_exit_of_a_job_hold_the_gpu_gates_shared_side(lane
     assert lane1.verify_many([(RELU, WRONG)])[0].correct is False
 
 
+def test_a_job_must_agree_with_its_pool_on_what_its_lanes_sandbox_is_built_from(pool):
+    # the lanes' file-size limit is fixed when their zygotes start, as their memory is
+    for field, value in (("max_file_mb", 512), ("memory_mb", 4096)):
+        config = VerifyConfig(device="cpu", **{field: value})
+        with pytest.raises(ValueError, match=field):
+            pool.submit(RELU, GOOD, config)
+
+
 def test_identical_cases_are_verified_once(pool):
     before = dict(pool.stats)
     results = pool.verify_many([(RELU, GOOD), (RELU, WRONG), (RELU, GOOD)])

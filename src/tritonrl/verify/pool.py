@@ -63,7 +63,9 @@ from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
 
 # VerifyConfig fields a lane's sandbox is built from: a job must agree with its pool.
-LANE_FIELDS = ("device", "memory_mb", "max_procs", "sandbox_strict", "cuda_max_connections")
+LANE_FIELDS = (
+    "device", "memory_mb", "max_procs", "max_file_mb", "sandbox_strict", "cuda_max_connections",
+)  # fmt: skip
 _STOP = object()
 
 
