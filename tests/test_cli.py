@@ -185,3 +185,91 @@ def test_verify_batch_usage_errors_exit_2(tmp_path):
     r = tritonrl("verify")
     assert r.returncode == 2 and "give TASK and KERNEL" in r.stderr
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ config on every command
+
+HANG = Path(__file__).parent / "verify" / "hostile" / "c24_hang_at_import.py"
+
+
+def test_every_stage_command_takes_config_and_overrides():
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+
+    for command in (["verify"], ["tasks", "check"], ["prepare"], ["distill"],
+                    ["tiny-model"], ["sft"]):  # fmt: skip
+        r = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
+        assert r.exit_code == 0 and "--config" in r.output and "FILE|NAME" in r.output, command
+
+
+def test_verify_config_and_overrides_set_the_verifiers_timeout(tmp_path):
+    """A kernel that hangs at import is killed at the configured wall-clock limit: the
+    file's verify.timeout_s, then the override's, given before the positional arguments."""
+    config = tmp_path / "quick.yaml"
+    config.write_text("verify:\n  device: cpu\n  timeout_s: 3\n")
+    task = "builtin:level1/1_ReLU"
+    r = tritonrl("verify", "--verify.timeout_s=2", task, str(HANG), "--config", str(config),
+                 "--json", timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["timed_out"] and result["device"] == "cpu"
+    assert "verify.timeout_s = 2 s" in result["error"]
+    r = tritonrl("verify", task, str(HANG), "--config", str(config), "--verify.timeout_s", "0")
+    assert r.returncode == 2 and "verify.timeout_s must be positive" in r.stderr
+    r = tritonrl("verify", task, str(HANG), "--device", "cpu", "--verify.device", "cpu")
+    assert r.returncode == 2 and "--device is short for --verify.device" in r.stderr
+    r = tritonrl("verify", task, str(HANG), "extra.py")
+    assert r.returncode == 2 and "unexpected argument 'extra.py'" in r.stderr
+
+
+def test_tasks_check_takes_verify_overrides_among_its_sources():
+    r = tritonrl("tasks", "check", "--verify.device", "cpu", "builtin:level1/1_ReLU",
+                 "--verify.num_input_sets=3", "--json", "--workers", "1")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = json.loads(r.stdout)
+    assert row["ok"] and row["device"] == "cpu"
+    assert [s.split(":")[0] for s in row["input_sets"]] == ["tiny", "seed_a", "seed_b"]
+    r = tritonrl("tasks", "check", "builtin:level1/1_ReLU", "--verify.devise", "cpu")
+    assert r.returncode == 2 and "unknown key verify.devise; valid keys of verify:" in r.stderr
+    r = tritonrl("tasks", "check", "builtin:level1/1_ReLU", "--verify.trials", "many")
+    assert r.returncode == 2 and "verify.trials must be int, not 'many'" in r.stderr
+
+
+def test_a_config_that_sets_a_removed_key_is_refused_by_every_command(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("curriculum:\n  enabled: true\n  start: 0.1\n")
+    for command in (["verify", "builtin:level1/1_ReLU", str(HANG)],
+                    ["tasks", "check", "builtin:level1/1_ReLU"],
+                    ["prepare", "--source", "builtin", "--out", str(tmp_path / "o")],
+                    ["tiny-model", "--out", str(tmp_path / "m")]):  # fmt: skip
+        r = tritonrl(*command, "--config", str(old))
+        assert r.returncode == 2, (command, r.stderr)
+        assert "old.yaml: curriculum is not used by any command" in r.stderr, command
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "m").exists()
+    r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / "o"),
+                 "--data.kernelbook", "GPUMODE/KernelBook")  # fmt: skip
+    assert r.returncode == 2 and "data.kernelbook is not used by any command" in r.stderr
+    assert "prepare --source" in r.stderr
+
+
+def test_prepare_takes_the_validation_fraction_from_the_config(tmp_path):
+    def prepare(out: str, *args: str) -> dict:
+        r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / out),
+                     "--json", *args)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    # The embedded default (tiny-cpu): data.validation_fraction 0.1, as SFT splits.
+    summary = prepare("default", "--data.max_samples", "20")
+    assert (summary["val_fraction"], summary["kept"], summary["validation"]) == (0.1, 20, 2)
+    config = tmp_path / "c.yaml"
+    config.write_text("data:\n  validation_fraction: 0.25\n  max_samples: 20\n")
+    summary = prepare("file", "--config", str(config))
+    assert (summary["val_fraction"], summary["kept"], summary["validation"]) == (0.25, 20, 5)
+    summary = prepare("flag", "--config", str(config), "--val-fraction", "0.5")
+    assert (summary["val_fraction"], summary["validation"]) == (0.5, 10)
+    r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / "x"),
+                 "--val-fraction", "0.2", "--data.validation_fraction", "0.3")  # fmt: skip
+    assert r.returncode == 2 and "--val-fraction is short for" in r.stderr

@@ -1,27 +1,30 @@
-"""Config: SPEC defaults, the two YAML files, typed overrides, unknown names, clashes."""
+"""Config: SPEC defaults, the two YAML files, typed overrides, unknown and removed names,
+clashes."""
 
 from dataclasses import asdict
 
 import pytest
+import yaml
 
 from tritonrl.config import (
     Config,
-    CurriculumConfig,
     LoraConfig,
     SftConfig,
     VerifyConfig,
     load_config,
 )
 from tritonrl.config_loader import (
+    REMOVED,
     config_from_dict,
     config_path,
     diff_configs,
     parse_overrides,
+    split_overrides,
 )
 
 
 def test_dataclass_defaults_are_the_spec_defaults():
-    sft, lora, cur, ver = SftConfig(), LoraConfig(), CurriculumConfig(), VerifyConfig()
+    sft, lora, ver = SftConfig(), LoraConfig(), VerifyConfig()
     assert (sft.learning_rate, sft.epochs, sft.per_device_batch_size) == (1e-5, 1.0, 2)
     assert (sft.gradient_accumulation, sft.max_length, sft.bf16) == (4, 8192, True)
     assert (sft.save_steps, sft.load_in_8bit) == (50, False)
@@ -35,12 +38,12 @@ def test_dataclass_defaults_are_the_spec_defaults():
         "up_proj",
         "down_proj",
     ]
-    assert (cur.enabled, cur.start, cur.end, cur.trigger) == (True, 0.1, 0.5, 0.4)
     assert (ver.multi_input, ver.num_input_sets) == (True, 5)
     assert (ver.funnel, ver.skip_timing_on_failure, ver.tiny_run_first) == (True, True, True)
     assert (ver.timing, ver.warmup, ver.trials) == (True, 10, 50)
     assert ver.sandbox_strict is True
     assert Config().model.name_or_path == "Qwen/Qwen2.5-Coder-7B-Instruct"
+    assert (Config().data.validation_fraction, Config().data.max_samples) == (0.1, 1000)
 
 
 def test_the_embedded_default_is_tiny_cpu():
@@ -48,7 +51,8 @@ def test_the_embedded_default_is_tiny_cpu():
     assert config.uses_tiny_model
     assert config.lora.enabled is False
     assert (config.sft.device, config.sft.bf16, config.sft.save_steps) == ("cpu", False, 2)
-    assert config.verify.device == "cpu"
+    # The verifier times on a GPU where one is visible, as `tritonrl verify` always did.
+    assert config.verify.device == "auto"
     assert config_path(None).name == "tiny-cpu.yaml"
 
 
@@ -80,8 +84,8 @@ def test_overrides_are_converted_by_field_type():
             "partial",
             "--verify.allowed_torch_ops",
             "mm",
-            "--curriculum.enabled",
-            "off",
+            "--data.max_samples",
+            "30",
         ],
     )
     assert config.sft.max_steps == 7 and isinstance(config.sft.max_steps, int)
@@ -91,7 +95,7 @@ def test_overrides_are_converted_by_field_type():
     assert config.run.report_to == ["none"]
     assert config.model.revision is None
     assert config.verify.allowed_torch_ops == ["mm"]
-    assert config.curriculum.enabled is False
+    assert config.data.max_samples == 30
 
 
 def test_every_extension_can_be_switched_off():
@@ -104,8 +108,6 @@ def test_every_extension_can_be_switched_off():
             "false",
             "--verify.tiny_run_first",
             "false",
-            "--curriculum.enabled",
-            "false",
             "--verify.timing",
             "false",
             "--verify.sandbox_strict",
@@ -114,7 +116,6 @@ def test_every_extension_can_be_switched_off():
     )
     v = config.verify
     assert not (v.multi_input or v.funnel or v.tiny_run_first or v.timing or v.sandbox_strict)
-    assert not config.curriculum.enabled
 
 
 @pytest.mark.parametrize(
@@ -128,7 +129,7 @@ def test_every_extension_can_be_switched_off():
         (["sft.max_steps", "3"], r"not of the form --section.key VALUE"),
         (["--lora.r", "0"], "lora.r must be >= 1"),
         (["--verify.allowed_torch_ops", "mm"], "use policy 'partial'"),
-        (["--curriculum.start", "0.6"], "0 <= start <= end <= 1"),
+        (["--data.validation_fraction", "0.7"], "data.validation_fraction must be between"),
         (["--verify.cuda_max_connections", "-1"], r"must be in \[0, 32\]"),
     ],
 )
@@ -228,3 +229,50 @@ def test_parse_overrides_forms():
         ("c", "d", "x=y"),
         ("e", "f", "-2"),
     ]
+
+
+def test_split_overrides_takes_them_out_of_positional_arguments():
+    # click hands `--verify.device cpu` to a command's positional parameters.
+    tokens = ["--verify.device", "cpu", "builtin:level1", "--x.y=1", "a.py", "--sft.bf16"]
+    assert split_overrides(tokens) == (
+        ["builtin:level1", "a.py"],
+        ["--verify.device", "cpu", "--x.y=1", "--sft.bf16"],
+    )
+    assert split_overrides(["--a.b", "--c.d", "1", "-"]) == (["-"], ["--a.b", "--c.d", "1"])
+
+
+@pytest.mark.parametrize(
+    "text, name",
+    [
+        ("curriculum:\n  enabled: true\n", "curriculum"),
+        ("run:\n  store: s3://bucket/runs\n", "run.store"),
+        ("data:\n  kernelbook: GPUMODE/KernelBook\n", "data.kernelbook"),
+    ],
+)
+def test_a_removed_key_is_refused_saying_it_is_not_used(tmp_path, text, name):
+    old = tmp_path / "old.yaml"
+    old.write_text(text)
+    with pytest.raises(ValueError) as e:
+        load_config(old)
+    assert f"old.yaml: {name} is not used by any command" in str(e.value)
+    assert REMOVED[name] in str(e.value) and "remove it" in str(e.value)
+    override = f"--{name}.enabled" if name == "curriculum" else f"--{name}"
+    with pytest.raises(ValueError, match=f"override: {name} is not used by any command"):
+        load_config(None, [override, "x"])
+    with pytest.raises(ValueError, match=f"{name} is not used"):  # an old run's manifest
+        config_from_dict(yaml.safe_load(text))
+
+
+def test_a_command_checks_only_the_clashes_of_what_it_uses():
+    # qwen7b-1gpu trains on CUDA; `verify` or `prepare` with it on a laptop need not.
+    with pytest.raises(ValueError, match="sft.device is 'cuda' but no CUDA"):
+        load_config("qwen7b-1gpu", cuda_available=False)
+    with pytest.raises(ValueError, match="sft.device is 'cuda' but no CUDA"):
+        load_config("qwen7b-1gpu", cuda_available=False, stage="sft")
+    for stage in ("verify", "tasks check", "prepare"):
+        config = load_config(
+            "qwen7b-1gpu", ["--verify.device", "cpu"], cuda_available=False, stage=stage
+        )
+        assert config.verify.device == "cpu" and config.sft.device == "cuda"
+    with pytest.raises(ValueError, match="run.report_to lists 'none'"):
+        load_config(None, ["--run.report_to", "none,wandb"], stage="verify")

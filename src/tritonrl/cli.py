@@ -9,7 +9,10 @@
     tritonrl --version                         the installed version
 
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
-`builtin:level2`, `builtin:all`. Library code logs; this module owns all terminal output.
+`builtin:level2`, `builtin:all`. `tasks check` and `verify` (like every stage command)
+take `--config FILE|NAME` and `--verify.KEY VALUE` overrides (`tritonrl.cli_config`);
+`--device` and `--policy` are short for `--verify.device` and `--verify.policy`. Library
+code logs; this module owns all terminal output.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.config import VerifyConfig
 from tritonrl.reward import reward_for
 from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
 
@@ -120,16 +125,14 @@ def _with_solution(report: LoadReport, solution: Path) -> None:
     report.tasks[0] = dataclasses.replace(report.tasks[0], solution=text)
 
 
-def _check_one(task: Task, device: str) -> dict:
+def _check_one(task: Task, config: VerifyConfig) -> dict:
     """A task's own solution through the full verifier: correct, with no flag."""
-    from tritonrl.config import VerifyConfig
     from tritonrl.verify import verify
 
     start = time.perf_counter()
     if task.solution is None:
-        return {"task": task.id, "ok": False, "error": _no_solution(task),
-                "flags": [], "input_sets": [], "seconds": 0.0, "device": device}  # fmt: skip
-    config = VerifyConfig(device=device)
+        return {"task": task.id, "ok": False, "error": _no_solution(task), "flags": [],
+                "input_sets": [], "seconds": 0.0, "device": config.device}  # fmt: skip
     r = verify(task, task.solution, config)
     ok = r.correct and not r.flags
     error = r.error or (f"flags: {', '.join(r.flags)}" if r.flags else None)
@@ -142,10 +145,26 @@ def _check_one(task: Task, device: str) -> dict:
     }  # fmt: skip
 
 
-@tasks_app.command("check")
+def _verify_config(ctx: typer.Context, path, stage: str, shortcuts: dict, args, max_args):
+    """(the command's VerifyConfig with its device resolved, its positional arguments)."""
+    from tritonrl.verify.compare import resolve_device
+
+    config, positional = command_config(ctx, path, stage, shortcuts, args, max_args)
+    try:
+        device = resolve_device(config.verify.device)
+    except ValueError as e:
+        _usage(f"verify.device: {e} (set --verify.device, or --device)")
+    return dataclasses.replace(config.verify, device=device), positional
+
+
+@tasks_app.command("check", context_settings=OVERRIDES)
 def tasks_check(
+    ctx: typer.Context,
     sources: list[str] = typer.Argument(..., help="Files, directories or builtin:..."),
-    device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
+    config: str | None = CONFIG,
+    device: str | None = typer.Option(
+        None, help="Short for --verify.device: auto, cpu (Triton interpreter) or cuda."
+    ),
     workers: int = typer.Option(0, help="Verifications at once (0: one per CPU core)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task."),
     solution: Path | None = typer.Option(
@@ -156,15 +175,14 @@ def tasks_check(
     set, every cheating check). A task's solution is --solution FILE, or the file of the
     same name in a solutions/ folder beside the task's folder (solutions/level1/1_ReLU.py
     for level1/1_ReLU.py), as the builtin suite has. Exits 1 if any is refused or
-    flagged, lacks a solution, or could not be loaded.
+    flagged, lacks a solution, or could not be loaded. The verifier's settings are the
+    config's verify section (--config, --verify.KEY VALUE).
     """
-    from tritonrl.verify.compare import resolve_device
-
-    try:
-        device = resolve_device(device)
-    except ValueError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    shortcuts = {"--device": ("verify.device", device)}
+    verify_config, sources = _verify_config(ctx, config, "tasks check", shortcuts, sources, None)
+    if not sources:
+        _usage("give at least one SOURCE (a task file, a folder, or builtin:...)")
+    device = verify_config.device
     report = _load(sources)
     if solution is not None:
         _with_solution(report, solution)
@@ -175,7 +193,7 @@ def tasks_check(
     )  # fmt: skip
     with progress, ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
         bar = progress.add_task("check", total=len(report.tasks))
-        futures = [pool.submit(_check_one, t, device) for t in report.tasks]
+        futures = [pool.submit(_check_one, t, verify_config) for t in report.tasks]
         for fut in as_completed(futures):
             row = fut.result()
             results.append(row)
@@ -223,16 +241,22 @@ def _read_kernel(kernel: str) -> bytes:
     raise typer.Exit(2)
 
 
-@app.command("verify")
+@app.command("verify", context_settings=OVERRIDES)
 def verify_cmd(
+    ctx: typer.Context,
     task: str | None = typer.Argument(
         None, help="One task: a file or an id like builtin:level1/1_ReLU."
     ),
     kernel: str | None = typer.Argument(
         None, help="Candidate file (code or completion), or - for stdin."
     ),
-    device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda."),
-    policy: str = typer.Option("strict", help="strict (all compute in Triton) or partial."),
+    config_path: str | None = CONFIG,
+    device: str | None = typer.Option(
+        None, help="Short for --verify.device: auto, cpu (Triton interpreter) or cuda."
+    ),
+    policy: str | None = typer.Option(
+        None, help="Short for --verify.policy: strict (all compute in Triton) or partial."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
     batch: Path | None = typer.Option(
         None,
@@ -250,16 +274,12 @@ def verify_cmd(
 ):
     """Verify one candidate kernel, or with --batch many through the worker pool. Exit 0
     whenever every candidate got a verdict, 1 when some --batch line was unusable (its row
-    says why), 2 for bad usage. --out is never overwritten without --force."""
-    from tritonrl.config import VerifyConfig
-    from tritonrl.verify.compare import resolve_device
-
-    try:
-        config = VerifyConfig(device=device, policy=policy)
-        resolve_device(device)
-    except ValueError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    says why), 2 for bad usage. --out is never overwritten without --force. The
+    verifier's settings and the reward scheme are the config's verify section (--config,
+    --verify.KEY VALUE, e.g. --verify.timeout_s 30)."""
+    shortcuts = {"--device": ("verify.device", device), "--policy": ("verify.policy", policy)}
+    config, args = _verify_config(ctx, config_path, "verify", shortcuts, (task, kernel), 2)
+    task, kernel = (*args, None, None)[:2]
     if batch is not None or out_path is not None:
         if task is not None or kernel is not None or as_json:
             _usage("--batch takes no TASK, KERNEL or --json (results go to --out)")

@@ -1,7 +1,7 @@
 """Configuration dataclasses, one per stage. Every default here is the product default
 of SPEC.md; every field can be changed by the caller.
 
-Sections: run, data, model, tiny_model, lora, sft, curriculum, verify. `load_config`
+Sections: run, data, model, tiny_model, lora, sft, verify. `load_config`
 (`tritonrl.config_loader`) fills them from a YAML file in configs/ (the embedded default
 is configs/tiny-cpu.yaml) plus `--section.key value` overrides, converts each value by its
 field's type, and rejects unknown names and option combinations that cannot work
@@ -10,12 +10,16 @@ records.
 
 Each extension (docs/hacks.md, extensions) can be switched off for an ablation:
 multi-input testing (verify.multi_input, verify.num_input_sets), the staged funnel
-(verify.funnel, verify.skip_timing_on_failure, verify.tiny_run_first), the curriculum
-(curriculum.*), calibrated timing (verify.timing, verify.warmup, verify.trials; CUDA
-events are the only timer) and the strict sandbox (verify.sandbox_strict).
+(verify.funnel, verify.skip_timing_on_failure, verify.tiny_run_first), calibrated timing
+(verify.timing, verify.warmup, verify.trials; CUDA events are the only timer) and the
+strict sandbox (verify.sandbox_strict).
 
-What it does NOT do: it does not start stages or touch a run directory, and the sections
-of stages not built yet (GRPO, Best-of-N, distillation) are added with those stages.
+Every field here is read by a command. A field comes with the stage that reads it: the
+curriculum (extension 3), GRPO, Best-of-N and the object store are not built yet, so
+their sections are not here; a config that still sets one is refused with the reason
+(`config_loader.REMOVED`).
+
+What it does NOT do: it does not start stages or touch a run directory.
 """
 
 from __future__ import annotations
@@ -154,7 +158,6 @@ class RunConfig:
     seed: int = 0
     keep_last: int = 3  # checkpoints kept per stage (SPEC 6: last K kept)
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # + wandb | none
-    store: str | None = None  # fsspec URL the checkpoints sync to (the store issue's work)
 
     def __post_init__(self):
         # The newest checkpoint is recorded in the manifest only after the trainer has
@@ -172,10 +175,11 @@ class DataConfig:
     tasks: list[str] = field(default_factory=lambda: ["builtin:all"])
     generated_tasks: int = 200  # generator tasks added to the builtin ones
     generator_seed: int = 0
+    # Share held out for validation: by `prepare` (its files), and by SFT when its data
+    # has no validation file (builtin + generator rows).
     validation_fraction: float = 0.1
     include_example: bool = True  # the one-shot example in every prompt
-    kernelbook: str = "GPUMODE/KernelBook"  # hub id, or a local parquet/JSONL
-    max_samples: int = 1000
+    max_samples: int = 1000  # `prepare`: most examples kept
 
     def __post_init__(self):
         _need(self.sft_source in SFT_SOURCES, f"data.sft_source must be one of {SFT_SOURCES}")
@@ -274,27 +278,6 @@ class SftConfig:
 
 
 @dataclass
-class CurriculumConfig:
-    """Adaptive curriculum: the share of level-2 tasks in RL grows once level 1 is learnt."""
-
-    enabled: bool = True
-    start: float = 0.1  # initial share of level-2 tasks
-    end: float = 0.5  # final share
-    trigger: float = 0.4  # rolling level-1 accuracy that starts the growth
-    window: int = 64  # rollouts in the rolling accuracy
-    step: float = 0.1  # growth of the share each time the trigger is passed
-
-    def __post_init__(self):
-        _need(
-            0.0 <= self.start <= self.end <= 1.0,
-            "curriculum.start and curriculum.end need 0 <= start <= end <= 1",
-        )
-        _need(0.0 < self.trigger < 1.0, "curriculum.trigger must be in (0, 1)")
-        _need(self.window >= 1, "curriculum.window must be >= 1")
-        _need(0.0 < self.step <= 1.0, "curriculum.step must be in (0, 1]")
-
-
-@dataclass
 class Config:
     """The whole resolved config; one attribute per YAML section."""
 
@@ -304,7 +287,6 @@ class Config:
     tiny_model: TinyModelConfig = field(default_factory=TinyModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     sft: SftConfig = field(default_factory=SftConfig)
-    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     @property
@@ -319,12 +301,13 @@ def load_config(
     path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     cuda_available: bool | None = None,
+    stage: str | None = None,
 ) -> Config:
     """The resolved, checked config: defaults <- YAML `path` (None: configs/tiny-cpu.yaml)
     <- `--section.key value` overrides. See `tritonrl.config_loader`."""
     from tritonrl.config_loader import load_config as _load
 
-    return _load(path, overrides, cuda_available)
+    return _load(path, overrides, cuda_available, stage)
 
 
 # --------------------------------------------------------------------------- clashes
@@ -345,8 +328,21 @@ def sft_device(config: Config, cuda_available: bool | None = None) -> str:
     return config.sft.device
 
 
-def check_config(config: Config, cuda_available: bool | None = None) -> None:
-    """Reject option combinations that cannot work, naming both options."""
+def check_config(
+    config: Config, cuda_available: bool | None = None, stage: str | None = None
+) -> None:
+    """Reject option combinations that cannot work, naming both options.
+
+    `stage` None checks every section (what a run records); a command's name checks only
+    what that command uses: the SFT clashes (e.g. sft.device cuda on a machine without
+    CUDA) stop `sft`, not `verify --config qwen7b-1gpu --verify.device cpu` on a laptop."""
+    if stage in (None, "sft"):
+        _check_sft(config, cuda_available)
+    if "none" in config.run.report_to and len(config.run.report_to) > 1:
+        raise ValueError("run.report_to lists 'none' together with other reporters")
+
+
+def _check_sft(config: Config, cuda_available: bool | None) -> None:
     sft, lora = config.sft, config.lora
     if sft.device == "cuda" and not _cuda(cuda_available):
         raise ValueError("sft.device is 'cuda' but no CUDA device is visible: use --sft.device cpu")
@@ -379,5 +375,3 @@ def check_config(config: Config, cuda_available: bool | None = None) -> None:
             "data.sft_source is 'builtin' but data.tasks is empty and data.generated_tasks is "
             "0: there is nothing to train on"
         )
-    if "none" in config.run.report_to and len(config.run.report_to) > 1:
-        raise ValueError("run.report_to lists 'none' together with other reporters")

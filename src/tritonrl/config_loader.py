@@ -5,8 +5,11 @@
 Precedence: dataclass defaults <- the YAML file <- overrides. Each value is converted by
 its dataclass field's type (bool accepts true/false/yes/no/on/off/1/0; lists accept YAML
 `[a, b]` or `a,b`; `X | None` accepts null/none); an unknown section or key is a
-ValueError that names it and lists the valid ones; then every section's own checks and
-`tritonrl.config.check_config` (option clashes) run, before anything starts.
+ValueError that names it and lists the valid ones, and a key that was removed because
+nothing reads it (`REMOVED`) is a ValueError that says so and why; then every section's
+own checks and `tritonrl.config.check_config` (option clashes) run, before anything
+starts. `split_overrides` takes the overrides out of a command line's other arguments
+(`tritonrl.cli_config` does that for every command).
 
 What it does NOT do: it does not write the config anywhere (the run manifest does) and it
 does not look at the environment beyond `torch.cuda.is_available()` for the clash checks.
@@ -27,6 +30,13 @@ from tritonrl.config import Config, check_config
 # resolves in any install, editable or not.
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = "tiny-cpu"
+# Names a config once had that nothing reads: a file or override that still sets one is
+# told so, rather than "unknown key". They come back, wired, with the stage that reads them.
+REMOVED = {
+    "curriculum": "the adaptive curriculum comes with the RL stage, which is not built yet",
+    "run.store": "syncing checkpoints to an object store is not built yet",
+    "data.kernelbook": "`tritonrl prepare --source` names the data (kernelbook, builtin or a PATH)",
+}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -106,7 +116,30 @@ def parse_overrides(args: Sequence[str]) -> list[tuple[str, str, str]]:
     return parsed
 
 
+def split_overrides(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(positional arguments, overrides) from a command line's leftover `tokens`, in order:
+    a token that starts with `--` is an override, with the next token as its value unless
+    it holds `=` or the next one starts with `--` too (`parse_overrides` then says so)."""
+    positional, overrides, i = [], [], 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("--") and len(token) > 2:
+            overrides.append(token)
+            if "=" not in token and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                overrides.append(tokens[i + 1])
+                i += 1
+        else:
+            positional.append(token)
+        i += 1
+    return positional, overrides
+
+
 def _check_name(section: str, key: str | None, source: str) -> None:
+    for name in (section,) if key is None else (section, f"{section}.{key}"):
+        if name in REMOVED:
+            raise ValueError(
+                f"{source}: {name} is not used by any command ({REMOVED[name]}); remove it"
+            )
     known = sections()
     if section not in known:
         raise ValueError(
@@ -154,7 +187,10 @@ def config_path(name: str | Path | None) -> Path:
 
 
 def config_from_dict(
-    data: dict[str, dict], source: str = "config", cuda_available: bool | None = None
+    data: dict[str, dict],
+    source: str = "config",
+    cuda_available: bool | None = None,
+    stage: str | None = None,
 ) -> Config:
     """A checked `Config` from `{section: {key: value}}` (YAML, or a manifest's config)."""
     for section in data:
@@ -168,7 +204,7 @@ def config_from_dict(
             values[key] = coerce(value, types[key], f"{section}.{key}")
         built[section] = cls(**values)
     config = Config(**built)
-    check_config(config, cuda_available)
+    check_config(config, cuda_available, stage)
     return config
 
 
@@ -176,16 +212,18 @@ def load_config(
     path: str | Path | None = None,
     overrides: Sequence[str] = (),
     cuda_available: bool | None = None,
+    stage: str | None = None,
 ) -> Config:
     """The resolved config: dataclass defaults <- YAML file <- `--section.key value`
-    overrides, converted by field type and checked (`check_config`). `path` None is the
-    embedded default (configs/tiny-cpu.yaml). `cuda_available` None asks torch."""
+    overrides, converted by field type and checked (`check_config`; `stage` None checks
+    every section, a command's name what it uses). `path` None is the embedded default
+    (configs/tiny-cpu.yaml). `cuda_available` None asks torch."""
     file = config_path(path)
     data = _read_yaml(file)
     for section, key, text in parse_overrides(overrides):
         _check_name(section, key, "override")
         data.setdefault(section, {})[key] = text
-    return config_from_dict(data, str(file), cuda_available)
+    return config_from_dict(data, str(file), cuda_available, stage)
 
 
 def config_to_dict(config: Config) -> dict[str, dict]:

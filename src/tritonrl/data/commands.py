@@ -1,9 +1,15 @@
 """The data stage's commands, `tritonrl prepare` and `tritonrl distill`.
 
-    tritonrl prepare --source kernelbook|builtin|PATH --max-samples 1000 --out DIR
+    tritonrl prepare --source kernelbook|builtin|PATH --out DIR [--config FILE|NAME]
+                     [--data.max_samples 1000] [--data.validation_fraction 0.1]
                      [--labeler openai:MODEL [--labeler-endpoint URL]] [--run RUN_DIR]
     tritonrl distill --endpoint URL --model NAME --variations 5 --tasks SOURCE --out DIR
-                     [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR]
+                     [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR] [--config ...]
+
+Both read the config like every stage command (`tritonrl.cli_config`): prepare takes
+data.max_samples, data.validation_fraction and the prompts' verify.policy from it, and
+distill the whole verify section (`--max-samples`, `--val-fraction`, `--policy`,
+`--device` are short for those fields' overrides, not defaults of their own).
 
 `register(app)` adds both to the main Typer app (`tritonrl.cli`). With `--run RUN_DIR`
 (opened, or created when it holds no run yet) the stage is marked running, `--out`
@@ -27,14 +33,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+
 out_console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
     """Add `prepare` and `distill` to `app`."""
-    app.command("prepare")(prepare_command)
-    app.command("distill")(distill_command)
+    app.command("prepare", context_settings=OVERRIDES)(prepare_command)
+    app.command("distill", context_settings=OVERRIDES)(distill_command)
 
 
 def _fail(message: str, code: int = 2):
@@ -89,8 +97,12 @@ def _counts_table(title: str, counts: dict) -> Table:
 
 
 def prepare_command(
+    ctx: typer.Context,
     source: str = typer.Option("kernelbook", help="kernelbook (HF hub), builtin, or a PATH."),
-    max_samples: int = typer.Option(1000, "--max-samples", help="Most examples kept."),
+    config: str | None = CONFIG,
+    max_samples: int | None = typer.Option(
+        None, "--max-samples", help="Short for --data.max_samples: most examples kept."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output folder."),
     labeler: str | None = typer.Option(
         None, help="Difficulty labels: the AST heuristic (default) or openai:MODEL."
@@ -98,20 +110,33 @@ def prepare_command(
     labeler_endpoint: str | None = typer.Option(
         None, help="Endpoint for --labeler (default $TRITONRL_LABELER_ENDPOINT / $OPENAI_BASE_URL)."
     ),
-    val_fraction: float = typer.Option(0.05, "--val-fraction", help="Share for validation."),
+    val_fraction: float | None = typer.Option(
+        None, "--val-fraction", help="Short for --data.validation_fraction."
+    ),
     seed: int = typer.Option(0, help="Seed of the row order and of the split."),
-    policy: str = typer.Option("strict", help="Prompt policy: strict or partial."),
+    policy: str | None = typer.Option(
+        None, help="Short for --verify.policy: the prompts' policy, strict or partial."
+    ),
     run: Path | None = typer.Option(None, "--run", help="Record the files in this run."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
-    """Turn KernelBook (or the builtin tasks) into SFT files and a task list."""
+    """Turn KernelBook (or the builtin tasks) into SFT files and a task list.
+
+    The share held out for validation is data.validation_fraction, the most examples
+    kept data.max_samples (--config, --data.KEY VALUE)."""
     from tritonrl.data.kernelbook import KernelBookError, prepare
 
+    cfg, _ = command_config(ctx, config, "prepare", {
+        "--max-samples": ("data.max_samples", max_samples),
+        "--val-fraction": ("data.validation_fraction", val_fraction),
+        "--policy": ("verify.policy", policy),
+    })  # fmt: skip
     handle, out_dir = _start(run, out, "prepare")
     try:
         summary = prepare(
-            source, out_dir, max_samples=max_samples, val_fraction=val_fraction, seed=seed,
-            labeler=labeler, labeler_endpoint=labeler_endpoint, policy=policy,
+            source, out_dir, max_samples=cfg.data.max_samples, seed=seed,
+            val_fraction=cfg.data.validation_fraction, policy=cfg.verify.policy,
+            labeler=labeler, labeler_endpoint=labeler_endpoint,
         )  # fmt: skip
     except (KernelBookError, ValueError) as e:
         _failed(handle, "prepare", str(e))
@@ -144,6 +169,7 @@ def _load_tasks(spec: str, limit: int | None):
 
 
 def distill_command(
+    ctx: typer.Context,
     endpoint: str = typer.Option(..., help="OpenAI-compatible server, e.g. http://host:8000/v1."),
     model: str = typer.Option(..., help="Teacher model name on that server."),
     tasks: str = typer.Option(
@@ -158,19 +184,28 @@ def distill_command(
     max_tokens: int = typer.Option(16384, "--max-tokens", help="Longest answer."),
     timeout: float = typer.Option(600.0, help="Seconds to wait for one answer."),
     limit: int | None = typer.Option(None, help="Only the first N tasks."),
-    device: str = typer.Option("auto", help="Verifier device: auto, cpu or cuda."),
-    policy: str = typer.Option("strict", help="Verifier and prompt policy: strict or partial."),
+    device: str | None = typer.Option(
+        None, help="Short for --verify.device: the verifier's auto, cpu or cuda."
+    ),
+    policy: str | None = typer.Option(
+        None, help="Short for --verify.policy: verifier and prompt policy, strict or partial."
+    ),
     run: Path | None = typer.Option(None, "--run", help="Record the file in this run."),
+    config_path: str | None = CONFIG,
 ):
-    """Ask a teacher model for kernels; keep the verified-correct ones as SFT data."""
+    """Ask a teacher model for kernels; keep the verified-correct ones as SFT data.
+
+    The answers are verified with the config's verify section (--config, --verify.KEY)."""
     from tritonrl.data.distill import DistillError, distill
     from tritonrl.tasks import TaskLoadError
-    from tritonrl.verify import VerifyConfig
 
+    cfg, _ = command_config(ctx, config_path, "distill", {
+        "--device": ("verify.device", device), "--policy": ("verify.policy", policy),
+    })  # fmt: skip
+    config = cfg.verify
     handle, out_dir = _start(run, out, "distill")
     try:
         task_list = _load_tasks(tasks, limit)
-        config = VerifyConfig(device=device, policy=policy)
         summary = distill(
             task_list, endpoint, model, out_dir, variations=variations, api_key=api_key,
             rate_limit_per_s=rate_limit, max_retries=max_retries, verify_config=config,

@@ -4,7 +4,8 @@
     tritonrl sft --run RUN [--config FILE] [--SECTION.KEY VALUE ...]
 
 `--config` is a YAML file or the name of one in configs/ (default: tiny-cpu); every other
-`--section.key value` overrides one field (`--sft.max_steps 10`, `--lora.enabled=false`).
+`--section.key value` overrides one field (`--sft.max_steps 10`, `--lora.enabled=false`),
+read by `tritonrl.cli_config` as for every stage command.
 Exit 0 on success, 2 for a bad config or option, 1 when training fails (the manifest then
 records the stage as failed, with the error).
 """
@@ -17,27 +18,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+
 log = logging.getLogger(__name__)
 
-_OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _config(path: str | None, overrides: list[str]):
-    from tritonrl.config import load_config
-
-    try:
-        return load_config(path, overrides)
-    except ValueError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
 
 
 def tiny_model(
     ctx: typer.Context,
     out_dir: str = typer.Option(..., "--out", help="Directory to write the model into."),
-    config: str = typer.Option(None, "--config", help="YAML file or configs/ name."),
+    config: str | None = CONFIG,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
 ) -> None:
     """Build the tiny from-scratch model (tokenizer + Qwen2 LM) into --out.
@@ -46,7 +38,7 @@ def tiny_model(
     """
     from tritonrl.train.tiny_model import build_tiny_model, count_parameters
 
-    cfg = _config(config, ctx.args)
+    cfg, _ = command_config(ctx, config, "tiny-model")
     try:
         path = build_tiny_model(out_dir, cfg.tiny_model, overwrite=overwrite)
     except FileExistsError as e:
@@ -61,7 +53,7 @@ def tiny_model(
 def sft(
     ctx: typer.Context,
     run_dir: str = typer.Option(..., "--run", help="Run directory (created when new)."),
-    config: str = typer.Option(None, "--config", help="YAML file or configs/ name."),
+    config: str | None = CONFIG,
 ) -> None:
     """Supervised fine-tuning into a run directory (LoRA unless lora.enabled is false).
 
@@ -70,7 +62,7 @@ def sft(
     from tritonrl.runs import RunError
     from tritonrl.train.sft import run_sft
 
-    cfg = _config(config, ctx.args)
+    cfg, _ = command_config(ctx, config, "sft")
     try:
         result = run_sft(cfg, run_dir)
     except (ValueError, RunError, ImportError) as e:
@@ -91,5 +83,5 @@ def sft(
 
 def register(app: typer.Typer) -> None:
     """Add `tiny-model` and `sft` to the `tritonrl` app."""
-    app.command("tiny-model", context_settings=_OVERRIDES)(tiny_model)
-    app.command("sft", context_settings=_OVERRIDES)(sft)
+    app.command("tiny-model", context_settings=OVERRIDES)(tiny_model)
+    app.command("sft", context_settings=OVERRIDES)(sft)
