@@ -221,6 +221,12 @@ def test_resolved_config_round_trips_and_diffs():
     assert again == config
     other = asdict(load_config(None, ["--sft.max_steps", "4"]))
     assert diff_configs(asdict(config), other) == ["sft.max_steps: 3 -> 4"]
+    # A run recorded before curriculum, run.store and data.kernelbook were removed.
+    recorded = asdict(config)
+    recorded["curriculum"] = {"enabled": True, "start": 0.1}
+    recorded["run"]["store"] = None
+    recorded["data"]["kernelbook"] = "GPUMODE/KernelBook"
+    assert diff_configs(recorded, asdict(config)) == []
 
 
 def test_parse_overrides_forms():

@@ -231,11 +231,12 @@ def config_to_dict(config: Config) -> dict[str, dict]:
 
 
 def diff_configs(old: dict, new: dict) -> list[str]:
-    """`section.key: old -> new` for every value that differs."""
+    """`section.key: old -> new` for every value that differs. Removed names (`REMOVED`)
+    are not differences: a run recorded before their removal still resumes."""
     changes = []
-    for section in sorted(set(old) | set(new)):
+    for section in sorted((set(old) | set(new)) - set(REMOVED)):
         a, b = old.get(section) or {}, new.get(section) or {}
         for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
+            if f"{section}.{key}" not in REMOVED and a.get(key) != b.get(key):
                 changes.append(f"{section}.{key}: {a.get(key)!r} -> {b.get(key)!r}")
     return changes
