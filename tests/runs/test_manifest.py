@@ -28,7 +28,7 @@ def test_create_records_config_versions_and_pending_stages(tmp_path):
     run = Run.create(tmp_path / "r", {"sft": {"learning_rate": 1e-5}})
     again = Run.open(tmp_path / "r")
     assert again.config == {"sft": {"learning_rate": 1e-5}}
-    assert again.data["resumed_from"] is None
+    assert again.resumed_from() is None and "resumed_from" not in again.data  # one home
     assert set(again.data["versions"]) == {
         "python",
         "torch",
@@ -77,6 +77,39 @@ def test_stage_lifecycle(tmp_path):
     assert run.artifact("sft", "adapter") == run.path / "sft/final/a"
     with pytest.raises(RunError, match="already done; start a new run"):
         run.start_stage("sft")
+    run.start_stage("sft", reopen=True)  # its budget was raised: it continues
+    assert Run.open(run.path).stage("sft")["status"] == "running"
+
+
+def test_an_interrupted_stage_records_its_signal_and_resumes(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.add_artifact("sft", "checkpoint", _file(run, "sft/checkpoints/checkpoint-8/w"))
+    run.set_step("sft", 8)
+    run.interrupt_stage("sft", "SIGTERM")
+    stage = Run.open(run.path).stage("sft")
+    assert stage["status"] == "interrupted" and stage["signal"] == "SIGTERM"
+    assert stage["error"].startswith("interrupted by SIGTERM at step 8 (last checkpoint sft/")
+    assert stage["finished_at"]
+    run.start_stage("sft")  # an interrupted stage runs again (the resume)
+    stage = Run.open(run.path).stage("sft")
+    assert stage["status"] == "running" and stage["signal"] is None and stage["error"] is None
+
+
+def test_resumed_from_is_read_from_the_stage_that_resumed(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    assert run.resumed_from() is None
+    run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-8")
+    assert Run.open(run.path).resumed_from() == "sft/checkpoints/checkpoint-8"
+    run.start_stage("sft")  # a new attempt: it records its own resume point, if any
+    assert Run.open(run.path).resumed_from() is None
+
+
+def test_replace_config(tmp_path):
+    run = Run.create(tmp_path / "r", {"sft": {"max_steps": 20}})
+    run.replace_config({"sft": {"max_steps": 25}})
+    assert Run.open(run.path).config == {"sft": {"max_steps": 25}}
 
 
 def test_a_new_stage_is_added_when_it_starts(tmp_path):
@@ -245,6 +278,11 @@ def test_status_json_shape(tmp_path):
     data = json.loads(result.stdout)
     assert set(data) == {"stages", "resumed_from"}
     assert data["resumed_from"] is None
+    run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-6")
+    again = CliRunner().invoke(_app(), ["status", str(run.path), "--json"])
+    assert json.loads(again.stdout)["resumed_from"] == "sft/checkpoints/checkpoint-6"
+    table = CliRunner().invoke(_app(), ["status", str(run.path)])
+    assert "resumed from: sft/checkpoints/checkpoint-6" in table.stdout
     assert list(data["stages"]) == list(PIPELINE)
     assert data["stages"]["sft"]["status"] == "running"
     assert data["stages"]["sft"]["step"] == 7
@@ -255,9 +293,12 @@ def test_status_table_and_errors(tmp_path):
     run = Run.create(tmp_path / "r")
     run.start_stage("sft")
     run.fail_stage("sft", "boom [bad markup")
+    run.start_stage("rl")
+    run.interrupt_stage("rl", "SIGTERM")
     result = CliRunner().invoke(_app(), ["status", str(run.path)])
     assert result.exit_code == 0, result.output
     assert "failed" in result.stdout and "boom [bad markup" in result.stdout
+    assert "interrupted" in result.stdout and "interrupted by SIGTERM at step 0" in result.stdout
     missing = CliRunner().invoke(_app(), ["status", str(tmp_path / "none")])
     assert missing.exit_code == 2
     assert "not a run directory" in missing.output

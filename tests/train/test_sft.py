@@ -100,7 +100,14 @@ def test_full_parameter_sft_on_the_cpu(tmp_path):
     assert list(run.artifact("sft", "tensorboard").glob("events.out.tfevents.*"))
     assert not (run_dir / "sft/checkpoints/runs").exists()  # no stray default log dir
 
+    # Our model card, not TRL's boilerplate ("fine-tuned version of [None]").
     model_dir = run.artifact("sft", "model")
+    card = (model_dir / "README.md").read_text()
+    assert "tritonrl" in card and "tiny from-scratch model" in card and "[None]" not in card
+    assert "- steps: 12" in card and "full-parameter" in card
+    assert "- data: builtin (" in card
+    assert "- steps: 12" in (run_dir / "sft/checkpoints/checkpoint-12/README.md").read_text()
+    assert not (run_dir / "sft/checkpoints/README.md").exists()
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(run.artifact("sft", "tokenizer"))
     _generate(model, tokenizer)
@@ -160,8 +167,23 @@ def test_lora_sft_on_prepared_examples(tmp_path):
     loaded, _ = load_sft_model(run)
     assert isinstance(loaded, peft.PeftModel)
 
-    with pytest.raises(ValueError, match=r"different config; differing: sft.max_steps: 4 -> 5"):
+    # Training longer continues the done stage from its last checkpoint.
+    longer = run_sft(load_config(None, [*overrides, "--sft.max_steps", "6"]), run.path)
+    assert longer.steps == 6 and longer.resumed_from == "sft/checkpoints/checkpoint-4"
+    run = Run.open(run.path)
+    sft = run.stage("sft")
+    assert sft["status"] == "done" and sft["step"] == 6 and run.config["sft"]["max_steps"] == 6
+    assert sft["info"]["resumed_from_checkpoint"] == "sft/checkpoints/checkpoint-4"
+    history = json.loads(run.artifact("sft", "log_history").read_text())
+    assert [h["step"] for h in history if "loss" in h] == [1, 2, 3, 4, 5, 6]
+    assert run.artifact("sft", "checkpoint").name == "checkpoint-6"
+    # Anything but a larger budget is still refused, with what differs.
+    with pytest.raises(ValueError, match=r"different config; differing: sft.max_steps: 6 -> 5"):
         run_sft(load_config(None, [*overrides, "--sft.max_steps", "5"]), run.path)
+    changed = [*overrides, "--sft.max_steps", "8", "--sft.learning_rate", "1e-3"]
+    with pytest.raises(ValueError, match=r"differing: sft.learning_rate: 0.005 -> 0.001"):
+        run_sft(load_config(None, changed), run.path)
+    assert Run.open(run.path).stage("sft")["status"] == "done"
 
 
 def test_missing_prepare_files_fail_the_stage_with_a_clear_error(tmp_path):

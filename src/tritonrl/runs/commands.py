@@ -4,6 +4,9 @@
     tritonrl status runs/demo --json    {"stages": {name: {"status", "step", ...}},
                                          "resumed_from": null}
 
+`resumed_from` (in both forms) is the checkpoint the run last resumed from, as the stage
+that resumed records it in its info (`resumed_from_checkpoint`): one value, shown twice.
+
 `register(app)` adds the command to the `tritonrl` typer app. It only reads the manifest:
 it never changes a run. Exit 0 on success, 2 when RUN is not a run directory.
 """
@@ -19,7 +22,13 @@ from rich.table import Table
 
 from tritonrl.runs.manifest import Run, RunError
 
-_STYLE = {"pending": "dim", "running": "yellow", "done": "green", "failed": "red"}
+_STYLE = {
+    "pending": "dim",
+    "running": "yellow",
+    "done": "green",
+    "failed": "red",
+    "interrupted": "magenta",
+}
 
 
 def _table(run: Run) -> Table:
@@ -56,8 +65,7 @@ def status(
         return
     console = Console(highlight=False, soft_wrap=True)
     console.print(_table(run))
-    resumed = run.data.get("resumed_from")
-    console.print(f"resumed from: {resumed or 'none'}", markup=False)
+    console.print(f"resumed from: {run.resumed_from() or 'none'}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

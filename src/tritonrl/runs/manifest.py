@@ -2,9 +2,11 @@
 
 A run directory holds every artifact a run writes (datasets, checkpoints, adapters,
 reports) and one `manifest.json` that says, for each stage, its status (pending, running,
-done, failed), its step, its artifacts (paths relative to the run directory), when it
-started and finished, and its error; plus the resolved config, the versions of python,
-torch, triton, transformers, trl and peft, and `resumed_from`.
+done, failed, interrupted), its step, its artifacts (paths relative to the run
+directory), when it started and finished, its error, and the signal that interrupted it;
+plus the resolved config and the versions of python, torch, triton, transformers, trl and
+peft. Where a stage resumed from is its info's `resumed_from_checkpoint` and nowhere else:
+`resumed_from()` and `tritonrl status` read it from there.
 
 A stage finds its inputs ONLY through `Run.artifact(stage, name)`, never by guessing a
 path: the prototype this replaces lost its RL weights because one script saved them to
@@ -46,10 +48,11 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
 FORMAT = 1
-STATUSES = ("pending", "running", "done", "failed")
+STATUSES = ("pending", "running", "done", "failed", "interrupted")
 # The stages a new run lists as pending; a stage not listed here is added when it starts.
 PIPELINE = ("prepare", "sft", "rl", "eval")
 VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
+RESUMED = "resumed_from_checkpoint"  # the stage info key a resumed stage records
 _STAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
 
 
@@ -96,6 +99,7 @@ def _new_stage() -> dict:
         "started_at": None,
         "finished_at": None,
         "error": None,
+        "signal": None,
     }
 
 
@@ -155,7 +159,6 @@ class Run:
             "format": FORMAT,
             "created_at": stamp,
             "updated_at": stamp,
-            "resumed_from": None,
             "versions": versions(),
             "config": _plain(config),
             "stages": {name: _new_stage() for name in stages},
@@ -200,10 +203,6 @@ class Run:
                 f"({FORMAT}): upgrade tritonrl"
             )
         return data
-
-    def reload(self) -> dict:
-        self.data = self._read(self.path)
-        return self.data
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -284,10 +283,17 @@ class Run:
             )
         return full
 
+    def resumed_from(self) -> str | None:
+        """The checkpoint the run last resumed from (run-relative), read from the stage
+        info that records it (`resumed_from_checkpoint`), the latest started stage first."""
+        started = [r for r in self.stages.values() if r.get("info", {}).get(RESUMED)]
+        started.sort(key=lambda r: r.get("started_at") or "")
+        return started[-1]["info"][RESUMED] if started else None
+
     def status_dict(self) -> dict:
         """`{"stages": {name: {"status", "step", ...}}, "resumed_from": ...}`."""
         stages = {name: dict(record) for name, record in self.stages.items()}
-        return {"stages": stages, "resumed_from": self.data.get("resumed_from")}
+        return {"stages": stages, "resumed_from": self.resumed_from()}
 
     # ------------------------------------------------------------------ changing
 
@@ -306,14 +312,15 @@ class Run:
             raise RunError("an artifact must be a file or directory inside the run, not the run")
         return rel.as_posix()
 
-    def start_stage(self, name: str) -> None:
+    def start_stage(self, name: str, reopen: bool = False) -> None:
         """Mark `name` running (added when not listed), by this process. A done stage
-        cannot restart; nor can a stage that a live process on this host is running."""
+        restarts only with `reopen` (its budget was raised); no stage restarts while a
+        live process on this host is running it."""
         _check_stage_name(name)
 
         def change(data: dict) -> None:
             record = data["stages"].setdefault(name, _new_stage())
-            if record["status"] == "done":
+            if record["status"] == "done" and not reopen:
                 raise RunError(
                     f"stage {name!r} of run {self.path} is already done; start a new run "
                     "directory to run it again"
@@ -324,7 +331,10 @@ class Run:
                     f"stage {name!r} of run {self.path} is running in process {owner['pid']} "
                     "on this host; wait for it or stop it first"
                 )
-            record.update(status="running", started_at=now(), finished_at=None, error=None)
+            record.update(
+                status="running", started_at=now(), finished_at=None, error=None, signal=None
+            )
+            record["info"].pop(RESUMED, None)  # this attempt records its own, if it resumes
             record["owner"] = {"host": socket.gethostname(), "pid": os.getpid()}
 
         self._update(change)
@@ -377,6 +387,33 @@ class Run:
             self._record(data, name, create=True).update(
                 status="failed", finished_at=now(), error=text[:2000]
             )
+
+        self._update(change)
+
+    def interrupt_stage(self, name: str, signal_name: str) -> None:
+        """Mark `name` interrupted by `signal_name` (SIGTERM, SIGINT) at its recorded step;
+        its artifacts, the last checkpoint among them, stay for the resume."""
+
+        def change(data: dict) -> None:
+            record = self._record(data, name, create=True)
+            checkpoint = record["artifacts"].get("checkpoint")
+            where = f"last checkpoint {checkpoint}" if checkpoint else "no checkpoint yet"
+            record.update(
+                status="interrupted",
+                finished_at=now(),
+                signal=signal_name,
+                error=f"interrupted by {signal_name} at step {record['step']} ({where}); "
+                "run the same command again to resume",
+            )
+
+        self._update(change)
+
+    def replace_config(self, config: Any) -> None:
+        """Record `config` as the run's resolved config (a stage's budget was raised; the
+        caller has checked that nothing else changed)."""
+
+        def change(data: dict) -> None:
+            data["config"] = _plain(config)
 
         self._update(change)
 

@@ -4,7 +4,12 @@
 checkpoint the trainer has finished writing as the stage's `checkpoint` artifact (so a
 resume finds it through the manifest, never by listing directories). `EvaluateAtEnd`
 makes the last step evaluate (when evaluation is on), so the final validation loss is in
-the log history and the logs, whatever the eval interval.
+the log history and the logs, whatever the eval interval. `StopOnSignal(stop)` turns a
+SIGTERM/SIGINT (`tritonrl.runs.StopSignals`) into a checkpoint at the next step boundary
+and a stop. `TrainingBar` is the one progress bar of a training stage: steps, with the
+latest loss and eval loss beside it (it replaces transformers' bar, its nested eval bar
+and its printed log dicts). `ModelCardCallback(card)` writes our model card into every
+checkpoint (in place of PEFT's template).
 
 What it does NOT do: it does not write checkpoints (the trainer does, with rotation of
 the old ones) or upload them (the store/sync issue).
@@ -13,14 +18,19 @@ the old ones) or upload them (the store/sync issue).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from tritonrl.runs import Run
+from tritonrl.runs import Run, StopSignals
 
 log = logging.getLogger(__name__)
+
+
+def _checkpoint(args, state) -> Path:
+    return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
 
 
 class ManifestCallback(TrainerCallback):
@@ -36,7 +46,7 @@ class ManifestCallback(TrainerCallback):
         # Called after the checkpoint is complete and the old ones are rotated out.
         if not state.is_world_process_zero:
             return
-        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        checkpoint = _checkpoint(args, state)
         if not checkpoint.is_dir():
             log.warning("trainer reported a save but %s does not exist", checkpoint)
             return
@@ -49,3 +59,61 @@ class EvaluateAtEnd(TrainerCallback):
         if args.eval_strategy != "no" and state.max_steps and state.global_step >= state.max_steps:
             control.should_evaluate = True
         return control
+
+
+class StopOnSignal(TrainerCallback):
+    """Checkpoint and stop at the first step boundary after `stop` caught a signal."""
+
+    def __init__(self, stop: StopSignals):
+        self.stop = stop
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stop.signal:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+class ModelCardCallback(TrainerCallback):
+    """Our card (`card(steps)` -> Markdown) as README.md of every checkpoint."""
+
+    def __init__(self, card: Callable[[int], str]):
+        self.card = card
+
+    def on_save(self, args, state, control, **kwargs):
+        checkpoint = _checkpoint(args, state)
+        if state.is_world_process_zero and checkpoint.is_dir():
+            (checkpoint / "README.md").write_text(self.card(state.global_step))
+
+
+class TrainingBar(TrainerCallback):
+    """One tqdm bar over the training steps; losses as its postfix, nothing printed."""
+
+    def __init__(self) -> None:
+        self.bar = None
+        self.shown: dict[str, str] = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(
+                total=state.max_steps, initial=state.global_step, desc="training", unit="step"
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is None or not logs:
+            return
+        for key in ("loss", "eval_loss"):
+            if isinstance(logs.get(key), (int, float)):
+                self.shown[key] = f"{logs[key]:.4g}"
+        self.bar.set_postfix(self.shown, refresh=False)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

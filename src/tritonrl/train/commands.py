@@ -7,12 +7,16 @@
 `--section.key value` overrides one field (`--sft.max_steps 10`, `--lora.enabled=false`),
 read by `tritonrl.cli_config` as for every stage command.
 Exit 0 on success, 2 for a bad config or option, 1 when training fails (the manifest then
-records the stage as failed, with the error).
+records the stage as failed, with the error), 128+N when signal N (SIGTERM, SIGINT)
+stopped it (the stage is then interrupted, checkpointed at the step it reached; the same
+command resumes it and says from which checkpoint). `sft` logs the stage's progress
+messages (resuming, a raised budget) at INFO on stderr, beside one progress bar.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 
 import typer
 from rich.console import Console
@@ -36,17 +40,19 @@ def tiny_model(
 
     Every --tiny_model.KEY VALUE overrides one field, e.g. --tiny_model.num_layers 2.
     """
+    from tritonrl.train.sft import quiet_progress
     from tritonrl.train.tiny_model import build_tiny_model, count_parameters
 
     cfg, _ = command_config(ctx, config, "tiny-model")
-    try:
-        path = build_tiny_model(out_dir, cfg.tiny_model, overwrite=overwrite)
-    except FileExistsError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
-    from transformers import AutoModelForCausalLM
+    with quiet_progress():
+        try:
+            path = build_tiny_model(out_dir, cfg.tiny_model, overwrite=overwrite)
+        except FileExistsError as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}")
+            raise typer.Exit(2) from None
+        from transformers import AutoModelForCausalLM
 
-    n = count_parameters(AutoModelForCausalLM.from_pretrained(path))
+        n = count_parameters(AutoModelForCausalLM.from_pretrained(path))
     out.print(f"tiny model ({n / 1e6:.1f}M parameters) written to {path}", markup=False)
 
 
@@ -59,12 +65,19 @@ def sft(
 
     Every --SECTION.KEY VALUE overrides one config field, e.g. --sft.max_steps 10.
     """
-    from tritonrl.runs import RunError
+    from tritonrl.runs import Interrupted, Run, RunError
     from tritonrl.train.sft import run_sft
 
     cfg, _ = command_config(ctx, config, "sft")
+    train_log = logging.getLogger("tritonrl.train")
+    if not train_log.isEnabledFor(logging.INFO):  # --verbose may have asked for more
+        train_log.setLevel(logging.INFO)
     try:
         result = run_sft(cfg, run_dir)
+    except Interrupted as e:
+        error = Run.open(run_dir).stage("sft")["error"]
+        err.print(f"[yellow]SFT {escape(error)}[/yellow]")
+        raise typer.Exit(128 + signal.Signals[e.signal_name].value) from None
     except (ValueError, RunError, ImportError) as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -73,8 +86,9 @@ def sft(
         err.print(f"[red]SFT failed:[/red] {type(e).__name__}: {escape(str(e))}")
         raise typer.Exit(1) from None
     kind = "adapter" if result.lora else "model"
+    resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     out.print(
-        f"SFT done: {result.steps} steps in {result.seconds:.0f}s, loss "
+        f"SFT done{resumed}: {result.steps} steps in {result.seconds:.0f}s, loss "
         f"{result.first_loss} -> {result.last_loss}, eval loss {result.eval_loss}; "
         f"{kind} in {result.output}",
         markup=False,

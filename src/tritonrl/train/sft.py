@@ -14,9 +14,15 @@ Everything goes through the run's manifest: the base model (a hub id, a director
 tiny model built into the run as `tiny_model/model`), the examples, every checkpoint
 (`RUN/sft/checkpoints/checkpoint-N`, the last `run.keep_last` kept, recorded as
 `sft/checkpoint` once written), tensorboard logs (`sft/tensorboard`), the log history,
-and the result: `sft/adapter` (LoRA) or `sft/model` (full), plus `sft/tokenizer`. A run
-whose sft stage stopped part-way resumes from its recorded checkpoint. `load_sft_model`
-is how later stages load the result.
+and the result: `sft/adapter` (LoRA) or `sft/model` (full), plus `sft/tokenizer`, each
+with our model card (README.md). A run whose sft stage stopped part-way resumes from its
+recorded checkpoint and says so (logged, `SftResult.resumed_from`, the stage info's
+`resumed_from_checkpoint`, which `tritonrl status` shows). A done stage continues from its
+last checkpoint when only its budget was raised (`sft.max_steps`, `sft.epochs`:
+`tritonrl.train.sft_run`). SIGTERM or SIGINT checkpoints at the next step boundary,
+marks the stage interrupted (with the signal) and raises `Interrupted`; the same command
+resumes. One progress bar shows training; the datasets/transformers bars are off while
+the stage runs. `load_sft_model` is how later stages load the result.
 
 What it does NOT do: no packing, no multi-GPU launch of its own (use `accelerate launch`),
 no upload to an object store (the store/sync issue), no 8-bit without CUDA (refused).
@@ -24,18 +30,23 @@ no upload to an object store (the store/sync issue), no 8-bit without CUDA (refu
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import shutil
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tritonrl.config import TINY, Config, sft_device
-from tritonrl.config_loader import config_to_dict, diff_configs
-from tritonrl.runs import Run, RunError, atomic_write_json
+from tritonrl.config_loader import config_to_dict
+from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals, atomic_write_json
+from tritonrl.train.model_card import sft_card
 from tritonrl.train.sft_data import load_datasets, sft_data_files
+from tritonrl.train.sft_run import open_run, relocate_adapters, resolve_base
 
 log = logging.getLogger(__name__)
 
@@ -52,29 +63,7 @@ class SftResult:
     last_loss: float | None
     eval_loss: float | None
     seconds: float
-
-
-def open_run(run_dir: str | Path, config: Config) -> Run:
-    """The run in `run_dir`, created with `config` when new; an existing run must have
-    been created with the same resolved config (else a ValueError lists what differs)."""
-    resolved = config_to_dict(config)
-    try:
-        run = Run.open(run_dir)
-    except RunError:
-        if (Path(run_dir) / "manifest.json").exists():
-            raise
-        return Run.create(run_dir, resolved)
-    if not run.config:  # created by a stage without a config (prepare): adopt ours
-        run.adopt_config(resolved)
-        return run
-    changes = diff_configs(run.config, resolved)
-    if changes:
-        raise ValueError(
-            f"run {run.path} was created with a different config; differing: "
-            + "; ".join(changes)
-            + ". Use the same config and overrides, or a new run directory."
-        )
-    return run
+    resumed_from: str | None = None  # the checkpoint (run-relative) it continued from
 
 
 def base_model(run: Run, config: Config) -> str:
@@ -200,10 +189,18 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
     )
 
 
-def _callbacks(run: Run, config: Config) -> list:
-    from tritonrl.train.callbacks import EvaluateAtEnd, ManifestCallback
+def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
+    from tritonrl.train.callbacks import (
+        EvaluateAtEnd,
+        ManifestCallback,
+        ModelCardCallback,
+        StopOnSignal,
+        TrainingBar,
+    )
 
-    callbacks = [ManifestCallback(run, STAGE), EvaluateAtEnd()]
+    # The card is written before the manifest records the checkpoint.
+    callbacks = [ModelCardCallback(card), ManifestCallback(run, STAGE), EvaluateAtEnd()]
+    callbacks += [StopOnSignal(stop), TrainingBar()]
     if "tensorboard" in config.run.report_to:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
@@ -215,14 +212,16 @@ def _callbacks(run: Run, config: Config) -> list:
     return callbacks
 
 
-def _save_final(run: Run, trainer, tokenizer, lora: bool) -> Path:
-    """The adapter (or full model) and tokenizer into RUN/sft/final, renamed into place,
-    then recorded: `sft/adapter` or `sft/model`, and `sft/tokenizer`."""
+def _save_final(run: Run, trainer, tokenizer, lora: bool, card: str) -> Path:
+    """The adapter (or full model), tokenizer and model card into RUN/sft/final, renamed
+    into place, then recorded: `sft/adapter` or `sft/model`, and `sft/tokenizer`."""
     stage_dir = run.stage_dir(STAGE)
     final, tmp = stage_dir / "final", stage_dir / f".final.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save_model(str(tmp))
     tokenizer.save_pretrained(str(tmp))
+    (tmp / "README.md").write_text(card)  # ours, over PEFT's template
+    (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of absolute paths
     shutil.rmtree(final, ignore_errors=True)  # not recorded yet: a leftover of a crash
     os.replace(tmp, final)
     run.add_artifact(STAGE, "adapter" if lora else "model", final)
@@ -240,45 +239,95 @@ def _losses(history: list[dict]) -> tuple[float | None, float | None, float | No
     )
 
 
-def _train(run: Run, config: Config, device: str) -> SftResult:
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No progress bars from datasets (map, filter) or transformers (loading and writing
+    weights) while a stage runs, so its own bar is the one shown; restored after."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    datasets_on = datasets.is_progress_bar_enabled()
+    transformers_on = hf_logging.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            # TRL asks the deprecated name on transformers 5.x; nothing for a user to do.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+            yield
+    finally:
+        if datasets_on:
+            datasets.enable_progress_bars()
+        if transformers_on:
+            hf_logging.enable_progress_bar()
+
+
+def _trainer_class():
+    """TRL's SFTTrainer without its model card (ours is written instead)."""
+    from transformers import ProgressCallback
     from trl import SFTTrainer
 
+    class Trainer(SFTTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.remove_callback(ProgressCallback)  # TrainingBar is the one bar
+
+        def create_model_card(self, *args, **kwargs) -> None:
+            return None
+
+    return Trainer
+
+
+def _resume_point(run: Run) -> str | None:
+    """The recorded checkpoint to continue from (logged and recorded), or None."""
+    if not run.has_artifact(STAGE, "checkpoint"):
+        return None
+    checkpoint = run.artifact(STAGE, "checkpoint")
+    relative = run.relpath(checkpoint)
+    log.info("resuming SFT of %s from %s (step %s)", run.path, relative, run.stage(STAGE)["step"])
+    run.set_info(STAGE, **{RESUMED: relative})
+    return str(checkpoint)
+
+
+def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResult:
     started = time.monotonic()
     train_file, val_file, source = sft_data_files(run, config)  # fails fast, before models
     train_ds, val_ds = load_datasets(train_file, val_file, config)
     base = base_model(run, config)
+    relocate_adapters(run)  # a moved run's checkpoints point at the base where it is now
     tokenizer = load_tokenizer(base, config)
     model = load_model(base, config, device)
     stage_dir = run.stage_dir(STAGE)
-    trainer = SFTTrainer(
+    n_val = len(val_ds) if val_ds is not None else 0
+    card = sft_card(run, config, source, len(train_ds), n_val)
+    trainer = _trainer_class()(
         model=model,
         args=trainer_args(config, stage_dir / "checkpoints", device, val_ds is not None),
         train_dataset=train_ds,
         eval_dataset=val_ds,
         processing_class=tokenizer,
         peft_config=peft_config(config),
-        callbacks=_callbacks(run, config),
+        callbacks=_callbacks(run, config, stop, card),
     )
-    resume = (
-        str(run.artifact(STAGE, "checkpoint")) if run.has_artifact(STAGE, "checkpoint") else None
-    )
-    if resume:
-        log.info("resuming SFT from %s", resume)
-        run.set_info(STAGE, resumed_from_checkpoint=run.relpath(resume))
-    trainer.train(resume_from_checkpoint=resume)
+    resume = _resume_point(run)
+    with stop.graceful():
+        trainer.train(resume_from_checkpoint=resume)
+    if stop.signal:  # the trainer saved a checkpoint at this step and stopped
+        raise Interrupted(stop.signal)
     history = trainer.state.log_history
     atomic_write_json(stage_dir / "log_history.json", history)
     run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
-    final = _save_final(run, trainer, tokenizer, config.lora.enabled)
+    steps = trainer.state.global_step
+    final = _save_final(run, trainer, tokenizer, config.lora.enabled, card(steps))
     first, last, eval_loss = _losses(history)
-    run.set_step(STAGE, trainer.state.global_step)
+    run.set_step(STAGE, steps)
     run.set_info(
         STAGE,
         base_model=config.model.name_or_path,
         lora=config.lora.enabled,
         data_source=source,
         train_examples=len(train_ds),
-        validation_examples=len(val_ds) if val_ds is not None else 0,
+        validation_examples=n_val,
         first_loss=first,
         last_loss=last,
         eval_loss=eval_loss,
@@ -288,11 +337,12 @@ def _train(run: Run, config: Config, device: str) -> SftResult:
         run_dir=run.path,
         output=final,
         lora=config.lora.enabled,
-        steps=trainer.state.global_step,
+        steps=steps,
         first_loss=first,
         last_loss=last,
         eval_loss=eval_loss,
         seconds=time.monotonic() - started,
+        resumed_from=run.relpath(resume) if resume else None,
     )
 
 
@@ -300,16 +350,29 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
     """The SFT stage of the run in `run_dir` (created when new): start, train, record.
 
     A failure marks the stage failed in the manifest (with its error) and is re-raised;
-    what was already recorded (checkpoints, data) stays for a resume.
+    SIGTERM/SIGINT mark it interrupted (with the signal) and raise `Interrupted`; what was
+    already recorded (checkpoints, data) stays for a resume. A done stage whose budget
+    was raised (see `open_run`) is reopened and continues from its last checkpoint.
     """
     device = sft_device(config)
-    run = open_run(run_dir, config)
-    run.start_stage(STAGE)
-    try:
-        result = _train(run, config, device)
-    except BaseException as e:
-        run.fail_stage(STAGE, f"{type(e).__name__}: {e}")
-        raise
+    config = resolve_base(config)  # a relative local base, made absolute once
+    run, extend = open_run(run_dir, config)
+    run.start_stage(STAGE, reopen=extend)
+    resolved = config_to_dict(config)
+    if run.config != resolved:  # a raised budget, checked by open_run: record it
+        run.replace_config(resolved)
+    with StopSignals() as stop, quiet_progress():
+        try:
+            result = _train(run, config, device, stop)
+        except Interrupted as e:
+            run.interrupt_stage(STAGE, e.signal_name)
+            raise
+        except KeyboardInterrupt:  # a SIGINT outside our handler (another thread's)
+            run.interrupt_stage(STAGE, "SIGINT")
+            raise
+        except BaseException as e:
+            run.fail_stage(STAGE, f"{type(e).__name__}: {e}")
+            raise
     run.finish_stage(STAGE)
     log.info(
         "SFT done in %.0fs: loss %s -> %s", result.seconds, result.first_loss, result.last_loss
@@ -323,6 +386,7 @@ def load_sft_model(run: Run | str | Path, device: str = "cpu"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     run = run if isinstance(run, Run) else Run.open(run)
+    relocate_adapters(run)  # so that plain PEFT loaders work on a moved run afterwards
     tokenizer = AutoTokenizer.from_pretrained(run.artifact(STAGE, "tokenizer"))
     if run.has_artifact(STAGE, "model"):
         model = AutoModelForCausalLM.from_pretrained(run.artifact(STAGE, "model"))

@@ -1,0 +1,84 @@
+"""The model card (README.md) of a run's checkpoints and final SFT model or adapter.
+
+    card = sft_card(run, config, data_source="prepare", train=70, validation=8)
+    (checkpoint / "README.md").write_text(card(steps=20))
+
+It says what a reader needs to use or reproduce the weights: the base model, LoRA or
+full, the data and its size, the steps, the tritonrl version and the run. It replaces
+TRL's and PEFT's templates (TRL's says "fine-tuned version of [None]" for a local base).
+
+What it does NOT do: no evaluation results (the eval stage reports those), no license
+(the base model's and the data's apply; the card names both), nothing for the hub.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+
+from tritonrl.config import TINY, Config
+from tritonrl.runs import Run
+
+
+def _version() -> str:
+    from tritonrl import __version__
+
+    return __version__
+
+
+def _is_hub_id(name: str) -> bool:
+    return name.count("/") == 1 and not name.startswith((".", "~")) and not Path(name).exists()
+
+
+def _base(config: Config) -> str:
+    name = config.model.name_or_path
+    if name == TINY:
+        return "the tiny from-scratch model built in the run (`tiny_model/model`)"
+    return f"`{name}`" + (f" (revision {config.model.revision})" if config.model.revision else "")
+
+
+def sft_card(
+    run: Run, config: Config, data_source: str, train: int, validation: int
+) -> Callable[[int], str]:
+    """A function of the step count that returns the card's Markdown."""
+    lora = config.lora
+    method = (
+        f"LoRA (r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}, "
+        f"on {', '.join(lora.target_modules)})"
+        if lora.enabled
+        else "full-parameter"
+    )
+    front = ["---", f"library_name: {'peft' if lora.enabled else 'transformers'}"]
+    if _is_hub_id(config.model.name_or_path):  # a local path would not travel with the card
+        front.append(f"base_model: {config.model.name_or_path}")
+    front += ["tags: [tritonrl, sft, triton]", "---", ""]
+    sft = config.sft
+    budget = f"{sft.max_steps} steps" if sft.max_steps > 0 else f"{sft.epochs} epoch(s)"
+
+    def card(steps: int) -> str:
+        return "\n".join(
+            front
+            + [
+                f"# {run.path.name}: SFT for Triton kernels",
+                "",
+                f"Supervised fine-tuning by tritonrl {_version()} (stage `sft` of run "
+                f"`{run.path.name}`).",
+                "",
+                f"- base model: {_base(config)}",
+                f"- method: {method}",
+                f"- data: {data_source} ({train} train, {validation} validation examples)",
+                f"- steps: {steps} (budget: {budget}), learning rate {sft.learning_rate}",
+                f"- written: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}",
+                "",
+                "Load it with tritonrl, which finds the base model through the run's manifest:",
+                "",
+                "```python",
+                "from tritonrl.train.sft import load_sft_model",
+                f'model, tokenizer = load_sft_model("{run.path.name}")  # the run directory',
+                "```",
+                "",
+            ]
+        )
+
+    return card

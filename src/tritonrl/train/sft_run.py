@@ -1,0 +1,144 @@
+"""The SFT stage's dealings with its run: which config it may run under, where its base is.
+
+    run, extend = open_run("runs/demo", config)   # same config, or a raised budget
+    relocate_adapters(run)                        # adapters point at the base where it is
+
+`resolve_base` makes a local base model's path absolute before anything records it.
+`open_run` accepts a run created with the same resolved config, and one whose only
+change is a raised training budget (`sft.max_steps` above the steps done, or more
+`sft.epochs`): training longer is continuing from the last checkpoint, so `extend` says
+to reopen a done stage. Any other change is refused with a ValueError listing it.
+
+`relocate_adapters` keeps a LoRA run movable: PEFT writes the base model's absolute path
+into `adapter_config.json`, and for the tiny model built inside the run that path dies
+when the run is copied elsewhere. The manifest records the base relative to the run
+(`tiny_model/model`); this rewrites every adapter's `base_model_name_or_path` to where
+that is now, so `AutoPeftModelForCausalLM.from_pretrained(RUN/sft/final)` works after
+any tritonrl command (`sft`, `load_sft_model`) has opened the moved run.
+
+What it does NOT do: it does not rewrite a base outside the run (a hub id travels as it
+is; a local directory must exist on the new machine too) or the trainer's pickled
+`training_args.bin` (informational: neither loading nor resuming reads it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+from tritonrl.config import TINY, Config
+from tritonrl.config_loader import config_to_dict, diff_configs
+from tritonrl.runs import Run, RunError, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+STAGE = "sft"
+BUDGET = ("max_steps", "epochs")  # sft.* fields that may grow on an existing run
+
+
+def resolve_base(config: Config) -> Config:
+    """`config` with a local base model directory made absolute (as transformers reads
+    it from where the command runs), so the manifest and the adapters record the model
+    that was used, whatever directory a later command runs in."""
+    name = config.model.name_or_path
+    path = Path(name).expanduser()
+    if name == TINY or not path.exists() or str(path.resolve()) == name:
+        return config
+    model = dataclasses.replace(config.model, name_or_path=str(path.resolve()))
+    return dataclasses.replace(config, model=model)
+
+
+def _without_budget(config: dict) -> dict:
+    sft = {k: v for k, v in (config.get(STAGE) or {}).items() if k not in BUDGET}
+    return {**config, STAGE: sft}
+
+
+def budget_raised(old: dict, new: dict, steps_done: int) -> bool:
+    """Whether `new` differs from `old` only by a larger budget: `sft.max_steps` above
+    both its old value and the steps done, and/or more `sft.epochs`, nothing lower."""
+    if diff_configs(_without_budget(old), _without_budget(new)):
+        return False
+    a, b = old.get(STAGE) or {}, new.get(STAGE) or {}
+    steps_ok = b.get("max_steps") == a.get("max_steps") or (
+        b.get("max_steps", -1) > max(a.get("max_steps", -1), steps_done)
+    )
+    epochs_ok = b.get("epochs", 0) >= a.get("epochs", 0)
+    return steps_ok and epochs_ok and a != b
+
+
+def open_run(run_dir: str | Path, config: Config) -> tuple[Run, bool]:
+    """(the run in `run_dir`, whether its done SFT stage is to be extended). A new run is
+    created with `config`; an existing one must have the same resolved config, or differ
+    only by a raised budget (else a ValueError lists what differs)."""
+    resolved = config_to_dict(config)
+    try:
+        run = Run.open(run_dir)
+    except RunError:
+        if (Path(run_dir) / "manifest.json").exists():
+            raise
+        return Run.create(run_dir, resolved), False
+    if not run.config:  # created by a stage without a config (prepare): adopt ours
+        run.adopt_config(resolved)
+        return run, False
+    changes = diff_configs(run.config, resolved)
+    if not changes:
+        return run, False
+    steps_done = run.stages.get(STAGE, {}).get("step", 0)
+    if not budget_raised(run.config, resolved, steps_done):
+        raise ValueError(
+            f"run {run.path} was created with a different config; differing: "
+            + "; ".join(changes)
+            + ". Use the same config and overrides (only a larger sft.max_steps or "
+            "sft.epochs may continue a run), or a new run directory."
+        )
+    if run.status(STAGE) == "done" and not run.has_artifact(STAGE, "checkpoint"):
+        raise ValueError(
+            f"run {run.path}: stage sft is done but records no checkpoint to continue from; "
+            "train longer in a new run directory"
+        )
+    log.info("raising the SFT budget of %s: %s", run.path, "; ".join(changes))
+    return run, run.status(STAGE) == "done"
+
+
+def base_model_path(run: Run, config: dict) -> str | None:
+    """The base model's path where the run is now, when it lives inside the run (the
+    tiny model); None for a hub id or a directory outside the run."""
+    info = run.stages.get(STAGE, {}).get("info", {})
+    name = info.get("base_model") or (config.get("model") or {}).get("name_or_path")
+    if name != TINY or not run.has_artifact("tiny_model", "model"):
+        return None
+    return str(run.artifact("tiny_model", "model"))
+
+
+def adapter_configs(run: Run) -> list[Path]:
+    """Every adapter_config.json the SFT stage wrote: the final adapter, the checkpoints."""
+    stage_dir = run.path / STAGE
+    found = sorted(stage_dir.glob("checkpoints/checkpoint-*/adapter_config.json"))
+    final = stage_dir / "final" / "adapter_config.json"
+    return found + [final] if final.is_file() else found
+
+
+def relocate_adapters(run: Run) -> int:
+    """Point the adapters of `run` at its in-run base model where it is now; returns how
+    many were rewritten. A read-only copy is left as it is (loading through the manifest
+    does not need the rewrite)."""
+    base = base_model_path(run, run.config)
+    if base is None:
+        return 0
+    rewritten = 0
+    for path in adapter_configs(run):
+        data = json.loads(path.read_text())
+        if data.get("base_model_name_or_path") == base:
+            continue
+        data["base_model_name_or_path"] = base
+        try:
+            atomic_write_json(path, data)
+        except OSError as e:
+            log.warning("cannot point %s at the moved base model: %s", path, e)
+            continue
+        rewritten += 1
+    if rewritten:
+        log.info("run %s moved: %d adapter(s) now point at %s", run.path, rewritten, base)
+    return rewritten
