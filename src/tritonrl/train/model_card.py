@@ -75,7 +75,7 @@ def sft_card(
                 "",
                 "```python",
                 "from tritonrl.train.sft import load_sft_model",
-                f'model, tokenizer = load_sft_model("{run.path.name}")  # the run directory',
+                f'model, tokenizer = load_sft_model("path/to/{run.path.name}")  # the run',
                 "```",
                 "",
             ]
