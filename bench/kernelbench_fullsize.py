@@ -4,17 +4,23 @@ reference itself as the candidate (`class ModelNew(Model)`), so any refusal is t
 
     python bench/kernelbench_fullsize.py PATH/TO/KernelBench [--levels 1,2] [--limit N]
         [--largest-first] [--budget-s 540] [--skip DONE.jsonl ...] [--out RESULTS.jsonl]
+        [--min-gb G] [--max-gb G] [--parallel N --inflight-gb G]
 
 Torch is allowed for this check only: static checks are off and the run-time flags a
 torch-only candidate earns (`torch_fallback`, `no_launch`) are expected, so the funnel
 runs every input set and the timing phase whatever they say. Per problem it writes a
-JSON line: verdict (`ok`: every input set matched; `limit`: a resource limit killed the
-worker; `wrong`; `error`), the seconds, the data footprint, the limit and error if any,
+JSON line: verdict (`ok`: every input set matched and it was timed; `untimed`: every set
+matched, the timing phase failed; `limit`: a limit of the sandbox or the machine ended
+it; `wrong`; `error`), the seconds, the data footprint, the limit and error if any,
 and both speedups. The summary (verdicts, total seconds, slowest problems) is printed
 last as Markdown. `--budget-s` stops starting problems after that many seconds and
 `--skip` leaves out problems a previous run's JSONL already holds, so a run can be
-split across calls. Measures; asserts nothing. CUDA only. KernelBench's problems are
-not part of this repository: point it at your own checkout.
+split across calls. `--parallel N` verifies up to N problems at once as long as their
+data (`footprint_gb`) stays under `--inflight-gb` (one problem always runs, however
+large): seconds are then those of a shared GPU and host, and the speedups are measured
+beside other work, so read the verdicts, not the times. Measures; asserts nothing.
+CUDA only. KernelBench's problems are not part of this repository: point it at your own
+checkout.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -46,7 +53,7 @@ def _verdict(result) -> str:
     if getattr(result, "limit", None) or result.timed_out:
         return "limit"
     if result.input_sets and all(s.ok for s in result.input_sets):
-        return "ok"
+        return "ok" if result.speedups or result.device != "cuda" else "untimed"
     return "wrong" if result.input_sets else "error"
 
 
@@ -78,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         help="problems under --pool-gb go through a pool of this many warm lanes at once",
     )  # fmt: skip
     ap.add_argument("--pool-gb", type=float, default=1.0)
+    ap.add_argument("--min-gb", type=float, default=0.0, help="only problems this large")
+    ap.add_argument("--max-gb", type=float, default=0.0, help="only problems smaller")
+    ap.add_argument("--parallel", type=int, default=1, help="problems verified at once")
+    ap.add_argument("--inflight-gb", type=float, default=16.0)
     args = ap.parse_args(argv)
 
     root = Path(args.root)
@@ -94,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         if t.level in levels and t.id not in done
         and (not args.match or any(m in t.id for m in args.match))
     ]  # fmt: skip
-    sized = [(t, _footprint_gb(t)) for t in tasks]
+    sized = [
+        (t, gb) for t in tasks
+        if (gb := _footprint_gb(t)) >= args.min_gb and not (args.max_gb and gb >= args.max_gb)
+    ]  # fmt: skip
     if args.largest_first:
         sized.sort(key=lambda x: -x[1])
     if args.limit:
@@ -109,19 +123,53 @@ def main(argv: list[str] | None = None) -> int:
             small = [(t, gb) for t, gb in sized if gb < args.pool_gb]
             sized = [(t, gb) for t, gb in sized if gb >= args.pool_gb]
             rows += _pooled(small, config, args.workers, out)
-        for task, gb in sized:
-            if args.budget_s and time.perf_counter() - started > args.budget_s:
-                break
-            t0 = time.perf_counter()
+        rows += _alone_or_few(sized, config, args, out, started)
+    _summary(rows, len(sized))
+    return 0
+
+
+def _alone_or_few(problems: list, config: VerifyConfig, args, out, started: float) -> list:
+    """Problems through `verify`, up to `args.parallel` at once while their data stays
+    under `args.inflight_gb` (the first that fits, largest first when sorted so); none is
+    started after `args.budget_s`."""
+    rows: list[dict] = []
+    left, running = list(problems), []
+    cond = threading.Condition()
+
+    def one(task, gb: float) -> None:
+        t0 = time.perf_counter()
+        try:
             result = verify(task, task.source + CANDIDATE_TAIL, config)
             row = _row(task, result, time.perf_counter() - t0, gb)
+        except Exception as exc:  # noqa: BLE001 - verify never raises; a bug is a row
+            row = {"task": task.id, "verdict": "error", "seconds": 0.0, "footprint_gb": gb,
+                   "limit": None, "error": f"bench: {exc!r}"}  # fmt: skip
+        with cond:
             rows.append(row)
             out.write(json.dumps(row) + "\n")
             out.flush()
             print(f"{row['verdict']:5} {row['seconds']:7.1f} s {gb:6.2f} GB {task.id}"
                   f" {row['error'] or ''}"[:200], flush=True)  # fmt: skip
-    _summary(rows, len(sized))
-    return 0
+            running.remove(gb)
+            cond.notify_all()
+
+    def fits(gb: float) -> bool:
+        return not running or (
+            len(running) < args.parallel and sum(running) + gb <= args.inflight_gb
+        )
+
+    threads = []
+    while left and not (args.budget_s and time.perf_counter() - started > args.budget_s):
+        with cond:
+            cond.wait_for(lambda: any(fits(gb) for _, gb in left))
+            task, gb = next(p for p in left if fits(p[1]))
+            left.remove((task, gb))
+            running.append(gb)
+        threads.append(threading.Thread(target=one, args=(task, gb)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    return rows
 
 
 def _pooled(problems: list, config: VerifyConfig, workers: int, out) -> list[dict]:

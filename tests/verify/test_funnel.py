@@ -189,3 +189,37 @@ def test_a_task_declaring_another_dtype_gets_an_input_set_in_it():
     r = verify(task, fp32_only, VerifyConfig(funnel=False))
     failed = [o.name for o in r.input_sets if not o.ok]
     assert failed == ["float16"] and "dtype" in r.error
+
+
+_STAGE_ON_A_FULL_DISK = """
+import json, os, subprocess, sys
+d = sys.argv[1]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d], check=True)
+os.environ["TMPDIR"] = d
+import tempfile; tempfile.tempdir = None
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import load_builtin
+from tritonrl.verify import verify
+task = load_builtin("level2/1_Gemm_Bias_ReLU").tasks[0]
+r = verify(task, task.solution, VerifyConfig(device="cpu", timeout_s=60))
+print(json.dumps({"limit": r.limit, "error": r.error, "correct": r.correct}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs in a mount namespace")
+def test_a_full_staging_disk_is_a_named_limit_not_a_verifier_error(tmp_path):
+    # Every input set is staged on disk before the worker starts: when that disk is full
+    # the verdict names the machine's limit and where to make room, so a user (or the
+    # reward, which scores a limit like any refusal) never reads it as a verifier bug.
+    small = tmp_path / "small"
+    small.mkdir()
+    p = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, "-c",
+         _STAGE_ON_A_FULL_DISK, str(small)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["limit"] == "disk" and not r["correct"], r
+    assert r["error"].startswith("limit disk: no space left") and "TMPDIR" in r["error"], r
+    assert str(small) in r["error"], r

@@ -21,9 +21,11 @@ their reference outputs, which needs no worker (the pool runs it ahead of the la
 
 from __future__ import annotations
 
+import errno
 import logging
 import shutil
 import sys
+import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -103,8 +105,7 @@ def prepare(
     try:
         _prepare(prepared, candidate, gpu_gate)
     except Exception as e:  # a verifier bug must still give a verdict, never a traceback
-        log.exception("verifier error on %s", task.id)
-        prepared.result.fail(prepared.result.stage, f"verifier error: {type(e).__name__}: {e}")
+        _verifier_error(prepared.result, task, e)
     return prepared
 
 
@@ -116,9 +117,33 @@ def finish(prepared: Prepared, sessions: SessionFactory | None = None) -> Verify
         try:
             _run_prepared(prepared, sessions)
         except Exception as e:  # a verifier bug must still give a verdict, never a traceback
-            log.exception("verifier error on %s", task.id)
-            result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
+            _verifier_error(result, task, e)
     return result
+
+
+def _verifier_error(result: VerifyResult, task: Task, e: Exception) -> None:
+    """The verdict for an exception on the trusted side. Two are the machine's limits,
+    named as such with how to make room: the GPU had no memory left for the reference's
+    passes (`gpu_memory`), or the disk the input sets are staged on filled (`disk`).
+    Anything else is a verifier bug, logged with its traceback."""
+    if isinstance(e, torch.OutOfMemoryError):
+        result.limit = result.limit or "gpu_memory"
+        result.fail(result.stage, (
+            f"limit gpu_memory: the verifier's side found no GPU memory for the reference "
+            f"at stage {result.stage} (this task's data beside the candidate's worker does "
+            f"not fit this GPU; run fewer jobs on it at once, or use a larger GPU): "
+            f"{str(e).splitlines()[0][:160]}"
+        ))  # fmt: skip
+    elif isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        result.limit = result.limit or "disk"
+        result.fail(result.stage, (
+            f"limit disk: no space left to stage the input sets in {tempfile.gettempdir()} "
+            f"at stage {result.stage}: {e.strerror} (every set's inputs are on disk at "
+            f"once; point TMPDIR at a larger disk)"
+        ))  # fmt: skip
+    else:
+        log.exception("verifier error on %s", task.id)
+        result.fail(result.stage, f"verifier error: {type(e).__name__}: {e}")
 
 
 def _prepare(prepared: Prepared, candidate, gpu_gate: GpuGate | None) -> None:

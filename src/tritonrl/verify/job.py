@@ -12,6 +12,8 @@ the worker through it.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import shutil
 import time
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -53,7 +55,14 @@ def gate_shared(gate: GpuGate | None, config: VerifyConfig, label: str):
 def write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
     """The candidate's code and each set's inputs, parameters and seeds in `workdir`
     (the worker reads and deletes the sets before the candidate is imported); the
-    inputs of every set but the timed one are dropped here once written."""
+    inputs of every set but the timed one are dropped here once written. Sets that
+    cannot fit the disk `workdir` is on raise OSError(ENOSPC) before a byte is written."""
+    need = sum(data_bytes(s.inputs) + data_bytes(s.state_dict) for s in sets)
+    free = shutil.disk_usage(workdir).free
+    if need > free:
+        raise OSError(
+            errno.ENOSPC, f"the input sets need {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
+        )
     (workdir / "candidate.py").write_text(code, encoding="utf-8")
     (workdir / "sets").mkdir()
     for s in sets:

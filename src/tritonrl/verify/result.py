@@ -35,8 +35,10 @@ CHEAT_FLAGS = frozenset(
 # The sandbox limits that can end a candidate's run (`VerifyResult.limit`): the wall
 # clock (verify.timeout_s), host memory (verify.memory_mb: the memory cgroup's OOM kill,
 # or an allocation refused under RLIMIT_AS), the size of one file (RLIMIT_FSIZE), CPU
-# time (RLIMIT_CPU) and the number of processes and threads (verify.max_procs).
-LIMITS = ("timeout", "memory", "gpu_memory", "file_size", "cpu_time", "processes")
+# time (RLIMIT_CPU) and the number of processes and threads (verify.max_procs). Two
+# are the machine's, met on the trusted side: "gpu_memory" also when the reference's
+# passes find no room, and "disk" when the input sets cannot be staged.
+LIMITS = ("timeout", "memory", "gpu_memory", "file_size", "cpu_time", "processes", "disk")
 
 
 @dataclass

@@ -256,6 +256,10 @@ class Worker:
         # would hold a full-size problem's GB of device memory until then.
         m["last"] = {"new": m["last"].get("new")}
         self.measured = m
+        # What the timed calls left in this process's CUDA cache goes back to the device:
+        # the trusted side times the reference alone next, in the same window, and a
+        # full-size problem's cache here is tens of GB.
+        torch.cuda.empty_cache()
         series = {
             k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"], "lag_us": v["lag_us"]}
             for k, v in m["series"].items()
