@@ -18,3 +18,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A failure's report parses the test's source (pytest's traceback formatting) while
+    # background verifications may be parsing candidates: one lock for both, or CPython
+    # 3.11 can fail the run with "AST constructor recursion depth mismatch".
+    from tritonrl.astlock import AST_LOCK
+
+    with AST_LOCK:
+        yield

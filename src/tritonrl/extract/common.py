@@ -18,6 +18,8 @@ import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
+from tritonrl.astlock import AST_LOCK
+
 # A kernel module is a few hundred lines; anything bigger is not an answer and parsing it
 # would cost seconds.
 MAX_CODE_CHARS = 200_000
@@ -105,7 +107,8 @@ def _parse_once(code: str) -> tuple[ast.Module | None, SyntaxError | None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # invalid escape sequences and the like
         try:
-            return ast.parse(code), None
+            with AST_LOCK:
+                return ast.parse(code), None
         except SyntaxError as e:
             return None, e
         except (ValueError, MemoryError, RecursionError) as e:

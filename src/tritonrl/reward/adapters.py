@@ -132,7 +132,8 @@ def make_trl_reward(
 
 @functools.lru_cache(maxsize=1024)
 def _task_from_ground_truth(ground_truth: str) -> Task:
-    # Parsing (ast) in one thread at a time: the pool's lanes parse too (gh-106905).
+    # Loading parses under tritonrl.astlock.AST_LOCK (gh-106905); building under the lock
+    # the trusted side's reference preparation holds.
     with TRUSTED_LOCK:
         return _load_ground_truth(ground_truth)
 

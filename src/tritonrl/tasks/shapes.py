@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from tritonrl.astlock import AST_LOCK
 from tritonrl.tasks.task import Task, parse_source, validate_reference
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,9 @@ def build_module(
         tree = _Rewriter(overrides).visit(tree)
     module = types.ModuleType(f"tritonrl_task_{next(_counter)}")
     module.__file__ = where
-    exec(compile(tree, where, "exec"), module.__dict__)
+    with AST_LOCK:
+        code = compile(tree, where, "exec")
+    exec(code, module.__dict__)
     if not hasattr(module, "get_init_inputs"):
         module.get_init_inputs = lambda: []
     return module

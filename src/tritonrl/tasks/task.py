@@ -14,6 +14,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from tritonrl.astlock import AST_LOCK
+
 # `<id>_<Name>.py`, the KernelBench file naming.
 _FILE_NAME = re.compile(r"^(\d+)_(.+)\.py$")
 
@@ -81,7 +83,8 @@ def _top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
 def parse_source(source: str, where: str) -> ast.Module:
     """Parse task or candidate source; a syntax error becomes a `TaskLoadError`."""
     try:
-        return ast.parse(source, filename=where)
+        with AST_LOCK:
+            return ast.parse(source, filename=where)
     except SyntaxError as e:
         raise TaskLoadError(where, f"syntax error at line {e.lineno}: {e.msg}") from None
     except ValueError as e:  # e.g. null bytes in the source

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from tritonrl.astlock import AST_LOCK
 from tritonrl.tasks.check import to_device
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.tasks.task import Task
@@ -114,7 +115,7 @@ def timing_check_set(seed_a: InputSet) -> InputSet:
 def _declared_dtypes(task: Task) -> list[str]:
     import ast
 
-    with TRUSTED_LOCK:  # lanes plan their sets at once; CPython 3.11's parser is not safe
+    with AST_LOCK:  # lanes plan their sets at once; CPython 3.11's parser is not safe
         tree = ast.parse(task.source)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import logging
 
+from tritonrl.astlock import AST_LOCK
 from tritonrl.tasks.difficulty.forward import class_summary
 from tritonrl.tasks.difficulty.llm import LLM_PROMPT, LabelError, label_level_llm, parse_level
 from tritonrl.tasks.difficulty.modules import Module, methods
@@ -67,7 +68,8 @@ def _model_class(tree: ast.Module) -> ast.ClassDef | None:
 def analyze(source: str) -> OpSummary:
     """The `OpSummary` of a reference's `Model.forward`. Raises on unparseable source
     or a source with no model class (`label_level` turns that into level 1)."""
-    tree = ast.parse(source)
+    with AST_LOCK:
+        tree = ast.parse(source)
     cls = _model_class(tree)
     if cls is None or "forward" not in methods(cls):
         raise ValueError("no class Model with a forward method")
