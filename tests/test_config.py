@@ -221,9 +221,8 @@ def test_resolved_config_round_trips_and_diffs():
     assert again == config
     other = asdict(load_config(None, ["--sft.max_steps", "4"]))
     assert diff_configs(asdict(config), other) == ["sft.max_steps: 3 -> 4"]
-    # A run recorded before curriculum, run.store and data.kernelbook were removed.
+    # A run recorded before run.store and data.kernelbook were removed.
     recorded = asdict(config)
-    recorded["curriculum"] = {"enabled": True, "start": 0.1}
     recorded["run"]["store"] = None
     recorded["data"]["kernelbook"] = "GPUMODE/KernelBook"
     assert diff_configs(recorded, asdict(config)) == []
@@ -250,7 +249,6 @@ def test_split_overrides_takes_them_out_of_positional_arguments():
 @pytest.mark.parametrize(
     "text, name",
     [
-        ("curriculum:\n  enabled: true\n", "curriculum"),
         ("run:\n  store: s3://bucket/runs\n", "run.store"),
         ("data:\n  kernelbook: GPUMODE/KernelBook\n", "data.kernelbook"),
     ],
@@ -262,9 +260,8 @@ def test_a_removed_key_is_refused_saying_it_is_not_used(tmp_path, text, name):
         load_config(old)
     assert f"old.yaml: {name} is not used by any command" in str(e.value)
     assert REMOVED[name] in str(e.value) and "remove it" in str(e.value)
-    override = f"--{name}.enabled" if name == "curriculum" else f"--{name}"
     with pytest.raises(ValueError, match=f"override: {name} is not used by any command"):
-        load_config(None, [override, "x"])
+        load_config(None, [f"--{name}", "x"])
     with pytest.raises(ValueError, match=f"{name} is not used"):  # an old run's manifest
         config_from_dict(yaml.safe_load(text))
 

@@ -55,14 +55,17 @@ def command_config(
     shortcuts: Mapping[str, tuple[str, Any]] | None = None,
     positional: Sequence[str | None] = (),
     max_args: int | None = 0,
+    base: tuple[str, dict] | None = None,
 ) -> tuple[Config, list[str]]:
     """(the resolved, checked config, the positional arguments) of the command `stage`.
 
     `shortcuts` maps a flag to (the field it sets, its value or None when not given),
     e.g. `{"--device": ("verify.device", device)}`; `positional` are the values click gave
     the command's positional parameters, in order (None for one not filled), of which it
-    takes at most `max_args` (None: any number)."""
-    from tritonrl.config_loader import load_config, split_overrides
+    takes at most `max_args` (None: any number). `base` is (its name, `{section: {key:
+    value}}`): the config the overrides apply to when no --config is given (`rl` takes the
+    one its run recorded), in place of the default file."""
+    from tritonrl.config_loader import load_config, override_config, split_overrides
 
     tokens = [str(p) for p in positional if p is not None] + list(ctx.args)
     args, overrides = split_overrides(tokens)
@@ -76,6 +79,8 @@ def command_config(
             _fail(f"{flag} is short for --{name}; give one of them, not both")
         overrides += [f"--{name}", str(value)]
     try:
+        if path is None and base is not None:
+            return override_config(base[1], overrides, base[0], stage=stage), args
         return load_config(path, overrides, stage=stage), args
     except ValueError as e:
         _fail(str(e))

@@ -1,7 +1,7 @@
 """Configuration dataclasses, one per stage. Every default here is the product default
 of SPEC.md; every field can be changed by the caller.
 
-Sections: run, data, model, tiny_model, lora, sft, verify. `load_config`
+Sections: run, data, model, tiny_model, lora, sft, rl, best_of_n, curriculum, verify. `load_config`
 (`tritonrl.config_loader`) fills them from a YAML file in configs/ (the embedded default
 is configs/tiny-cpu.yaml) plus `--section.key value` overrides, converts each value by its
 field's type, and rejects unknown names and option combinations that cannot work
@@ -15,9 +15,8 @@ multi-input testing (verify.multi_input, verify.num_input_sets), the staged funn
 strict sandbox (verify.sandbox_strict).
 
 Every field here is read by a command. A field comes with the stage that reads it: the
-curriculum (extension 3), GRPO, Best-of-N and the object store are not built yet, so
-their sections are not here; a config that still sets one is refused with the reason
-(`config_loader.REMOVED`).
+object store is not built yet, so its key is not here; a config that still sets one is
+refused with the reason (`config_loader.REMOVED`).
 
 What it does NOT do: it does not start stages or touch a run directory.
 """
@@ -277,6 +276,131 @@ class SftConfig:
         _need(self.warmup_steps >= 0, "sft.warmup_steps must be >= 0")
 
 
+RL_ALGOS = ("grpo", "rloo", "best-of-n", "rwsft")
+# TRL 1.16's GRPOConfig.loss_type values that need no other option set with them
+# (luspo and vespo need sequence-level importance sampling, which we do not expose).
+RL_LOSS_TYPES = ("dapo", "dr_grpo", "grpo", "bnpo", "cispo", "sapo")
+
+
+@dataclass
+class RlConfig:
+    """The `rl` stage (`tritonrl rl`): starts from the run's SFT model, the verifier as
+    reward (SPEC 4). Batch rule (TRL's): per_device_batch_size x gradient_accumulation
+    completions are generated at a time, in whole groups of num_generations."""
+
+    algo: str = "grpo"  # grpo | rloo (TRL's trainers) | best-of-n | rwsft (best_of_n section)
+    device: str = "auto"  # auto | cpu | cuda
+    max_steps: int = 200
+    num_generations: int = 8  # the group size: completions per prompt
+    temperature: float = 0.8
+    learning_rate: float = 1e-6
+    max_completion_length: int = 2048  # tokens; a kernel with its plan needs ~1-2k
+    # "dapo", TRL 1.16's default: token losses summed over the whole accumulated batch
+    # and divided by its number of completion tokens. "grpo" (the paper's) averages per
+    # sequence first, which favours short right answers and long wrong ones; "dr_grpo"
+    # divides by a constant (max_completion_length) and so scales with it. Kernels vary
+    # in length a lot, so the length-unbiased default stays.
+    loss_type: str = "dapo"
+    beta: float = 0.0  # KL to the reference; 0 needs no reference model (TRL's default)
+    # A scheme of tritonrl.reward.schemes (staged | tritonrl | kevin); None takes
+    # verify.reward_scheme.
+    reward_scheme: str | None = None
+    per_device_batch_size: int = 8
+    gradient_accumulation: int = 1
+    bf16: bool = True
+    gradient_checkpointing: bool = True  # memory for time, as TRL's GRPO default
+    save_steps: int = 50  # SPEC 6: a checkpoint every 50 steps, run.keep_last kept
+    logging_steps: int = 1
+    # Hierarchical reward decomposition (TritonRL; GRPO only): the plan/reasoning tokens
+    # (before the first code fence) take the advantage of the speedup term
+    # hierarchical_speedup_weight * min(speedup, hierarchical_speedup_clip) of correct
+    # kernels, the code tokens that of correctness (1 when correct), each normalized in
+    # its group (tritonrl.train.hierarchical).
+    hierarchical: bool = False
+    hierarchical_speedup_weight: float = 0.1
+    hierarchical_speedup_clip: float = 2.0
+
+    def __post_init__(self):
+        _need(self.algo in RL_ALGOS, f"rl.algo must be one of {RL_ALGOS}, not {self.algo!r}")
+        _need(self.device in DEVICES, f"rl.device must be one of {DEVICES}, not {self.device!r}")
+        _need(
+            self.loss_type in RL_LOSS_TYPES,
+            f"rl.loss_type must be one of {RL_LOSS_TYPES}, not {self.loss_type!r}",
+        )
+        _need(
+            self.reward_scheme is None or self.reward_scheme in REWARD_SCHEMES,
+            f"rl.reward_scheme must be one of {REWARD_SCHEMES} (or null: verify.reward_scheme), "
+            f"not {self.reward_scheme!r}",
+        )
+        _need(self.num_generations >= 2, "rl.num_generations must be >= 2 (GRPO compares a group)")
+        for name in ("max_steps", "per_device_batch_size", "gradient_accumulation", "save_steps"):
+            _need(getattr(self, name) >= 1, f"rl.{name} must be >= 1")
+        _need(self.logging_steps >= 1, "rl.logging_steps must be >= 1")
+        _need(self.max_completion_length >= 1, "rl.max_completion_length must be >= 1")
+        _need(self.temperature > 0, "rl.temperature must be positive")
+        _need(self.learning_rate > 0, "rl.learning_rate must be positive")
+        _need(self.beta >= 0, "rl.beta must be >= 0")
+        _need(self.hierarchical_speedup_weight >= 0, "rl.hierarchical_speedup_weight must be >= 0")
+        _need(self.hierarchical_speedup_clip > 0, "rl.hierarchical_speedup_clip must be positive")
+        batch = self.per_device_batch_size * self.gradient_accumulation
+        _need(
+            batch % self.num_generations == 0,
+            f"rl.per_device_batch_size x rl.gradient_accumulation ({batch}) must be a multiple "
+            f"of rl.num_generations ({self.num_generations}): completions come in whole groups",
+        )
+
+
+@dataclass
+class BestOfNConfig:
+    """Sampling-based RL (`rl.algo` best-of-n or rwsft, SPEC 4): each round samples
+    `samples` completions per task, verifies them, and fine-tunes on what it keeps.
+    best-of-n keeps the top `keep` of each task whose reward is above `min_reward`;
+    rwsft (reward-weighted SFT) keeps every sample with a positive reward, its loss
+    weighted by that reward."""
+
+    samples: int = 10  # N completions per task and round
+    keep: int = 3  # K best kept per task (best-of-n)
+    min_reward: float = 0.3  # kept only above this (best-of-n): compiling is not enough
+    learning_rate: float = 5e-6
+    rounds: int = 1  # sample -> verify -> fine-tune, repeated
+    tasks: int = 100  # prompts drawn per round (SPEC: 100 fusion tasks)
+    level: int | None = 2  # only tasks of this level (null: any); curriculum overrides
+    epochs: int = 1  # fine-tuning epochs over each round's kept set
+    generation_batch_size: int = 16  # prompts generated together
+
+    def __post_init__(self):
+        for name in ("samples", "keep", "rounds", "tasks", "epochs", "generation_batch_size"):
+            _need(getattr(self, name) >= 1, f"best_of_n.{name} must be >= 1")
+        _need(self.keep <= self.samples, "best_of_n.keep must be <= best_of_n.samples")
+        _need(self.learning_rate > 0, "best_of_n.learning_rate must be positive")
+        _need(self.level in (None, 1, 2, 3, 4), "best_of_n.level must be 1-4 or null")
+
+
+@dataclass
+class CurriculumConfig:
+    """The adaptive curriculum (extension 3; tritonrl.train.curriculum): the share of
+    level-2 prompts starts at `start` and grows by `step` up to `end`, one growth each
+    time the rolling verified-correct rate of level-1 completions (the last `window`)
+    passes `trigger` (then the window starts afresh, so each growth is earned at the new
+    mix). Feeds every RL algorithm when enabled."""
+
+    enabled: bool = True
+    start: float = 0.1  # initial share of level-2 prompts
+    end: float = 0.5  # final share
+    trigger: float = 0.4  # rolling level-1 verified-correct rate that grows the share
+    window: int = 64  # level-1 completions in the rolling rate
+    step: float = 0.1  # growth of the share each time the trigger is passed
+
+    def __post_init__(self):
+        _need(
+            0.0 <= self.start <= self.end <= 1.0,
+            "curriculum.start and curriculum.end need 0 <= start <= end <= 1",
+        )
+        _need(0.0 < self.trigger < 1.0, "curriculum.trigger must be in (0, 1)")
+        _need(self.window >= 1, "curriculum.window must be >= 1")
+        _need(0.0 < self.step <= 1.0, "curriculum.step must be in (0, 1]")
+
+
 @dataclass
 class Config:
     """The whole resolved config; one attribute per YAML section."""
@@ -287,6 +411,9 @@ class Config:
     tiny_model: TinyModelConfig = field(default_factory=TinyModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     sft: SftConfig = field(default_factory=SftConfig)
+    rl: RlConfig = field(default_factory=RlConfig)
+    best_of_n: BestOfNConfig = field(default_factory=BestOfNConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     @property
@@ -328,6 +455,13 @@ def sft_device(config: Config, cuda_available: bool | None = None) -> str:
     return config.sft.device
 
 
+def rl_device(config: Config, cuda_available: bool | None = None) -> str:
+    """`cpu` or `cuda`: where RL trains (rl.device, with auto resolved)."""
+    if config.rl.device == "auto":
+        return "cuda" if _cuda(cuda_available) else "cpu"
+    return config.rl.device
+
+
 def check_config(
     config: Config, cuda_available: bool | None = None, stage: str | None = None
 ) -> None:
@@ -338,6 +472,8 @@ def check_config(
     CUDA) stop `sft`, not `verify --config qwen7b-1gpu --verify.device cpu` on a laptop."""
     if stage in (None, "sft"):
         _check_sft(config, cuda_available)
+    if stage == "rl":  # not for None: a file written for SFT alone leaves rl's GPU defaults
+        _check_rl(config, cuda_available)
     if "none" in config.run.report_to and len(config.run.report_to) > 1:
         raise ValueError("run.report_to lists 'none' together with other reporters")
 
@@ -375,3 +511,19 @@ def _check_sft(config: Config, cuda_available: bool | None) -> None:
             "data.sft_source is 'builtin' but data.tasks is empty and data.generated_tasks is "
             "0: there is nothing to train on"
         )
+
+
+def _check_rl(config: Config, cuda_available: bool | None) -> None:
+    rl = config.rl
+    if rl.hierarchical and rl.algo != "grpo":
+        raise ValueError(f"rl.hierarchical works with rl.algo grpo, not {rl.algo!r}")
+    if rl.device == "cuda" and not _cuda(cuda_available):
+        raise ValueError("rl.device is 'cuda' but no CUDA device is visible: use --rl.device cpu")
+    device = rl_device(config, cuda_available)
+    if rl.bf16 and device != "cuda":
+        where = (
+            "rl.device is 'auto', which resolves to cpu"
+            if rl.device == "auto"
+            else (f"rl.device is {rl.device!r}")
+        )
+        raise ValueError(f"rl.bf16 is on but {where}: set --rl.bf16 false for the CPU")

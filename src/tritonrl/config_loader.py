@@ -33,7 +33,6 @@ DEFAULT_CONFIG = "tiny-cpu"
 # Names a config once had that nothing reads: a file or override that still sets one is
 # told so, rather than "unknown key". They come back, wired, with the stage that reads them.
 REMOVED = {
-    "curriculum": "the adaptive curriculum comes with the RL stage, which is not built yet",
     "run.store": "syncing checkpoints to an object store is not built yet",
     "data.kernelbook": "`tritonrl prepare --source` names the data (kernelbook, builtin or a PATH)",
 }
@@ -219,11 +218,23 @@ def load_config(
     every section, a command's name what it uses). `path` None is the embedded default
     (configs/tiny-cpu.yaml). `cuda_available` None asks torch."""
     file = config_path(path)
-    data = _read_yaml(file)
+    return override_config(_read_yaml(file), overrides, str(file), cuda_available, stage)
+
+
+def override_config(
+    data: dict[str, dict],
+    overrides: Sequence[str] = (),
+    source: str = "config",
+    cuda_available: bool | None = None,
+    stage: str | None = None,
+) -> Config:
+    """A checked `Config` from `{section: {key: value}}` (a YAML file's, or the config a
+    run's manifest records) with `--section.key value` overrides applied on top."""
+    data = {section: dict(values or {}) for section, values in data.items()}
     for section, key, text in parse_overrides(overrides):
         _check_name(section, key, "override")
         data.setdefault(section, {})[key] = text
-    return config_from_dict(data, str(file), cuda_available, stage)
+    return config_from_dict(data, source, cuda_available, stage)
 
 
 def config_to_dict(config: Config) -> dict[str, dict]:

@@ -22,7 +22,11 @@ compute_score_batch` takes the whole batch's lists and verifies the rows side by
 Candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
 warm sandboxed lanes, one per CPU core, on CUDA at most 16 per GPU, each worker then
 holding a CUDA context of its own: pass `workers` for fewer; created on first use and
-closed at exit); identical completions of one batch are verified once.
+closed at exit); identical completions of one batch are verified once. A completion whose
+verification crashes, hangs or meets a sandbox limit scores 0 with the reason in its
+details (the verifier's verdict); a verification that raises instead of answering (the
+pool closed under it) does too, with `verifier error: ...` as its error, and the batch
+goes on.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,6 +44,8 @@ from tritonrl.tasks import Task, load_source
 from tritonrl.verify.inputs import TRUSTED_LOCK
 from tritonrl.verify.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
+
+log = logging.getLogger(__name__)
 
 
 def completion_text(completion: Any) -> str:
@@ -114,20 +121,43 @@ def make_trl_reward(
     if asynchronous:
 
         async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
-            futures = scorer.pool.submit_many(scorer.jobs(completions, kwargs), scorer.config)
-            results = await asyncio.gather(*map(asyncio.wrap_future, futures))
-            return scorer.report(unshared(list(results), futures), kwargs)
+            jobs = scorer.jobs(completions, kwargs)
+            futures = scorer.pool.submit_many(jobs, scorer.config)
+            results = await asyncio.gather(
+                *map(asyncio.wrap_future, futures), return_exceptions=True
+            )
+            results = [_as_result(r, job) for r, job in zip(results, jobs, strict=True)]
+            return scorer.report(unshared(results, futures), kwargs)
 
         reward = tritonrl_verifier
     else:
 
         def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
             jobs = scorer.jobs(completions, kwargs)
-            return scorer.report(scorer.pool.verify_many(jobs, scorer.config), kwargs)
+            futures = scorer.pool.submit_many(jobs, scorer.config)
+            results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
+            return scorer.report(unshared(results, futures), kwargs)
 
         reward = tritonrl_verifier
     reward.scorer = scorer
     return reward
+
+
+def _outcome(future):
+    try:
+        return future.result()
+    except Exception as e:  # noqa: BLE001 - turned into a failed result by _as_result
+        return e
+
+
+def _as_result(outcome, job: tuple[Task, str]) -> VerifyResult:
+    """A verification that raised instead of answering (the pool closed under it, a bug)
+    scores 0 like any failure, with the reason, and training goes on."""
+    if isinstance(outcome, VerifyResult):
+        return outcome
+    log.warning("reward: verifying a completion of %s raised %r; it scores 0", job[0].id, outcome)
+    # No stage was reached that the verifier vouches for: the first, with the reason.
+    return VerifyResult(job[0].id, "unknown").fail("extract", f"verifier error: {outcome!r}")
 
 
 @functools.lru_cache(maxsize=1024)

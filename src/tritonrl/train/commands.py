@@ -2,10 +2,12 @@
 
     tritonrl tiny-model --out DIR [--config FILE] [--overwrite] [--tiny_model.KEY VALUE ...]
     tritonrl sft --run RUN [--config FILE] [--SECTION.KEY VALUE ...]
+    tritonrl rl --run RUN --algo grpo|rloo|best-of-n|rwsft [--config FILE] [--SECTION.KEY VALUE ...]
 
 `--config` is a YAML file or the name of one in configs/ (default: tiny-cpu); every other
 `--section.key value` overrides one field (`--sft.max_steps 10`, `--lora.enabled=false`),
-read by `tritonrl.cli_config` as for every stage command.
+read by `tritonrl.cli_config` as for every stage command. `rl` starts from the config the
+run recorded (its SFT's) when no --config is given, so `--rl.max_steps 2` is all it needs.
 Exit 0 on success, 2 for a bad config or option, 1 when training fails (the manifest then
 records the stage as failed, with the error), 128+N when signal N (SIGTERM, SIGINT)
 stopped it (the stage is then interrupted, checkpointed at the step it reached; the same
@@ -95,7 +97,60 @@ def sft(
     )
 
 
+def rl(
+    ctx: typer.Context,
+    run_dir: str = typer.Option(..., "--run", help="Run directory with a finished sft stage."),
+    algo: str | None = typer.Option(
+        None, "--algo", help="Short for --rl.algo: grpo, rloo, best-of-n or rwsft."
+    ),
+    config: str | None = CONFIG,
+) -> None:
+    """Reinforcement learning from the run's SFT model, the verifier as reward.
+
+    Without --config the run's recorded config is the base; every --SECTION.KEY VALUE
+    overrides one field, e.g. --rl.max_steps 2 (only the rl, best_of_n, curriculum and
+    verify sections may differ from the run's).
+    """
+    from tritonrl.runs import Interrupted, Run, RunError
+    from tritonrl.train.rl import STAGE, require_sft, run_rl
+
+    try:
+        run = Run.open(run_dir)
+        require_sft(run)
+    except RunError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    base = (f"run {run.path} (its manifest's config)", run.config) if run.config else None
+    cfg, _ = command_config(ctx, config, "rl", {"--algo": ("rl.algo", algo)}, base=base)
+    train_log = logging.getLogger("tritonrl.train")
+    if not train_log.isEnabledFor(logging.INFO):
+        train_log.setLevel(logging.INFO)
+    try:
+        result = run_rl(cfg, run_dir)
+    except Interrupted as e:
+        error = Run.open(run_dir).stage(STAGE)["error"]
+        err.print(f"[yellow]RL {escape(error)}[/yellow]")
+        raise typer.Exit(128 + signal.Signals[e.signal_name].value) from None
+    except (ValueError, RunError, ImportError) as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    except Exception as e:
+        log.debug("RL failed", exc_info=True)
+        err.print(f"[red]RL failed:[/red] {type(e).__name__}: {escape(str(e))}")
+        raise typer.Exit(1) from None
+    kind = "adapter" if result.lora else "model"
+    resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
+    mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
+    out.print(
+        f"RL ({cfg.rl.algo}) done{resumed}: {result.steps} steps in {result.seconds:.0f}s, "
+        f"{result.completions} completions verified, mean reward {mean}; {kind} in "
+        f"{result.output}; completions in {result.run_dir / STAGE / 'completions.jsonl'}",
+        markup=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add `tiny-model` and `sft` to the `tritonrl` app."""
+    """Add `tiny-model`, `sft` and `rl` to the `tritonrl` app."""
     app.command("tiny-model", context_settings=OVERRIDES)(tiny_model)
     app.command("sft", context_settings=OVERRIDES)(sft)
+    app.command("rl", context_settings=OVERRIDES)(rl)

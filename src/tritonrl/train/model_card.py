@@ -82,3 +82,39 @@ def sft_card(
         )
 
     return card
+
+
+def rl_card(run: Run, config: Config, data_source: str, prompts: int) -> Callable[[int], str]:
+    """The RL stage's card, a function of the step count: the SFT start, the algorithm,
+    its group size, loss and reward."""
+    rl, lora = config.rl, config.lora
+    scheme = rl.reward_scheme or config.verify.reward_scheme
+    front = ["---", f"library_name: {'peft' if lora.enabled else 'transformers'}"]
+    if _is_hub_id(config.model.name_or_path):
+        front.append(f"base_model: {config.model.name_or_path}")
+    front += [f"tags: [tritonrl, rl, {rl.algo}, triton]", "---", ""]
+
+    def card(steps: int) -> str:
+        return "\n".join(
+            front
+            + [
+                f"# {run.path.name}: RL for Triton kernels",
+                "",
+                f"{rl.algo.upper()} by tritonrl {_version()} (stage `rl` of run "
+                f"`{run.path.name}`), from the run's SFT {'adapter' if lora.enabled else 'model'}.",
+                "",
+                f"- base model: {_base(config)}",
+                f"- reward: the tritonrl verifier, scheme `{scheme}` (policy "
+                f"{config.verify.policy})",
+                f"- prompts: {data_source} ({prompts} training prompts)",
+                f"- group size {rl.num_generations}, temperature {rl.temperature}, loss "
+                f"{rl.loss_type}, beta {rl.beta}, learning rate {rl.learning_rate}",
+                f"- steps: {steps} (budget: {rl.max_steps})",
+                f"- written: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}",
+                "",
+                "Every step's completions and their verdicts: `rl/completions.jsonl` in the run.",
+                "",
+            ]
+        )
+
+    return card

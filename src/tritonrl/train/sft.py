@@ -212,10 +212,11 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
     return callbacks
 
 
-def _save_final(run: Run, trainer, tokenizer, lora: bool, card: str) -> Path:
-    """The adapter (or full model), tokenizer and model card into RUN/sft/final, renamed
-    into place, then recorded: `sft/adapter` or `sft/model`, and `sft/tokenizer`."""
-    stage_dir = run.stage_dir(STAGE)
+def save_final(run: Run, trainer, tokenizer, lora: bool, card: str, stage: str = STAGE) -> Path:
+    """The adapter (or full model), tokenizer and model card into RUN/<stage>/final,
+    renamed into place, then recorded: `<stage>/adapter` or `<stage>/model`, and
+    `<stage>/tokenizer` (the SFT stage's, and RL's)."""
+    stage_dir = run.stage_dir(stage)
     final, tmp = stage_dir / "final", stage_dir / f".final.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save_model(str(tmp))
@@ -224,8 +225,8 @@ def _save_final(run: Run, trainer, tokenizer, lora: bool, card: str) -> Path:
     (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of absolute paths
     shutil.rmtree(final, ignore_errors=True)  # not recorded yet: a leftover of a crash
     os.replace(tmp, final)
-    run.add_artifact(STAGE, "adapter" if lora else "model", final)
-    run.add_artifact(STAGE, "tokenizer", final)
+    run.add_artifact(stage, "adapter" if lora else "model", final)
+    run.add_artifact(stage, "tokenizer", final)
     return final
 
 
@@ -318,7 +319,7 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResul
     atomic_write_json(stage_dir / "log_history.json", history)
     run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     steps = trainer.state.global_step
-    final = _save_final(run, trainer, tokenizer, config.lora.enabled, card(steps))
+    final = save_final(run, trainer, tokenizer, config.lora.enabled, card(steps))
     first, last, eval_loss = _losses(history)
     run.set_step(STAGE, steps)
     run.set_info(

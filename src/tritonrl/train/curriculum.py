@@ -1,0 +1,160 @@
+"""The adaptive curriculum (extension 3): which level the next RL prompt comes from.
+
+    cur = Curriculum(config.curriculum, {task_id: level, ...}, seed=0)
+    ids = cur.sample(8)                    # task ids, level 2 with probability cur.share
+    cur.observe(task_id, correct)          # every verified completion
+    grew = cur.end_step(step)              # after each optimizer step (or sampling round)
+    cur.metrics()                          # logged every step
+    cur.state_dict() / cur.load_state_dict(d)   # saved with each checkpoint
+
+The share of level-2 prompts starts at `curriculum.start` (0.1) and grows by
+`curriculum.step` (0.1) up to `curriculum.end` (0.5). It grows at a step's end when the
+rolling verified-correct rate of the last `curriculum.window` level-1 completions passes
+`curriculum.trigger` (0.4); the window then starts afresh, so the next growth is earned
+at the new mix rather than carried over from the old one. Tasks of level 3 and 4 count
+with level 2 (the "harder" pool); a run with no level-1 or no harder task samples what
+it has, uniformly, and never grows (said once in the log).
+
+`CurriculumSampler` is the curriculum as a torch `Sampler` for TRL's trainers: the same
+layout as TRL's `RepeatSampler` (each drawn prompt repeated `mini_repeat_count` times for
+its group, each chunk `repeat_count` times), but each chunk is drawn when the trainer
+reaches it, at the share of that moment.
+
+What it does NOT do: it does not verify anything (the reward calls `observe`) and it
+does not remember which prompts were drawn before a resume: a resumed run continues with
+the same share, window and transitions, and draws from there with its own seed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from tritonrl.config import CurriculumConfig
+
+log = logging.getLogger(__name__)
+
+
+class Curriculum:
+    def __init__(self, config: CurriculumConfig, levels: Mapping[str, int], seed: int = 0):
+        self.config = config
+        self.levels = dict(levels)
+        self.easy = sorted(t for t, lv in self.levels.items() if lv <= 1)
+        self.hard = sorted(t for t, lv in self.levels.items() if lv >= 2)
+        self.share = config.start
+        self.window: deque[bool] = deque(maxlen=config.window)
+        self.transitions: list[dict[str, Any]] = []
+        self.rng = random.Random(seed)
+        self.adaptive = config.enabled and bool(self.easy) and bool(self.hard)
+        if not self.levels:
+            raise ValueError("curriculum: no tasks to sample from")
+        if config.enabled and not self.adaptive:
+            log.info(
+                "curriculum: %d level-1 and %d harder tasks: sampling uniformly, no growth",
+                len(self.easy),
+                len(self.hard),
+            )
+
+    def _draw(self) -> str:
+        if not self.adaptive:
+            return self.rng.choice(self.easy + self.hard)
+        pool = self.hard if self.rng.random() < self.share else self.easy
+        return self.rng.choice(pool)
+
+    def sample(self, n: int) -> list[str]:
+        """`n` task ids, each level 2+ with probability `share` (with replacement)."""
+        return [self._draw() for _ in range(n)]
+
+    def observe(self, task_id: str, correct: bool) -> None:
+        """One verified completion; only level-1 ones enter the rolling rate."""
+        if self.levels.get(task_id, 1) <= 1:
+            self.window.append(bool(correct))
+
+    @property
+    def rolling_correct(self) -> float | None:
+        return sum(self.window) / len(self.window) if self.window else None
+
+    def end_step(self, step: int) -> bool:
+        """Grow the share when the full window's rate passes the trigger; True if it grew."""
+        rate = self.rolling_correct
+        if not self.adaptive or self.share >= self.config.end:
+            return False
+        if len(self.window) < self.config.window or rate is None or rate <= self.config.trigger:
+            return False
+        before = self.share
+        self.share = round(min(self.config.end, self.share + self.config.step), 6)
+        self.transitions.append({"step": step, "from": before, "to": self.share, "rate": rate})
+        self.window.clear()
+        log.info(
+            "curriculum: level-1 correct %.2f > %.2f at step %d: level-2 share %.2f -> %.2f",
+            rate,
+            self.config.trigger,
+            step,
+            before,
+            self.share,
+        )
+        return True
+
+    def metrics(self) -> dict[str, float]:
+        """What is logged every step (the rolling rate is -1 before any level-1 result)."""
+        rate = self.rolling_correct
+        return {
+            "curriculum/level2_share": self.share,
+            "curriculum/level1_correct": -1.0 if rate is None else rate,
+            "curriculum/transitions": float(len(self.transitions)),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.rng.getstate()
+        return {
+            "share": self.share,
+            "window": [int(x) for x in self.window],
+            "transitions": list(self.transitions),
+            "rng": [state[0], list(state[1]), state[2]],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.share = float(state["share"])
+        self.window = deque((bool(x) for x in state["window"]), maxlen=self.config.window)
+        self.transitions = list(state["transitions"])
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+
+
+class CurriculumSampler:
+    """A torch Sampler of dataset row indices, drawn by a `Curriculum` over task ids."""
+
+    def __init__(
+        self,
+        curriculum: Curriculum,
+        task_ids: Sequence[str],
+        mini_repeat_count: int,
+        batch_size: int,
+        repeat_count: int,
+    ):
+        self.curriculum = curriculum
+        self.rows: dict[str, list[int]] = {}
+        for i, task_id in enumerate(task_ids):
+            self.rows.setdefault(task_id, []).append(i)
+        missing = set(curriculum.levels) - set(self.rows)
+        if missing:
+            raise ValueError(f"curriculum: {len(missing)} task(s) have no prompt row")
+        self.num_samples = len(task_ids)
+        self.mini_repeat_count = mini_repeat_count
+        self.batch_size = batch_size
+        self.repeat_count = repeat_count
+
+    def __iter__(self) -> Iterator[int]:
+        for _ in range(self.num_samples // self.batch_size):
+            chunk = [self.curriculum.rng.choice(self.rows[t])
+                     for t in self.curriculum.sample(self.batch_size)]  # fmt: skip
+            for _ in range(self.repeat_count):
+                for index in chunk:
+                    yield from [index] * self.mini_repeat_count
+
+    def __len__(self) -> int:
+        chunks = self.num_samples // self.batch_size
+        return chunks * self.batch_size * self.mini_repeat_count * self.repeat_count

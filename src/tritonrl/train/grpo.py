@@ -1,0 +1,253 @@
+"""GRPO and RLOO with the verifier as reward: TRL's `GRPOTrainer` and `RLOOTrainer`.
+
+    tritonrl rl --run runs/demo --algo grpo [--rl.max_steps 2 ...]   # or --algo rloo
+
+`train(run, config, device, stop)` is called by `tritonrl.train.rl.run_rl`, which owns
+the stage's start, failure and interruption. The policy is the run's SFT model or
+adapter (`rl.load_policy`); the reward is the verifier through the warm pool as an async
+TRL reward function (`make_trl_reward(asynchronous=True)`), scored by `rl.reward_scheme`
+(null: `verify.reward_scheme`), each batch recorded by `rl.CompletionLog`. Defaults (SPEC
+4, `RlConfig`): group size 8, temperature 0.8, beta 0 (no reference model), TRL's `dapo`
+loss for GRPO (RLOO has its own leave-one-out baseline and no loss_type).
+
+With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the layout of
+TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
+step the curriculum may grow; its metrics join every log line (`curriculum/...`) and its
+state is written into each checkpoint (`curriculum.json`), read back on resume. With
+`rl.hierarchical` (GRPO) the trainer is `tritonrl.train.hierarchical`'s subclass.
+
+Departures: TRL refuses a `PeftModel` together with a `peft_config` (it asks to merge
+first). Merging the SFT adapter and adding a fresh LoRA would leave the RL adapter on a
+merged model that exists nowhere on disk; RL instead trains the SFT adapter on (loaded
+trainable), so `rl/adapter` applies to the same base model as `sft/adapter`. A run
+without LoRA trains every parameter, as its SFT did.
+
+What it does NOT do: no vLLM generation; it does not time candidates between steps only
+(the pool verifies while the trainer works).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+
+from tritonrl.config import Config
+from tritonrl.config_loader import config_to_dict
+from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
+from tritonrl.train.rl import (
+    COMPLETIONS,
+    CURRICULUM_FILE,
+    RL_SECTIONS,
+    STAGE,
+    CompletionLog,
+    RlResult,
+    load_policy,
+    resume_point,
+)
+
+log = logging.getLogger(__name__)
+
+
+def trainer_args(config: Config, out_dir: Path, device: str):
+    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out)."""
+    from tritonrl.train.sft import _reporters
+
+    if config.rl.algo == "rloo":
+        from trl import RLOOConfig as Args
+    else:
+        from trl import GRPOConfig as Args
+    rl = config.rl
+    names = {f.name for f in dataclasses.fields(Args)}
+    ckpt = "gradient_checkpointing"
+    if "activation_checkpointing" in names:  # the name in newer TRL
+        ckpt = "activation_checkpointing"
+    wanted = {
+        ckpt: rl.gradient_checkpointing,
+        "output_dir": str(out_dir),
+        "learning_rate": rl.learning_rate,
+        "max_steps": rl.max_steps,
+        "per_device_train_batch_size": rl.per_device_batch_size,
+        "gradient_accumulation_steps": rl.gradient_accumulation,
+        "num_generations": rl.num_generations,
+        "temperature": rl.temperature,
+        "max_completion_length": rl.max_completion_length,
+        "loss_type": rl.loss_type,
+        "beta": rl.beta,
+        "bf16": rl.bf16,
+        "use_cpu": device == "cpu",
+        "save_strategy": "steps",
+        "save_steps": rl.save_steps,
+        "save_total_limit": config.run.keep_last,
+        "logging_steps": rl.logging_steps,
+        "logging_first_step": True,
+        "report_to": _reporters(config) or "none",
+        "seed": config.run.seed,
+        "disable_tqdm": False,
+    }
+    return Args(**{k: v for k, v in wanted.items() if k in names})
+
+
+def _trainer_class(config: Config, curriculum, task_ids: list[str]):
+    """TRL's trainer with our bar, model card, curriculum sampler, logs and state."""
+    from transformers import ProgressCallback
+
+    if config.rl.algo == "rloo":
+        from trl import RLOOTrainer as Base
+    else:
+        from trl import GRPOTrainer as Base
+
+    class Trainer(Base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.remove_callback(ProgressCallback)
+
+        def create_model_card(self, *args, **kwargs) -> None:
+            return None
+
+        def _get_train_sampler(self, dataset=None):
+            if curriculum is None:
+                return super()._get_train_sampler(dataset)
+            from tritonrl.train.curriculum import CurriculumSampler
+
+            return CurriculumSampler(
+                curriculum,
+                task_ids,
+                mini_repeat_count=self.num_generations,
+                batch_size=self.args.generation_batch_size // self.num_generations,
+                repeat_count=self.num_iterations * self.args.steps_per_generation,
+            )
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            if curriculum is not None:
+                logs = {**logs, **curriculum.metrics()}
+            super().log(logs, start_time)
+
+        def _save_checkpoint(self, model, trial):
+            super()._save_checkpoint(model, trial)
+            if curriculum is not None and self.args.should_save:
+                folder = Path(self._get_output_dir(trial=trial))
+                path = folder / f"checkpoint-{self.state.global_step}" / CURRICULUM_FILE
+                atomic_write_json(path, curriculum.state_dict())
+
+    if config.rl.hierarchical:
+        from tritonrl.train.hierarchical import hierarchical_trainer
+
+        return hierarchical_trainer(Trainer, config.rl)
+    return Trainer
+
+
+def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) -> list:
+    from transformers import TrainerCallback
+
+    from tritonrl.train.callbacks import (
+        ManifestCallback,
+        ModelCardCallback,
+        StopOnSignal,
+        TrainingBar,
+    )
+
+    class GrowCurriculum(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            curriculum.end_step(state.global_step)
+
+    callbacks = [ModelCardCallback(card), ManifestCallback(run, STAGE), StopOnSignal(stop)]
+    if curriculum is not None:
+        callbacks.insert(0, GrowCurriculum())  # before the checkpoint's state is written
+    callbacks.append(TrainingBar())
+    if "tensorboard" in config.run.report_to:
+        from torch.utils.tensorboard import SummaryWriter
+        from transformers.integrations import TensorBoardCallback
+
+        tb_dir = run.stage_dir(STAGE) / "tensorboard"
+        tb_dir.mkdir(exist_ok=True)
+        callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(tb_dir))))
+        run.add_artifact(STAGE, "tensorboard", tb_dir)
+    return callbacks
+
+
+def _curriculum(config: Config, tasks: dict, resume: str | None):
+    if not config.curriculum.enabled:
+        return None
+    from tritonrl.train.curriculum import Curriculum
+
+    curriculum = Curriculum(
+        config.curriculum, {t: task.level for t, task in tasks.items()}, config.run.seed
+    )
+    state = Path(resume) / CURRICULUM_FILE if resume else None
+    if state is not None and state.is_file():
+        curriculum.load_state_dict(json.loads(state.read_text()))
+        log.info("curriculum restored from %s: level-2 share %.2f", state, curriculum.share)
+    return curriculum
+
+
+def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
+    """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.model_card import rl_card
+    from tritonrl.train.rl_data import rl_prompts
+    from tritonrl.train.sft import save_final
+
+    started = time.monotonic()
+    prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
+    verify = config.verify
+    if config.rl.reward_scheme:
+        verify = dataclasses.replace(verify, reward_scheme=config.rl.reward_scheme)
+    stage_dir = run.stage_dir(STAGE)
+    log_path = stage_dir / COMPLETIONS
+    log_path.touch()
+    run.add_artifact(STAGE, "completions", log_path)
+    resume = resume_point(run)
+    curriculum = _curriculum(config, tasks, resume)
+    levels = {t: task.level for t, task in tasks.items()}
+    recorder = CompletionLog(log_path, levels, curriculum)
+    reward = recorder.trl_reward(make_trl_reward(tasks, verify, asynchronous=True))
+    model, tokenizer = load_policy(run, config, device)
+    lora = run.has_artifact("sft", "adapter")
+    card = rl_card(run, config, source, len(prompts))
+    trainer = _trainer_class(config, curriculum, list(prompts["task_id"]))(
+        model=model,
+        reward_funcs=[reward],
+        args=trainer_args(config, stage_dir / "checkpoints", device),
+        train_dataset=prompts,
+        processing_class=tokenizer,
+        callbacks=_callbacks(run, config, stop, card, curriculum),
+    )
+    with stop.graceful():
+        trainer.train(resume_from_checkpoint=resume)
+    if stop.signal:
+        raise Interrupted(stop.signal)
+    history = trainer.state.log_history
+    atomic_write_json(stage_dir / "log_history.json", history)
+    run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
+    steps = trainer.state.global_step
+    final = save_final(run, trainer, tokenizer, lora, card(steps), stage=STAGE)
+    run.set_step(STAGE, steps)
+    run.set_info(
+        STAGE,
+        algo=config.rl.algo,
+        base_model=run.stage("sft")["info"].get("base_model"),
+        lora=lora,
+        data_source=source,
+        prompts=len(prompts),
+        reward_scheme=verify.reward_scheme,
+        completions=recorder.rows,
+        mean_reward=recorder.mean_reward,
+        curriculum=None
+        if curriculum is None
+        else {"share": curriculum.share, "transitions": curriculum.transitions},
+        device=device,
+        config={k: config_to_dict(config)[k] for k in RL_SECTIONS},
+    )
+    return RlResult(
+        run_dir=run.path,
+        output=final,
+        lora=lora,
+        steps=steps,
+        completions=recorder.rows,
+        mean_reward=recorder.mean_reward,
+        seconds=time.monotonic() - started,
+        resumed_from=run.relpath(resume) if resume else None,
+    )
