@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 STAGE = "rl"
 # Sections an RL attempt may set differently from the run's recorded (SFT) config.
 RL_SECTIONS = ("rl", "best_of_n", "curriculum", "verify")
+# ... and keys of other sections that do not change what SFT trained.
+RL_FREE_KEYS = {"run": ("report_to", "seed")}
 COMPLETIONS = "completions.jsonl"
 CURRICULUM_FILE = "curriculum.json"  # in each checkpoint: the curriculum's state
 
@@ -74,16 +76,24 @@ def require_sft(run: Run) -> None:
 
 def check_against_run(run: Run, config: Config) -> None:
     """A ValueError listing what differs when `config` changes more than the RL sections
-    (`RL_SECTIONS`) of the config the run recorded: the model, LoRA and data are SFT's."""
-    new = config_to_dict(config)
-    old = {k: v for k, v in run.config.items() if k not in RL_SECTIONS}
-    changes = diff_configs(old, {k: v for k, v in new.items() if k not in RL_SECTIONS})
+    (`RL_SECTIONS`, `RL_FREE_KEYS`) of the config the run recorded: the model, LoRA and
+    data are SFT's."""
+
+    def kept(config: dict) -> dict:
+        return {
+            section: {k: v for k, v in (values or {}).items()
+                      if k not in RL_FREE_KEYS.get(section, ())}
+            for section, values in config.items()
+            if section not in RL_SECTIONS
+        }  # fmt: skip
+
+    changes = diff_configs(kept(run.config), kept(config_to_dict(config)))
     if changes:
         raise ValueError(
             f"run {run.path} was trained with a different config; differing: "
             + "; ".join(changes)
-            + f". RL may change only the {', '.join(RL_SECTIONS)} sections: drop --config "
-            "to start from the run's own config"
+            + f". RL may change only the {', '.join(RL_SECTIONS)} sections (and "
+            "run.report_to, run.seed): drop --config to start from the run's own config"
         )
 
 

@@ -1,0 +1,118 @@
+"""The adaptive curriculum: its transitions, its share of level-2 draws, its state, and
+the sampler TRL's trainers draw through."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from tritonrl.config import CurriculumConfig
+from tritonrl.train.curriculum import Curriculum, CurriculumSampler
+
+LEVELS = {"a": 1, "b": 1, "c": 2, "d": 2, "e": 3}
+
+
+def _cur(**kw) -> Curriculum:
+    return Curriculum(CurriculumConfig(**{"window": 4, **kw}), LEVELS, seed=1)
+
+
+def _feed(cur: Curriculum, outcomes: str, task: str = "a") -> None:
+    for ch in outcomes:
+        cur.observe(task, ch == "1")
+
+
+def test_the_share_grows_only_when_a_full_window_passes_the_trigger():
+    cur = _cur(window=5)
+    assert cur.share == 0.1 and cur.metrics()["curriculum/level1_correct"] == -1.0
+    _feed(cur, "1111")  # 4 of a window of 5: not full yet
+    assert not cur.end_step(1) and cur.share == 0.1
+    _feed(cur, "0", task="c")  # a level-2 result does not count
+    assert not cur.end_step(2)
+    _feed(cur, "0")  # 4/5 = 0.8 > 0.4
+    assert cur.end_step(3) and cur.share == pytest.approx(0.2)
+    assert cur.transitions == [{"step": 3, "from": 0.1, "to": 0.2, "rate": 0.8}]
+    assert cur.rolling_correct is None  # the window starts afresh at the new mix
+    _feed(cur, "11000")  # exactly 0.4 does not pass 0.4
+    assert not cur.end_step(4) and cur.share == pytest.approx(0.2)
+    _feed(cur, "1")  # the rolling window: 1,0,0,0,1 -> 0.4 still
+    assert not cur.end_step(5)
+    _feed(cur, "1")  # 0,0,0,1,1 -> 0.4; then 0,0,1,1,1 -> 0.6
+    _feed(cur, "1")
+    assert cur.end_step(6) and cur.share == pytest.approx(0.3)
+    assert cur.metrics() == {"curriculum/level2_share": pytest.approx(0.3),
+                             "curriculum/level1_correct": -1.0,
+                             "curriculum/transitions": 2.0}  # fmt: skip
+
+
+def test_the_share_stops_at_its_end():
+    cur = _cur(start=0.4, end=0.5, step=0.3)
+    _feed(cur, "1111")
+    assert cur.end_step(1) and cur.share == 0.5
+    _feed(cur, "1111")
+    assert not cur.end_step(2) and cur.share == 0.5 and len(cur.transitions) == 1
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5])
+def test_draws_follow_the_share_and_levels_above_2_count_as_hard(share):
+    cur = _cur(start=share, end=share)
+    counts = Counter(LEVELS[t] >= 2 for t in cur.sample(4000))
+    assert counts[True] / 4000 == pytest.approx(share, abs=0.03)
+    assert {t for t in cur.sample(2000)} == set(LEVELS)  # every task is drawn
+
+
+def test_without_one_of_the_levels_it_samples_uniformly_and_never_grows():
+    cur = Curriculum(CurriculumConfig(window=1), {"a": 1, "b": 1}, seed=0)
+    _feed(cur, "1")
+    assert not cur.adaptive and not cur.end_step(1) and set(cur.sample(100)) == {"a", "b"}
+    off = Curriculum(CurriculumConfig(enabled=False), LEVELS, seed=0)
+    counts = Counter(LEVELS[t] >= 2 for t in off.sample(3000))
+    assert counts[True] / 3000 == pytest.approx(3 / 5, abs=0.04)
+
+
+def test_state_round_trips_through_json_and_continues_the_same_draws():
+    cur = _cur()
+    _feed(cur, "1110")
+    cur.end_step(7)
+    _feed(cur, "10")
+    cur.sample(5)
+    state = json.loads(json.dumps(cur.state_dict()))
+    again = _cur()
+    again.load_state_dict(state)
+    assert (again.share, list(again.window), again.transitions) == (
+        cur.share, list(cur.window), cur.transitions)  # fmt: skip
+    assert again.sample(50) == cur.sample(50)
+
+
+def test_the_sampler_repeats_each_drawn_prompt_for_its_group_like_trls():
+    rows = ["a", "b", "c", "d", "e", "a"]  # "a" has two prompt rows
+    cur = _cur(start=0.5, end=0.5)
+    sampler = CurriculumSampler(cur, rows, mini_repeat_count=2, batch_size=3, repeat_count=2)
+    indices = list(sampler)
+    assert len(indices) == len(sampler) == 2 * 3 * 2 * 2  # 2 chunks of 3, x2 groups, x2
+    for chunk in (indices[:12], indices[12:]):
+        groups = chunk[:6]
+        assert chunk[6:] == groups  # the chunk again (repeat_count)
+        assert groups[0::2] == groups[1::2]  # each prompt twice in a row (its group)
+    assert {rows[i] for i in indices} <= set(LEVELS)
+
+
+def test_the_sampler_draws_each_chunk_at_the_share_of_that_moment():
+    rows = list(LEVELS)
+    cur = _cur(start=0.0, end=1.0, step=1.0)
+    it = iter(CurriculumSampler(cur, rows * 200, mini_repeat_count=1, batch_size=100,
+                                repeat_count=1))  # fmt: skip
+    first = [next(it) for _ in range(100)]
+    assert all(LEVELS[rows[i % 5]] == 1 for i in first)
+    _feed(cur, "1111")
+    assert cur.end_step(1) and cur.share == 1.0
+    second = [next(it) for _ in range(100)]
+    assert all(LEVELS[rows[i % 5]] >= 2 for i in second)
+
+
+def test_bad_settings_are_refused_by_name():
+    with pytest.raises(ValueError, match="start and curriculum.end"):
+        CurriculumConfig(start=0.6, end=0.5)
+    with pytest.raises(ValueError, match="curriculum.trigger"):
+        CurriculumConfig(trigger=1.0)
+    with pytest.raises(ValueError, match="no tasks"):
+        Curriculum(CurriculumConfig(), {})

@@ -1,0 +1,230 @@
+"""GRPO and RLOO for real on the CPU: the tiny model after a short SFT, trained by TRL's
+trainers with the verifier as reward, in a run directory.
+
+Two GRPO steps through `tritonrl rl` (manifest, completions file, curriculum in the logs
+and checkpoints, final model), an RLOO step, a cheating completion that reaches a real
+GRPO step scoring 0 beside an honest one that scores, SIGTERM then resume with the
+curriculum's state, and the errors a user meets (no SFT, a changed model).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tritonrl.config import load_config
+from tritonrl.data.prompts import build_messages
+from tritonrl.runs import Run, RunError
+from tritonrl.tasks import load_builtin
+from tritonrl.verify.pool import close_shared_pools
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.slow  # trains models
+
+RELU = load_builtin("level1/1_ReLU").tasks[0]
+HONEST = f"```python\n{RELU.solution}```"
+CHEAT = ("```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+         "    def forward(self, x):\n        return torch.relu(x)\n```")  # fmt: skip
+QUIET = ["--run.report_to", "[none]"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_pools_closed():
+    yield
+    close_shared_pools()
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "rl/completions.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_two_grpo_steps_on_the_cpu(sft_run, train_app):
+    run_dir = sft_run
+    started = time.monotonic()
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--algo", "grpo",
+                                         "--rl.max_steps", "2"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 150
+    assert "RL (grpo) done: 2 steps" in result.output and "8 completions verified" in result.output
+
+    run = Run.open(run_dir)
+    rl = run.stage("rl")
+    assert rl["status"] == "done" and rl["step"] == 2 and rl["error"] is None
+    info = rl["info"]
+    assert info["algo"] == "grpo" and info["completions"] == 8 and info["reward_scheme"] == "staged"
+    assert info["curriculum"] == {"share": 0.1, "transitions": []}
+    rows = _rows(run_dir)
+    assert len(rows) == 8 and [r["step"] for r in rows] == [0] * 4 + [1] * 4
+    for r in rows:  # what the model wrote and why it scored what it did
+        assert set(r) >= {"step", "task", "level", "reward", "stage", "correct", "flags", "error",
+                          "speedup", "completion"}  # fmt: skip
+        assert r["task"] in Run.open(run_dir).stage("rl")["info"]["data_source"] or r["level"]
+        assert r["reward"] == 0.0 and r["stage"] == "extract" and r["error"]  # random weights
+    # each group of 2 completions is one prompt's
+    assert [r["task"] for r in rows][0::2] == [r["task"] for r in rows][1::2]
+
+    history = json.loads(run.artifact("rl", "log_history").read_text())
+    steps = [h for h in history if "loss" in h]
+    assert [h["step"] for h in steps] == [1, 2]
+    for h in steps:
+        assert h["curriculum/level2_share"] == 0.1 and "verify/correct" in h
+        assert "rewards/tritonrl_verifier/mean" in h
+    checkpoint = run.artifact("rl", "checkpoint")
+    assert checkpoint.name == "checkpoint-2"
+    assert json.loads((checkpoint / "curriculum.json").read_text())["share"] == 0.1
+    assert list(run.artifact("rl", "tensorboard").glob("events.out.tfevents.*"))
+    final = run.artifact("rl", "model")
+    card = (final / "README.md").read_text()
+    assert "GRPO by tritonrl" in card and "- steps: 2" in card and "group size 2" in card
+    import transformers
+
+    transformers.AutoModelForCausalLM.from_pretrained(final)
+
+    again = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "2"])
+    assert again.exit_code == 2 and "already done" in again.output
+
+
+def test_one_rloo_step(sft_run, train_app):
+    run_dir = sft_run
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--algo", "rloo",
+                                         "--rl.max_steps", "1", *QUIET])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rl = Run.open(run_dir).stage("rl")
+    assert rl["status"] == "done" and rl["step"] == 1 and rl["info"]["algo"] == "rloo"
+    assert len(_rows(run_dir)) == 4
+    assert (
+        "RLOO by tritonrl" in (Run.open(run_dir).artifact("rl", "model") / "README.md").read_text()
+    )
+
+
+def test_a_cheating_completion_that_reaches_the_trainer_scores_0(sft_run, tmp_path, monkeypatch):
+    """A real GRPO step whose rollouts are an honest kernel and a torch cheat for the same
+    prompt (TRL's rollout_func hook stands in for the sampler): the cheat scores 0 in the
+    trainer's own reward, the honest one scores, and the step learns from the gap."""
+    import datasets
+
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.grpo import _trainer_class, trainer_args
+    from tritonrl.train.rl import CompletionLog, load_policy
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+    run_dir = sft_run
+    run = Run.open(run_dir)
+    config = load_config(None, ["--rl.max_steps", "1", "--curriculum.enabled", "false", *QUIET])
+    model, tokenizer = load_policy(run, config, "cpu")
+    texts = [HONEST, CHEAT]
+    assert [tokenizer.decode(tokenizer(t)["input_ids"]) for t in texts] == texts
+
+    def rollout(prompts, trainer):  # the prompts arrive once per completion, grouped
+        text = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                for p in prompts]  # fmt: skip
+        ids = [tokenizer(t)["input_ids"] for t in text]
+        done = [tokenizer(texts[i % 2])["input_ids"] + [tokenizer.eos_token_id]
+                for i in range(len(prompts))]  # fmt: skip
+        return {"prompt_ids": ids, "completion_ids": done, "logprobs": None}
+
+    log_path = tmp_path / "completions.jsonl"
+    recorder = CompletionLog(log_path, {RELU.id: 1})
+    reward = recorder.trl_reward(make_trl_reward([RELU], config.verify, asynchronous=True))
+    prompts = datasets.Dataset.from_list(
+        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 4
+    )
+    trainer = _trainer_class(config, None, [RELU.id] * 4)(
+        model=model,
+        reward_funcs=[reward],
+        args=trainer_args(config, tmp_path / "out", "cpu"),
+        train_dataset=prompts,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+    )
+    trainer.train()
+    rows = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert len(rows) == 4
+    honest, cheat = rows[0::2], rows[1::2]
+    assert all(r["correct"] and r["reward"] >= 0.7 for r in honest), honest
+    assert all(r["reward"] == 0.0 and not r["correct"] for r in cheat)
+    assert all("torch_compute" in r["flags"] for r in cheat), cheat
+    step = next(h for h in trainer.state.log_history if "loss" in h)
+    assert step["reward"] == pytest.approx(sum(r["reward"] for r in rows) / 4)
+    assert step["reward_std"] > 0.3 and step["frac_reward_zero_std"] == 0.0  # a signal
+
+
+KILLED = """
+import sys
+from tritonrl.config_loader import override_config
+from tritonrl.runs import Run
+from tritonrl.train.rl import run_rl
+run_rl(override_config(Run.open(sys.argv[1]).config, sys.argv[2:]), sys.argv[1])
+"""
+
+
+def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, tmp_path):
+    run_dir = sft_run
+    overrides = ["--rl.max_steps", "6", "--rl.save_steps", "1", *QUIET]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(run_dir), *overrides],
+        env={**os.environ, "TQDM_DISABLE": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if Run.open(run_dir).has_artifact("rl", "checkpoint"):
+                break
+        except RunError:
+            pass
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0, stderr.decode()  # Interrupted, uncaught in `python -c`
+    rl = Run.open(run_dir).stage("rl")
+    assert rl["status"] == "interrupted" and "SIGTERM" in rl["error"]
+    stopped = rl["step"]
+    assert 1 <= stopped < 6
+    checkpoint = Run.open(run_dir).artifact("rl", "checkpoint")
+    assert checkpoint.name == f"checkpoint-{stopped}"  # saved at the step it stopped at
+
+    # The curriculum's state travels with the checkpoint: make it visible, then resume.
+    state_file = checkpoint / "curriculum.json"
+    state = json.loads(state_file.read_text())
+    state["share"] = 0.3
+    state_file.write_text(json.dumps(state))
+    from tritonrl.config_loader import override_config
+    from tritonrl.train.rl import run_rl
+
+    result = run_rl(override_config(Run.open(run_dir).config, overrides), run_dir)
+    assert result.steps == 6 and result.resumed_from == f"rl/checkpoints/{checkpoint.name}"
+    rl = Run.open(run_dir).stage("rl")
+    assert rl["status"] == "done" and rl["info"]["curriculum"]["share"] == 0.3
+    history = json.loads(Run.open(run_dir).artifact("rl", "log_history").read_text())
+    after = [h for h in history if "loss" in h and h["step"] > stopped]
+    assert after and all(h["curriculum/level2_share"] == 0.3 for h in after)
+    assert {r["step"] for r in _rows(run_dir)} == set(range(6))
+
+
+def test_rl_without_a_finished_sft_stage_names_it(tmp_path, train_app):
+    run_dir = tmp_path / "run"
+    Run.create(run_dir, config={})
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "1"])
+    assert result.exit_code == 2
+    assert "stage sft is pending, not done" in result.output
+    assert "tritonrl sft --run" in result.output
+
+
+def test_rl_refuses_a_config_that_changes_what_sft_trained(sft_run, train_app):
+    run_dir = sft_run
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "1",
+                                         "--lora.enabled", "true"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "lora.enabled: False -> True" in result.output
+    assert "may change only the rl, best_of_n, curriculum, verify sections" in result.output
+    assert Run.open(run_dir).status("rl") == "pending"
