@@ -42,6 +42,7 @@ def test_sync_trl_reward_scores_and_logs_each_completion():
                     log_extra=log_extra, log_metric=log_metric)  # fmt: skip
     assert scores[0] >= 0.7 and scores[1:] == pytest.approx([0.3, 0.0])
     assert extra["verify_stage"] == ["done", "correctness", "static"]
+    assert extra["verify_speedup"] == [-1.0] * 3  # not timed: timing needs CUDA
     assert "torch_compute" in extra["verify_flags"][2]
     assert metrics["verify/correct"] == [pytest.approx(1 / 3)]
     assert [d["correct"] for d in reward.scorer.last_details] == [True, False, False]

@@ -8,8 +8,8 @@ TRL (`GRPOTrainer(reward_funcs=[...])`):
 Each dataset row carries a `task_id` column (the name is configurable) naming the task
 its prompt was built from. The function returns one float per completion and, when the
 trainer passes them (TRL >= 1.x does), logs per-completion details through `log_extra`
-(stage, flags, error) and batch rates through `log_metric`. The details of the last
-batch are also kept as `reward.scorer.last_details`.
+(stage, flags, error, speedup: -1 when not timed) and batch rates through
+`log_metric`. The details of the last batch are also kept as `reward.scorer.last_details`.
 
 verl (`custom_reward_function.path` pointing at this file, tritonrl/reward/adapters.py,
 `name: compute_score`):
@@ -99,6 +99,8 @@ class _Scorer:
             log_extra("verify_stage", [d["stage"] for d in details])
             log_extra("verify_flags", [",".join(d["flags"]) for d in details])
             log_extra("verify_error", [d["error"] or "" for d in details])
+            log_extra("verify_speedup", [-1.0 if d["speedup"] is None else d["speedup"]
+                                         for d in details])  # fmt: skip
         if log_metric and results:
             n = len(results)
             log_metric("verify/correct", sum(r.correct for r in results) / n)
