@@ -8,6 +8,7 @@ through `tritonrl rl` and with fixed rollouts whose per-token advantages and los
 checked in the trainer's own batch.
 """
 
+import json
 import math
 import statistics
 
@@ -147,3 +148,126 @@ def test_the_trainer_class_is_a_subclass_named_for_its_base():
 
     cls = hierarchical_trainer(trl.GRPOTrainer, RlConfig(hierarchical=True))
     assert issubclass(cls, trl.GRPOTrainer) and cls.__name__ == "HierarchicalGRPOTrainer"
+
+
+# --- real GRPO on the tiny model (slow) -----------------------------------------------
+
+QUIET = ["--run.report_to", "[none]"]
+PLAN = "Plan: one program per block of 1024, a masked load, the max with zero, a store.\n\n"
+
+
+def _relu():
+    from tritonrl.tasks import load_builtin
+
+    return load_builtin("level1/1_ReLU").tasks[0]
+
+
+@pytest.fixture(scope="module")
+def _pools_closed():
+    yield
+    from tritonrl.verify.pool import close_shared_pools
+
+    close_shared_pools()
+
+
+@pytest.mark.slow
+def test_tritonrl_rl_with_hierarchical_runs_two_grpo_steps(sft_run, train_app, _pools_closed):
+    from typer.testing import CliRunner
+
+    from tritonrl.runs import Run
+
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(sft_run), "--algo", "grpo",
+                                         "--rl.hierarchical", "true", "--rl.max_steps", "2",
+                                         *QUIET])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = Run.open(sft_run)
+    rl = run.stage("rl")
+    assert rl["status"] == "done" and rl["step"] == 2 and rl["info"]["config"]["rl"]["hierarchical"]
+    rows = (sft_run / "rl/completions.jsonl").read_text().splitlines()
+    assert [json.loads(r)["step"] for r in rows] == [0] * 4 + [1] * 4  # verified once each
+    history = json.loads(run.artifact("rl", "log_history").read_text())
+    steps = [h for h in history if "loss" in h]
+    assert [h["step"] for h in steps] == [1, 2]
+    for h in steps:
+        correct, speedup = h["rewards/tritonrl_correct/mean"], h["rewards/tritonrl_speedup/mean"]
+        assert h["reward"] == pytest.approx(correct + speedup)
+        assert speedup == 0.0  # nothing is timed on the CPU
+        assert 0.0 <= h["hierarchical/fenced"] <= 1.0 and 0.0 <= h["hierarchical/plan_tokens"] < 1
+        assert "rewards/tritonrl_verifier/mean" not in h
+
+
+@pytest.mark.slow
+def test_fixed_rollouts_get_per_token_advantages_in_a_real_grpo_step(
+    sft_run, tmp_path, monkeypatch, _pools_closed
+):
+    """One real GRPO step whose rollouts (TRL's rollout_func stands in for the sampler) are,
+    per group of 2, a planned correct kernel and a planned broken one, then the correct
+    kernel without a fence and the broken one: the trainer's own batch carries [B, L]
+    advantages split at the fence, and TRL's loss is computed from them."""
+    import datasets
+
+    from tritonrl.config import load_config
+    from tritonrl.data.prompts import build_messages
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.runs import Run
+    from tritonrl.train.grpo import _trainer_class, trainer_args
+    from tritonrl.train.rl import CompletionLog, load_policy
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+    relu = _relu()
+    config = load_config(None, ["--rl.max_steps", "1", "--curriculum.enabled", "false",
+                                "--rl.hierarchical", "true", *QUIET])  # fmt: skip
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    honest, broken = (
+        f"{PLAN}```python\n{relu.solution}```",
+        f"{PLAN}```python\nclass ModelNew(:\n```",
+    )
+    texts = [honest, broken, relu.solution, broken]
+    encoded = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    plan_ids = tokenizer(PLAN)["input_ids"]
+    assert encoded[0][: len(plan_ids)] == plan_ids  # the plan ends on a token boundary
+    assert tokenizer.decode(encoded[0], skip_special_tokens=True) == honest
+
+    def rollout(prompts, trainer):  # the prompts arrive once per completion, grouped
+        text = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                for p in prompts]  # fmt: skip
+        ids = [tokenizer(t)["input_ids"] for t in text]
+        return {"prompt_ids": ids, "completion_ids": [encoded[i % 4] for i in range(len(ids))],
+                "logprobs": None}  # fmt: skip
+
+    log_path = tmp_path / "completions.jsonl"
+    reward = CompletionLog(log_path, {relu.id: 1}).trl_reward(
+        make_trl_reward([relu], config.verify, asynchronous=True)
+    )
+    trainer = _trainer_class(config, None, [relu.id] * 4)(
+        model=model,
+        reward_funcs=[reward],
+        args=trainer_args(config, tmp_path / "out", "cpu"),
+        train_dataset=datasets.Dataset.from_list(
+            [{"prompt": build_messages(relu.source), "task_id": relu.id}] * 4
+        ),
+        processing_class=tokenizer,
+        rollout_func=rollout,
+    )
+    assert type(trainer).__name__ == "HierarchicalTrainer"
+    trainer.train()
+    rows = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert [r["correct"] for r in rows] == [True, False, True, False], rows  # verified once each
+
+    batch = trainer._buffered_inputs[0]  # the step's own inputs (shuffled rows)
+    adv, ids, mask = batch["advantages"], batch["completion_ids"], batch["completion_mask"]
+    assert adv.shape == ids.shape and ids.shape[0] == 4
+    a = 0.5 / (math.sqrt(0.5) + EPS)  # code term [1, 0] in each group; speedup term all 0
+    plans = [len(plan_ids), len(plan_ids), 0, len(plan_ids)]
+    signs = [1.0, -1.0, 1.0, -1.0]
+    for row in range(4):
+        k = next(i for i, e in enumerate(encoded) if ids[row, : len(e)].tolist() == e)
+        n, plan = len(encoded[k]), plans[k]
+        expected = [0.0] * plan + [signs[k] * a] * (n - plan) + [0.0] * (ids.shape[1] - n)
+        assert adv[row].tolist() == pytest.approx(expected, abs=1e-5), (row, k)
+
+    with torch.no_grad():  # on-policy dapo: the loss is -sum(A * mask) / tokens
+        loss = trainer._compute_loss(trainer.model, batch)
+    assert loss.item() == pytest.approx(-(adv * mask).sum().item() / mask.sum().item(), rel=1e-4)
+    step = next(h for h in trainer.state.log_history if "loss" in h)
+    assert step["rewards/tritonrl_correct/mean"] == 0.5 and step["hierarchical/fenced"] == 0.75

@@ -12,12 +12,13 @@ How the per-token advantages are formed, for a batch of B completions in groups 
 
 1. Terms (`term_rewards`), from the verifier's details of completion i:
    `correct_i` is 1.0 when the verifier found it correct AND the reward scheme credits
-   it (its `reward` > 0: every scheme scores a cheating flag or a sandbox limit 0, and a
-   credited correct kernel above 0), else 0.0; `speedup_i` is
+   it (its `reward` > 0: every scheme scores a cheating flag or a sandbox limit 0, and
+   any other correct kernel above 0), else 0.0; `speedup_i` is
    `rl.hierarchical_speedup_weight * min(max(s, 0), rl.hierarchical_speedup_clip)` for a
    credited correct kernel and 0.0 otherwise, `s` being the details' noise-ruled
-   `reward_speedup` when they carry one, else their `speedup`; an untimed kernel (`None`:
-   timing needs CUDA) has 0. The two are TRL reward functions (`tritonrl_correct`,
+   `reward_speedup` when they carry one, else their measured `speedup` (what
+   `make_trl_reward`'s details hold today); an untimed kernel (`None`: timing needs
+   CUDA) has 0. The two are TRL reward functions (`tritonrl_correct`,
    `tritonrl_speedup`, one verification per batch for both), so TRL's `rewards_per_func`
    carries both, its metrics log each (`rewards/tritonrl_correct/mean`, ...), and its
    scalar `reward` (their sum, weights 1) is exactly TritonRL's reward.
