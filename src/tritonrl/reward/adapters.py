@@ -59,7 +59,8 @@ def completion_text(completion: Any) -> str:
 
 def _details(r: VerifyResult, reward: float) -> dict[str, Any]:
     return {"task": r.task, "reward": reward, "stage": r.stage, "correct": r.correct,
-            "flags": list(r.flags), "error": r.error, "speedup": r.speedup}  # fmt: skip
+            "flags": list(r.flags), "error": r.error, "speedup": r.speedup,
+            "reward_speedup": r.reward_speedup}  # fmt: skip
 
 
 class _Scorer:

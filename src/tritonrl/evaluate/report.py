@@ -1,0 +1,312 @@
+"""The report: Markdown with tables and PNG plots, from a run's files and eval folders.
+
+    tritonrl report runs/demo                      # -> runs/demo/report/report.md
+    tritonrl report evals/base evals/sft evals/rl --out reports/compare
+    write_report(["runs/demo"], out_dir)           # the same from Python
+
+Every number and every plot comes from files the stages wrote, never typed in: a run's
+manifest (stages, config, versions), `sft/log_history.json` (the loss), `rl/log_history.json`
+(reward, verified-correct rate, curriculum share), `rl/completions.jsonl` (how far each
+completion got), and an eval folder's `summary.json` (metrics per level) and
+`samples.jsonl` (each sample's verdict). A run whose manifest names an eval folder
+(stage `eval`, artifact `dir`) gets that evaluation's sections too. What a source lacks
+is left out with a line saying so, never drawn empty.
+
+Plots: the funnel (how many candidates reached each stage of the verifier), the
+verified-correct rate by level (one bar per source when several are compared), the
+speedup distribution of correct kernels, the SFT loss, and the RL reward, correct rate
+and curriculum share per step.
+
+What it does NOT do: it computes no metric of its own beyond counting stages and
+speedups in the files (the metrics are `tritonrl eval`'s), and it does not read
+tensorboard event files (the log histories hold the same numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tritonrl.verify.result import STAGES
+
+log = logging.getLogger(__name__)
+
+REPORT = "report.md"
+FUNNEL = STAGES[:-1]  # extract .. performance; "done" is the end of the last one
+METRICS = ("valid", "compiled", "correct", "fast_1", "fast_2", "geomean_speedup")
+
+
+@dataclass
+class Source:
+    """One thing reported on: a run directory or an eval folder."""
+
+    path: Path
+    name: str
+    kind: str  # "run" | "eval"
+    manifest: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None  # an evaluation's summary.json
+    samples: list[dict] = field(default_factory=list)  # an evaluation's samples
+
+
+def _jsonl(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut by a kill: the rest still counts
+                    log.warning("%s line %d is not JSON; skipped", path, n)
+    return rows
+
+
+def _read_eval(path: Path) -> tuple[dict | None, list[dict]]:
+    summary = (
+        json.loads((path / "summary.json").read_text())
+        if (path / "summary.json").is_file()
+        else None
+    )
+    samples = _jsonl(path / "samples.jsonl") if (path / "samples.jsonl").is_file() else []
+    return summary, samples
+
+
+def load_source(path: str | Path) -> Source:
+    """A run directory (it holds manifest.json) or an eval folder (summary.json or
+    samples.jsonl); anything else is a ValueError saying what was expected."""
+    p = Path(path).expanduser().resolve()
+    if (p / "manifest.json").is_file():
+        from tritonrl.runs import Run
+
+        run = Run.open(p)
+        src = Source(p, p.name, "run", manifest=json.loads((p / "manifest.json").read_text()))
+        if run.has_artifact("eval", "dir"):
+            src.summary, src.samples = _read_eval(run.artifact("eval", "dir"))
+        return src
+    if (p / "summary.json").is_file() or (p / "samples.jsonl").is_file():
+        summary, samples = _read_eval(p)
+        name = (summary or {}).get("model") or p.name
+        return Source(p, f"{p.name} ({name})" if name != p.name else p.name, "eval",
+                      summary=summary, samples=samples)  # fmt: skip
+    raise ValueError(
+        f"{p}: neither a run directory (manifest.json) nor an eval folder (summary.json, "
+        "samples.jsonl): pass what `tritonrl sft/rl --run` or `tritonrl eval --out` wrote"
+    )
+
+
+def _verdict(row: dict) -> dict:
+    return row.get("verdict") or row.get("result") or row
+
+
+def funnel_counts(rows: list[dict]) -> dict[str, int]:
+    """How many of `rows` (completions or samples, each with a verdict's `stage`)
+    reached each stage of the verifier (a stage is reached when it ran)."""
+    index = {s: i for i, s in enumerate(STAGES)}
+    reached = [index.get(_verdict(r).get("stage"), 0) for r in rows]
+    return {stage: sum(i >= k for i in reached) for k, stage in enumerate(FUNNEL)} | {
+        "correct": sum(bool(_verdict(r).get("correct")) for r in rows)
+    }
+
+
+def _history(path: Path) -> list[dict]:
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def _series(history: list[dict], key: str) -> tuple[list[int], list[float]]:
+    points = [(h["step"], h[key]) for h in history if key in h and h[key] is not None]
+    return [s for s, _ in points], [float(v) for _, v in points]
+
+
+class _Plots:
+    """PNG files in the report's folder, each named once."""
+
+    def __init__(self, out: Path):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self.plt, self.out = plt, out
+
+    def save(self, fig, name: str) -> str:
+        fig.tight_layout()
+        fig.savefig(self.out / name, dpi=110)
+        self.plt.close(fig)
+        return name
+
+    def bars(self, name: str, title: str, groups: dict[str, dict[str, float]], ylabel: str):
+        """Grouped bars: {series: {category: value}}."""
+        cats = list(dict.fromkeys(c for g in groups.values() for c in g))
+        fig, ax = self.plt.subplots(figsize=(max(5, 1.2 * len(cats) + 2), 3.6))
+        width = 0.8 / max(len(groups), 1)
+        for i, (label, values) in enumerate(groups.items()):
+            xs = [j + i * width for j in range(len(cats))]
+            ax.bar(xs, [values.get(c, 0) for c in cats], width, label=label)
+        ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(cats))], cats)
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        if len(groups) > 1:
+            ax.legend(fontsize=8)
+        return self.save(fig, name)
+
+    def lines(self, name: str, title: str, series: dict[str, tuple[list, list]], ylabel: str):
+        fig, ax = self.plt.subplots(figsize=(6, 3.6))
+        for label, (xs, ys) in series.items():
+            if xs:
+                ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=label)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        return self.save(fig, name)
+
+    def histogram(self, name: str, title: str, values: dict[str, list[float]]):
+        fig, ax = self.plt.subplots(figsize=(6, 3.6))
+        for label, xs in values.items():
+            ax.hist(xs, bins=20, alpha=0.6, label=f"{label} ({len(xs)})")
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_xlabel("speedup over the reference (x)")
+        ax.set_ylabel("correct kernels")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        return self.save(fig, name)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        return str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_")[:40] or "source"
+
+
+def _run_sections(src: Source, plots: _Plots) -> list[str]:
+    m, slug = src.manifest, _slug(src.name)
+    lines = [f"## Run `{src.name}`", ""]
+    rows = [[name, st.get("status"), st.get("step"), (st.get("error") or "")[:80]]
+            for name, st in m.get("stages", {}).items()]  # fmt: skip
+    lines += _table(["stage", "status", "step", "error"], rows) + [""]
+    sft = _history(src.path / "sft" / "log_history.json")
+    if sft:
+        curves = {"train loss": _series(sft, "loss"), "eval loss": _series(sft, "eval_loss")}
+        name = plots.lines(f"{slug}_sft_loss.png", "SFT loss", curves, "loss")
+        lines += ["### SFT", "", f"![SFT loss]({name})", ""]
+    else:
+        lines += ["No SFT log history in this run (sft/log_history.json).", ""]
+    rl = _history(src.path / "rl" / "log_history.json")
+    if rl:
+        name = plots.lines(f"{slug}_rl_reward.png", "RL: reward, verified-correct rate, "
+                           "level-2 share per step", {
+            "mean reward": _series(rl, "reward"),
+            "verified correct": _series(rl, "verify/correct"),
+            "level-2 share (curriculum)": _series(rl, "curriculum/level2_share"),
+        }, "value")  # fmt: skip
+        lines += ["### RL", "", f"![RL curves]({name})", ""]
+    completions = src.path / "rl" / "completions.jsonl"
+    if completions.is_file():
+        rows = _jsonl(completions)
+        counts = funnel_counts(rows)
+        name = plots.bars(f"{slug}_rl_funnel.png", "RL completions: stage reached",
+                          {src.name: counts}, "completions")  # fmt: skip
+        lines += [f"RL completions verified: {len(rows)}.", ""]
+        lines += _table(list(counts), [list(counts.values())]) + ["", f"![RL funnel]({name})", ""]
+    return lines
+
+
+def _metrics_rows(sources: list[Source]) -> list[list[Any]]:
+    rows = []
+    for s in sources:
+        overall = (s.summary or {}).get("metrics", {}).get("overall", {})
+        passes = {k: v for k, v in overall.items() if k.startswith("pass@")}
+        rows.append([s.name, overall.get("n"), *(overall.get(k) for k in METRICS),
+                     ", ".join(f"{k} {v:.3g}" for k, v in passes.items()) or None])  # fmt: skip
+    return rows
+
+
+def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
+    evals = [s for s in sources if s.summary is not None or s.samples]
+    if not evals:
+        return []
+    lines = ["## Evaluation", ""]
+    lines += _table(["source", "samples", *METRICS, "pass@k"], _metrics_rows(evals)) + [""]
+    for s in evals:
+        for note in (s.summary or {}).get("notes", []):
+            lines.append(f"- {s.name}: {note}")
+    lines.append("")
+    funnels = {s.name: funnel_counts(s.samples) for s in evals if s.samples}
+    if funnels:
+        name = plots.bars("eval_funnel.png", "Samples: stage reached", funnels, "samples")
+        lines += ["### Funnel", "", f"![funnel]({name})", ""]
+    by_level = {}
+    for s in evals:
+        levels = (s.summary or {}).get("metrics", {}).get("levels", {})
+        if levels:
+            by_level[s.name] = {f"level {k}": v.get("correct") or 0.0 for k, v in levels.items()}
+    if by_level:
+        name = plots.bars("correct_by_level.png", "Verified-correct rate by level", by_level,
+                          "correct rate")  # fmt: skip
+        lines += ["### Correct rate by level", "", f"![correct by level]({name})", ""]
+    speedups = {}
+    for s in evals:
+        xs = [float(_verdict(r)["speedup"]) for r in s.samples
+              if _verdict(r).get("correct") and _verdict(r).get("speedup") is not None]  # fmt: skip
+        if xs:
+            speedups[s.name] = xs
+    if speedups:
+        name = plots.histogram("speedups.png", "Speedup of correct kernels", speedups)
+        lines += ["### Speedups", "", f"![speedups]({name})", ""]
+    else:
+        lines += ["No correct kernel was timed (timing needs CUDA), so there is no speedup "
+                  "distribution.", ""]  # fmt: skip
+    return lines
+
+
+def _provenance(sources: list[Source]) -> list[str]:
+    lines = ["## Config and versions", ""]
+    for s in sources:
+        config = s.manifest.get("config") or (s.summary or {}).get("config")
+        versions = s.manifest.get("versions") or (s.summary or {}).get("versions")
+        lines.append(f"### {s.name}")
+        lines.append("")
+        if versions:
+            lines.append(", ".join(f"{k} {v}" for k, v in versions.items() if v))
+            lines.append("")
+        if config:
+            lines += ["```yaml", yaml.safe_dump(config, sort_keys=False).rstrip(), "```", ""]
+    return lines
+
+
+def write_report(paths: list[str | Path], out: str | Path | None = None) -> Path:
+    """Write report.md and its PNGs for `paths` (runs and eval folders) into `out`
+    (default: `report/` in the first one); returns the Markdown file's path."""
+    if not paths:
+        raise ValueError("report: name at least one run directory or eval folder")
+    sources = [load_source(p) for p in paths]
+    out_dir = Path(out) if out is not None else sources[0].path / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = _Plots(out_dir)
+    title = ", ".join(s.name for s in sources)
+    lines = [f"# tritonrl report: {title}", ""]
+    for s in sources:
+        if s.kind == "run":
+            lines += _run_sections(s, plots)
+    lines += _eval_sections(sources, plots)
+    lines += _provenance(sources)
+    path = out_dir / REPORT
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    log.info("report written to %s", path)
+    return path

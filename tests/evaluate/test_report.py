@@ -1,0 +1,110 @@
+"""The report: Markdown and PNGs whose numbers are the files' (a run's manifest and log
+histories, an eval folder's summary and samples with real verdicts)."""
+
+import json
+import struct
+
+import pytest
+
+from tritonrl.config import VerifyConfig
+from tritonrl.evaluate.report import funnel_counts, load_source, write_report
+from tritonrl.runs import Run
+from tritonrl.tasks import load_builtin
+from tritonrl.verify import verify
+
+pytest.importorskip("matplotlib")
+RELU = load_builtin("level1/1_ReLU").tasks[0]
+CHEAT = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+         "    def forward(self, x):\n        return torch.relu(x)\n")  # fmt: skip
+
+
+def _png_size(path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    config = VerifyConfig(device="cpu")
+    good = verify(RELU, RELU.solution, config).to_dict()
+    bad = verify(RELU, RELU.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)"), config).to_dict()
+    cheat = verify(RELU, CHEAT, config).to_dict()
+    junk = verify(RELU, "no code here", config).to_dict()
+    assert good["correct"] and not bad["correct"] and cheat["flags"] and junk["stage"] == "extract"
+    return good, bad, cheat, junk
+
+
+def _run(tmp_path, verdicts):
+    run = Run.create(tmp_path / "run", config={"rl": {"algo": "grpo"}})
+    for stage in ("sft", "rl"):
+        run.start_stage(stage)
+        run.set_step(stage, 2)
+        run.finish_stage(stage)
+    sft = [{"loss": 3.0, "step": 1}, {"loss": 2.5, "step": 2}, {"eval_loss": 2.7, "step": 2}]
+    rl = [{"reward": 0.1, "verify/correct": 0.0, "curriculum/level2_share": 0.1, "step": s}
+          for s in (1, 2)]  # fmt: skip
+    run.stage_dir("sft"), run.stage_dir("rl")  # created on first use
+    (run.path / "sft" / "log_history.json").write_text(json.dumps(sft))
+    (run.path / "rl" / "log_history.json").write_text(json.dumps(rl))
+    good, bad, cheat, junk = verdicts
+    rows = [{"step": 0, **v} for v in (good, bad, cheat, junk, junk)]
+    (run.path / "rl" / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def _eval_dir(path, verdicts, model, correct_rate):
+    path.mkdir(parents=True)
+    good, bad, cheat, _ = verdicts
+    samples = [{"task": RELU.id, "level": 1, "sample": i, "completion": "...", "verdict": v,
+                "reward": 0.0} for i, v in enumerate((good, bad, cheat))]  # fmt: skip
+    (path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    overall = {"n": 3, "valid": 1.0, "compiled": 2 / 3, "correct": correct_rate, "fast_1": None,
+               "fast_2": None, "geomean_speedup": None, "pass@1": correct_rate}  # fmt: skip
+    summary = {"model": model, "metrics": {"overall": overall,
+               "levels": {"1": {**overall}}}, "notes": ["fast_p: not timed (CPU)"]}  # fmt: skip
+    (path / "summary.json").write_text(json.dumps(summary))
+    return path
+
+
+def test_the_funnel_counts_the_stages_each_candidate_reached(verdicts):
+    good, bad, cheat, junk = verdicts
+    counts = funnel_counts([good, bad, cheat, junk])
+    # good: done; bad: failed correctness; cheat: stopped at static; junk: at extract
+    assert counts == {"extract": 4, "static": 3, "compile": 2, "correctness": 2,
+                      "performance": 1, "correct": 1}  # fmt: skip
+
+
+def test_a_run_report_has_its_stages_curves_funnel_and_config(tmp_path, verdicts):
+    run = _run(tmp_path, verdicts)
+    path = write_report([run.path])
+    assert path == run.path / "report" / "report.md"
+    text = path.read_text()
+    assert "| sft | done | 2 |" in text and "| rl | done | 2 |" in text
+    assert "RL completions verified: 5." in text
+    assert "| 5 | 3 | 2 | 2 | 1 | 1 |" in text  # the funnel, from completions.jsonl
+    assert "algo: grpo" in text  # the recorded config
+    for png in ("run_sft_loss.png", "run_rl_reward.png", "run_rl_funnel.png"):
+        assert f"]({png})" in text
+        width, height = _png_size(path.parent / png)
+        assert width > 300 and height > 200
+
+
+def test_several_evaluations_side_by_side(tmp_path, verdicts):
+    a = _eval_dir(tmp_path / "base", verdicts, "base-model", 0.0)
+    b = _eval_dir(tmp_path / "rl", verdicts, "rl-model", 1 / 3)
+    path = write_report([a, b], tmp_path / "out")
+    text = path.read_text()
+    assert "| base (base-model) | 3 | 1 | 0.667 | 0 | - | - | - | pass@1 0 |" in text
+    assert "| rl (rl-model) | 3 | 1 | 0.667 | 0.333 | - | - | - | pass@1 0.333 |" in text
+    assert "fast_p: not timed (CPU)" in text
+    assert "](eval_funnel.png)" in text and "](correct_by_level.png)" in text
+    assert "no speedup distribution" in text  # nothing timed on the CPU
+    _png_size(tmp_path / "out" / "correct_by_level.png")
+
+
+def test_a_folder_that_is_neither_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="neither a run directory"):
+        load_source(tmp_path)
+    with pytest.raises(ValueError, match="at least one"):
+        write_report([])
