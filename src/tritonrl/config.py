@@ -1,12 +1,12 @@
 """Configuration dataclasses, one per stage. Every default here is the product default
 of SPEC.md; every field can be changed by the caller.
 
-Sections: run, data, model, tiny_model, lora, sft, rl, best_of_n, curriculum, verify. `load_config`
-(`tritonrl.config_loader`) fills them from a YAML file in configs/ (the embedded default
-is configs/tiny-cpu.yaml) plus `--section.key value` overrides, converts each value by its
-field's type, and rejects unknown names and option combinations that cannot work
-(`check_config`) before anything runs. The resolved config is what a run's manifest
-records.
+Sections: run, data, model, tiny_model, lora, sft, rl, best_of_n, curriculum, pipeline,
+verify. `load_config` (`tritonrl.config_loader`) fills them from a YAML file in configs/
+(the embedded default is configs/tiny-cpu.yaml) plus `--section.key value` overrides,
+converts each value by its field's type, and rejects unknown names and option
+combinations that cannot work (`check_config`) before anything runs. The resolved config
+is what a run's manifest records.
 
 Each extension (docs/hacks.md, extensions) can be switched off for an ablation:
 multi-input testing (verify.multi_input, verify.num_input_sets), the staged funnel
@@ -402,6 +402,21 @@ class CurriculumConfig:
 
 
 @dataclass
+class PipelineConfig:
+    """`tritonrl pipeline`: prepare -> tiny model -> SFT -> RL -> eval -> report, each
+    stage skipped when the run's manifest says it is done."""
+
+    prepare_source: str = "kernelbook"  # `prepare --source`: kernelbook | builtin | PATH
+    rl: bool = True  # run the rl stage (rl.algo) after SFT
+    eval_tasks: list[str] = field(default_factory=lambda: ["run"])  # "run": held-out tasks
+    eval_samples: int = 4  # completions per task (pass@k up to this k)
+
+    def __post_init__(self):
+        _need(bool(self.prepare_source), "pipeline.prepare_source must name a source")
+        _need(self.eval_samples >= 1, "pipeline.eval_samples must be >= 1")
+
+
+@dataclass
 class Config:
     """The whole resolved config; one attribute per YAML section."""
 
@@ -414,6 +429,7 @@ class Config:
     rl: RlConfig = field(default_factory=RlConfig)
     best_of_n: BestOfNConfig = field(default_factory=BestOfNConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     @property

@@ -1,0 +1,178 @@
+"""`tritonrl pipeline` and `tritonrl report`: the whole chain in one command, and its report.
+
+    tritonrl pipeline                                   # the embedded default (tiny-cpu)
+    tritonrl pipeline --config qwen7b-1gpu --run-dir runs/qwen --rl.max_steps 100
+    tritonrl report runs/pipeline                       # -> runs/pipeline/report/report.md
+    tritonrl report evals/base evals/sft evals/rl --out reports/compare
+
+The pipeline runs prepare (`pipeline.prepare_source`) -> the tiny model (when
+`model.name_or_path` is `tiny`) -> sft -> rl (`rl.algo`, when `pipeline.rl`) -> eval
+(`pipeline.eval_tasks`, `pipeline.eval_samples`; "run" is the run's held-out tasks, and
+the eval folder is RUN/eval, recorded as stage `eval`) -> report (RUN/report/report.md,
+rewritten every time). A stage the manifest records as done is skipped; an interrupted
+or failed one is run again (each resumes where it can). Each stage runs as its own
+`tritonrl` process with the same --config and overrides, its output in
+RUN/logs/<stage>.log; a failure names the stage and that log and exits 1 (2 for a bad
+config). `tritonrl status RUN` shows where a run is.
+
+What it does NOT do: no object-store sync or resume on another machine; it runs the
+stages one after another on this machine, never in parallel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+STAGES = ("prepare", "tiny_model", "sft", "rl", "eval", "report")
+
+
+class StageFailed(RuntimeError):
+    def __init__(self, stage: str, log: Path, code: int):
+        super().__init__(f"stage {stage} failed (exit {code}); its log: {log}")
+        self.stage, self.log, self.code = stage, log, code
+
+
+def _command(stage: str, run_dir: Path, config, argv: list[str]) -> list[str]:
+    """The `tritonrl` command line of one stage (`argv`: --config and the overrides)."""
+    pipe = config.pipeline
+    base = [sys.executable, "-m", "tritonrl"]
+    if stage == "prepare":
+        return base + ["prepare", "--source", pipe.prepare_source, "--run", str(run_dir), *argv]
+    if stage == "sft":
+        return base + ["sft", "--run", str(run_dir), *argv]
+    if stage == "rl":
+        return base + ["rl", "--run", str(run_dir), *argv]
+    if stage == "eval":
+        tasks = [f"run:{run_dir}" if t == "run" else t for t in pipe.eval_tasks]
+        return base + ["eval", "--model", str(run_dir), "--tasks", *tasks,
+                       "--samples", str(pipe.eval_samples), "--out", str(run_dir / "eval"),
+                       *argv]  # fmt: skip
+    raise ValueError(f"no command for stage {stage!r}")
+
+
+def _run_process(stage: str, cmd: list[str], log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TQDM_DISABLE": os.environ.get("TQDM_DISABLE", "1")}
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    if code != 0:
+        raise StageFailed(stage, log, code)
+
+
+def _tiny_model(run, config, log: Path) -> None:
+    """The run's tiny model, built in this process (the sft stage would build it too)."""
+    import logging
+
+    from tritonrl.train.sft import base_model, quiet_progress
+
+    handler = logging.FileHandler(log, encoding="utf-8")
+    logging.getLogger("tritonrl").addHandler(handler)
+    try:
+        with quiet_progress():
+            base_model(run, config)
+    except Exception as e:
+        raise StageFailed("tiny_model", log, 1) from e
+    finally:
+        logging.getLogger("tritonrl").removeHandler(handler)
+
+
+def _eval_stage(run, cmd: list[str], log: Path) -> None:
+    run.start_stage("eval")
+    try:
+        _run_process("eval", cmd, log)
+    except StageFailed as e:
+        run.fail_stage("eval", str(e))
+        raise
+    run.add_artifact("eval", "dir", run.path / "eval")
+    summary = run.path / "eval" / "summary.json"
+    if summary.is_file():
+        run.add_artifact("eval", "summary", summary)
+    run.finish_stage("eval")
+
+
+def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Path:
+    """Every stage of `run_dir` not done yet, in order; the report's path."""
+    from tritonrl.evaluate.report import write_report
+    from tritonrl.runs import Run
+
+    run_dir = Path(run_dir).resolve()
+    Run.open_or_create(run_dir)
+    logs = run_dir / "logs"
+    for stage in STAGES:
+        log = logs / f"{stage}.log"
+        if stage == "tiny_model" and not config.uses_tiny_model:
+            continue
+        if stage == "rl" and not config.pipeline.rl:
+            continue
+        if stage != "report" and Run.open(run_dir).status(stage) == "done":
+            say(f"{stage}: done, skipped")
+            continue
+        started = time.monotonic()
+        say(f"{stage}: running (log: {log})")
+        if stage == "tiny_model":
+            log.parent.mkdir(parents=True, exist_ok=True)
+            _tiny_model(Run.open(run_dir), config, log)
+        elif stage == "eval":
+            _eval_stage(Run.open(run_dir), _command(stage, run_dir, config, argv), log)
+        elif stage == "report":
+            report = write_report([run_dir])
+        else:
+            _run_process(stage, _command(stage, run_dir, config, argv), log)
+        say(f"{stage}: done in {time.monotonic() - started:.0f}s")
+    return report
+
+
+def pipeline(
+    ctx: typer.Context,
+    config: str | None = CONFIG,
+    run_dir: Path = typer.Option(
+        Path("runs/pipeline"), "--run-dir", help="The run directory (created if needed)."
+    ),
+) -> None:
+    """prepare -> tiny model -> SFT -> RL -> eval -> report, skipping what is done."""
+    cfg, _ = command_config(ctx, config, "sft")
+    argv = ([] if config is None else ["--config", config]) + list(ctx.args)
+    try:
+        report = run_pipeline(cfg, run_dir, argv, say=lambda m: out.print(m, markup=False))
+    except StageFailed as e:
+        err.print(f"[red]pipeline stopped:[/red] {escape(str(e))}")
+        tail = e.log.read_text(errors="replace").splitlines()[-15:] if e.log.is_file() else []
+        for line in tail:
+            err.print(f"  {escape(line)}")
+        raise typer.Exit(2 if e.code == 2 else 1) from None
+    out.print(f"pipeline done: report in {report}", markup=False)
+
+
+def report(
+    sources: list[str] = typer.Argument(..., metavar="RUN|EVAL_DIR...", help="Runs and evals."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Folder (default: FIRST/report)."),
+) -> None:
+    """A Markdown report with PNG plots of runs and evaluations."""
+    from tritonrl.evaluate.report import write_report
+
+    try:
+        path = write_report(sources, out_dir)
+    except (ValueError, OSError) as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    out.print(f"report: {path}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `pipeline` and `report` to the `tritonrl` app."""
+    app.command("pipeline", context_settings=OVERRIDES)(pipeline)
+    app.command("report")(report)
