@@ -226,5 +226,33 @@ def test_rl_refuses_a_config_that_changes_what_sft_trained(sft_run, train_app):
                                          "--lora.enabled", "true"])  # fmt: skip
     assert result.exit_code == 2
     assert "lora.enabled: False -> True" in result.output
-    assert "may change only the rl, best_of_n, curriculum, pipeline, verify sections" in result.output
+    sections = "rl, best_of_n, curriculum, pipeline, verify"
+    assert f"may change only the {sections} sections" in result.output
     assert Run.open(run_dir).status("rl") == "pending"
+
+
+def test_a_lora_run_trains_its_sft_adapter_on(tmp_path):
+    import peft
+    import transformers
+
+    from tritonrl.config_loader import override_config
+    from tritonrl.train.rl import run_rl
+    from tritonrl.train.sft import run_sft
+
+    run_dir = tmp_path / "run"
+    sft = ["--lora.enabled", "true", "--sft.max_steps", "2", *QUIET,
+           "--data.generated_tasks", "20", "--tiny_model.generated_tasks", "50"]  # fmt: skip
+    run_sft(load_config(None, sft), run_dir)
+    result = run_rl(override_config(Run.open(run_dir).config, ["--rl.max_steps", "1"]), run_dir)
+    assert result.lora and result.steps == 1
+    run = Run.open(run_dir)
+    adapter = run.artifact("rl", "adapter")
+    assert not run.has_artifact("rl", "model") and (adapter / "adapter_config.json").is_file()
+    sft_config = json.loads((run.artifact("sft", "adapter") / "adapter_config.json").read_text())
+    rl_config = json.loads((adapter / "adapter_config.json").read_text())
+    assert rl_config["r"] == sft_config["r"]  # the SFT adapter, trained on
+    assert rl_config["target_modules"] == sft_config["target_modules"]
+    base = transformers.AutoModelForCausalLM.from_pretrained(run.artifact("tiny_model", "model"))
+    model = peft.PeftModel.from_pretrained(base, adapter)
+    assert any("lora_B" in n for n, _ in model.named_parameters())
+    assert run.stage("rl")["info"]["lora"] is True
