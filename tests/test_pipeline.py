@@ -55,3 +55,17 @@ def test_prepare_tiny_model_sft_status(tmp_path):
     ids = tok(prompt, return_tensors="pt")["input_ids"]
     out = model.generate(ids, max_new_tokens=8, do_sample=False)
     assert out.shape[1] > ids.shape[1]
+
+
+def test_a_failing_pipeline_stage_is_named_with_its_log(tmp_path):
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "tritonrl", "pipeline", "--run-dir", str(run),
+                        "--pipeline.prepare_source", str(tmp_path / "missing.jsonl")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr  # the stage's own exit: bad usage
+    log = run / "logs" / "prepare.log"
+    assert "pipeline stopped: stage prepare failed" in r.stderr and str(log) in r.stderr
+    assert "missing.jsonl" in log.read_text()  # the stage's own error, in its log
+    status = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
+    assert status["prepare"]["status"] == "failed" and status["sft"]["status"] == "pending"
+    assert not (run / "sft").exists()  # nothing after the failed stage ran
