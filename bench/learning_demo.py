@@ -22,7 +22,8 @@ the CPU cores (its verifier pools size themselves from it).
 Timing spread: the candidate is a copy of the reference (`class ModelNew(Model): pass`,
 static checks and the funnel off as in bench/kernelbench_fullsize.py, so the timing phase
 runs whatever the torch-only flags say) of `PROBE_TASK`, verified `--probe-runs` times
-on a one-lane pool with the GPU idle, then again in a thread while the GRPO stages train.
+on a one-lane pool with the GPU idle, then again in a thread while the GRPO stages train
+(`--probe-pause-s` apart, to spread them over the stage).
 
 Writes into OUT: learning_demo.json (every figure, the commands, the per-step RL curve),
 learning_demo.png (mean reward per GRPO step; held-out verified-correct rate at each
@@ -418,9 +419,11 @@ def spread(rows: list[dict], key: str) -> dict | None:
             "max": values[-1], "iqr": round(q[2] - q[0], 4)}  # fmt: skip
 
 
-def timing_probe(runs: int, while_event: threading.Event | None, stop: threading.Event) -> list:
-    """`runs` copy-of-reference verifications; with `while_event`, only while it is set
-    (waiting for it first), stopping at `stop`."""
+def timing_probe(
+    runs: int, while_event: threading.Event | None, stop: threading.Event, pause_s: float = 0
+) -> list:
+    """`runs` copy-of-reference verifications, `pause_s` apart; with `while_event`, only
+    while it is set (waiting for it first), stopping at `stop`."""
     from tritonrl.tasks import Task
 
     task = Task("probe:softmax_2048x4096", 1, "softmax", PROBE_TASK, "bench/learning_demo.py")
@@ -435,6 +438,8 @@ def timing_probe(runs: int, while_event: threading.Event | None, stop: threading
             if while_event is not None and not while_event.is_set():
                 break
             rows.append({"t": round(time.time(), 1), **probe_once(pool, config, task)})
+            if pause_s and len(rows) < runs:
+                stop.wait(pause_s)
     finally:
         pool.close()
     return rows
@@ -460,10 +465,13 @@ def plot(report: dict, path: Path) -> None:
         xs = [-2 if e["label"] == "base" else -1 if e["label"] == "sft" else
               (last if e["label"] == "rl-final" else int(e["label"][3:]))
               for e in evals]  # fmt: skip
-        right.plot(xs, [100 * (e["correct"] or 0) for e in evals], marker="o", label=m["model"])
+        line = right.plot(xs, [100 * (e["correct"] or 0) for e in evals], marker="o",
+                          label=f"{m['model']}: verified correct")  # fmt: skip
+        right.plot(xs, [100 * (e["compiled"] or 0) for e in evals], marker="s", linestyle="--",
+                   color=line[0].get_color(), label=f"{m['model']}: compiled")  # fmt: skip
     left.set(xlabel="GRPO step", ylabel="mean reward (staged)", title="GRPO: mean reward")
-    right.set(xlabel="GRPO step (-2: base, -1: after SFT)", ylabel="held-out verified correct %",
-              title="Held-out tasks: verified-correct rate")  # fmt: skip
+    right.set(xlabel="GRPO step (-2: base, -1: after SFT)", ylabel="% of held-out tasks",
+              title="Held-out tasks (pass@1, greedy)", ylim=(-2, 100))  # fmt: skip
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend()
@@ -538,6 +546,17 @@ def parse(argv):
     )
     ap.add_argument("--rl-evals", type=int, default=4, help="GRPO checkpoints evaluated")
     ap.add_argument("--probe-runs", type=int, default=20)
+    ap.add_argument(
+        "--probe-pause-s",
+        type=float,
+        default=0,
+        help="pause between the verifications during GRPO, to spread them over it",
+    )
+    ap.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw OUT/learning_demo.png and .md from OUT's JSON",
+    )
     ap.add_argument("--eval", help=argparse.SUPPRESS)  # internal: one evaluation subprocess
     return ap.parse_args(argv)
 
@@ -558,6 +577,11 @@ def main(argv: list[str] | None = None) -> int:
         eval_main(args)
         return 0
     out = Path(args.out).resolve()
+    if args.replot:
+        report = json.loads((out / "learning_demo.json").read_text())
+        (out / "learning_demo.md").write_text(markdown(report))
+        plot(report, out / "learning_demo.png")
+        return 0
     work = Path(args.work).resolve() if args.work else out / "work"
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -583,7 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     if cuda and args.probe_runs:
         report["probe"]["idle"] = timing_probe(args.probe_runs, None, threading.Event())
     rl_running, stop = RunningStages(), threading.Event()
-    probe = Background(timing_probe, args.probe_runs, rl_running.active, stop) if cuda else None
+    probe = None
+    if cuda and args.probe_runs:
+        pause = args.probe_pause_s
+        probe = Background(timing_probe, args.probe_runs, rl_running.active, stop, pause)
     threads = [
         Background(pipeline, name, base, ctx, c, rl_running)
         for (name, _), base, c in zip(models, bases, cores, strict=True)
