@@ -30,6 +30,11 @@ learning_demo.png (mean reward per GRPO step; held-out verified-correct rate at 
 evaluated point), learning_demo.md (the tables) and each stage's log. Measures; asserts
 nothing. On a CPU (`--device cpu`, for trying the script) there is no timing probe.
 
+On the workplace's H100 (docs/benchmarks.md, "Learning demo"): the GGUF and the wheels the
+image lacks go over with bench/carry_model.sh; copy src/ and bench/ to /tmp there and run from
+the copy with PYTHONPATH=/tmp/site:/tmp/demo/src, under `setsid nohup` (a later call checks on
+it): a folder ignored only through .git/info/exclude did not survive to the next call there.
+
 What it does NOT do: no sampling at evaluation (one greedy answer per task: pass@1), no
 timing of its own (speedups are the verifier's), and it does not tune anything.
 """
