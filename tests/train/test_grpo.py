@@ -256,3 +256,49 @@ def test_a_lora_run_trains_its_sft_adapter_on(tmp_path):
     model = peft.PeftModel.from_pretrained(base, adapter)
     assert any("lora_B" in n for n, _ in model.named_parameters())
     assert run.stage("rl")["info"]["lora"] is True
+
+
+def test_the_trainer_holds_its_gpu_gate_except_while_the_rewards_are_verified(
+    sft_run, tmp_path, monkeypatch
+):
+    """A real GRPO step with a verifier gate (on CUDA the pool's, here one of its own):
+    the trainer holds the shared side while it generates and while it computes the loss,
+    so a timing phase (the exclusive side) would wait; it lets go while it waits for the
+    rewards, when the verifier times."""
+    import datasets
+
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.grpo import _trainer_class, trainer_args
+    from tritonrl.train.rl import load_policy
+    from tritonrl.verify.gate import GpuGate
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    config = load_config(None, ["--rl.max_steps", "1", "--curriculum.enabled", "false", *QUIET])
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    gate, seen = GpuGate(), {"generate": [], "reward": []}
+
+    def rollout(prompts, trainer):
+        seen["generate"].append(gate._shared)
+        text = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                for p in prompts]  # fmt: skip
+        done = [tokenizer(HONEST if i % 2 == 0 else CHEAT)["input_ids"] for i in range(len(text))]
+        return {"prompt_ids": [tokenizer(t)["input_ids"] for t in text], "completion_ids": done,
+                "logprobs": None}  # fmt: skip
+
+    verifier = make_trl_reward([RELU], config.verify, asynchronous=True)
+
+    async def reward(prompts, completions, **kwargs):
+        seen["reward"].append(gate._shared)
+        return await verifier(prompts, completions, **kwargs)
+
+    prompts = datasets.Dataset.from_list(
+        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 4
+    )
+    trainer = _trainer_class(config, None, [RELU.id] * 4, gate)(
+        model=model, reward_funcs=[reward], args=trainer_args(config, tmp_path / "o", "cpu"),
+        train_dataset=prompts, processing_class=tokenizer, rollout_func=rollout,
+    )  # fmt: skip
+    trainer.train()
+    assert seen == {"generate": [1], "reward": [0]}  # held, then released for the verifier
+    holds = gate.stats()["shared"]["trainer"]["holds"]
+    assert holds == 2 and gate._shared == 0  # generation; loss and backward; all let go

@@ -22,8 +22,14 @@ merged model that exists nowhere on disk; RL instead trains the SFT adapter on (
 trainable), so `rl/adapter` applies to the same base model as `sft/adapter`. A run
 without LoRA trains every parameter, as its SFT did.
 
-What it does NOT do: no vLLM generation; it does not time candidates between steps only
-(the pool verifies while the trainer works).
+Timing beside training: on CUDA the trainer holds the shared side of its GPU's verifier
+gate (`GpuHold`, `tritonrl.verify.gate`) while it generates and while it computes the
+loss and its backward pass, and lets go while it waits for the rewards; the pool's
+timing phases take the exclusive side, so no kernel is timed beside the trainer's GPU
+work, in this process (docs/benchmarks.md has the spread with and without).
+
+What it does NOT do: no vLLM generation; it does not keep other processes' GPU work (a
+second trainer, a vLLM server) out of the timing windows.
 """
 
 from __future__ import annotations
@@ -90,8 +96,45 @@ def trainer_args(config: Config, out_dir: Path, device: str):
     return Args(**{k: v for k, v in wanted.items() if k in names})
 
 
-def _trainer_class(config: Config, curriculum, task_ids: list[str]):
-    """TRL's trainer with our bar, model card, curriculum sampler, logs and state."""
+class GpuHold:
+    """The trainer's hold on the shared side of its GPU's verifier gate: while it holds,
+    the pool's timing phases (the exclusive side) wait, so a kernel is never timed beside
+    the trainer's generation or backward pass. Released while the rewards are computed
+    (the trainer waits for them then), taken again after."""
+
+    def __init__(self, gate):
+        self.gate, self._cm = gate, None
+
+    @property
+    def held(self) -> bool:
+        return self._cm is not None
+
+    def take(self) -> None:
+        if self._cm is None:
+            self._cm = self.gate.shared("trainer")
+            self._cm.__enter__()
+
+    def release(self) -> None:
+        if self._cm is not None:
+            cm, self._cm = self._cm, None
+            cm.__exit__(None, None, None)
+
+
+def trainer_gate(device: str):
+    """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
+    if device != "cuda":
+        return None
+    import torch
+
+    from tritonrl.verify.gate import gate_for
+    from tritonrl.verify.pool import visible_gpus
+
+    return gate_for(visible_gpus()[torch.cuda.current_device()])
+
+
+def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
+    """TRL's trainer with our bar, model card, curriculum sampler, logs and state, and
+    (with `gate`) its GPU work kept out of the verifier's timing windows (`GpuHold`)."""
     from transformers import ProgressCallback
 
     if config.rl.algo == "rloo":
@@ -106,6 +149,26 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str]):
 
         def create_model_card(self, *args, **kwargs) -> None:
             return None
+
+        def training_step(self, *args, **kwargs):
+            if gate is None:
+                return super().training_step(*args, **kwargs)
+            self._gpu_hold = hold = GpuHold(gate)
+            hold.take()  # generation, then the loss and its backward pass
+            try:
+                return super().training_step(*args, **kwargs)
+            finally:
+                hold.release()
+
+        def _calculate_rewards(self, *args, **kwargs):
+            hold = getattr(self, "_gpu_hold", None)
+            if hold is None or not hold.held:
+                return super()._calculate_rewards(*args, **kwargs)
+            hold.release()  # the verifier times while the trainer waits for it
+            try:
+                return super()._calculate_rewards(*args, **kwargs)
+            finally:
+                hold.take()
 
         def _get_train_sampler(self, dataset=None):
             if curriculum is None:
@@ -207,7 +270,8 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     model, tokenizer = load_policy(run, config, device)
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))
-    trainer = _trainer_class(config, curriculum, list(prompts["task_id"]))(
+    gate = trainer_gate(device)
+    trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate)(
         model=model,
         reward_funcs=[reward],
         args=trainer_args(config, stage_dir / "checkpoints", device),
