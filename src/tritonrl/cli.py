@@ -368,6 +368,7 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
 def _register_stages() -> None:
     """Stage commands that live beside their code (data, training, runs)."""
     from tritonrl.data.commands import register as register_data
+    from tritonrl.evaluate.commands import register as register_eval
     from tritonrl.pipeline import register as register_pipeline
     from tritonrl.runs.commands import register as register_runs
     from tritonrl.train.commands import register as register_train
@@ -375,6 +376,7 @@ def _register_stages() -> None:
     register_data(app)
     register_train(app)
     register_runs(app)
+    register_eval(app)
     register_pipeline(app)
 
 

@@ -91,3 +91,28 @@ def rl_prompts(run: Run, config: Config):
     log.info("RL prompts: %d from %s (%s)", len(rows), run.relpath(train), source)
     used = {r["task_id"] for r in rows}
     return datasets.Dataset.from_list(rows), {k: by_id[k] for k in used}, source
+
+
+def heldout_tasks(run: Run, config: Config) -> list[Task]:
+    """The tasks of the prompts `run` held out from training (prepare's validation split,
+    or the one SFT held out of the builtin rows), for evaluation."""
+    if run.has_artifact("prepare", "validation") and run.has_artifact("prepare", "tasks"):
+        from tritonrl.data.kernelbook import load_prepared_tasks
+
+        path = run.artifact("prepare", "validation")
+        tasks = load_prepared_tasks(run.artifact("prepare", "tasks"))
+    elif run.has_artifact("sft", "validation_data"):
+        path, tasks = run.artifact("sft", "validation_data"), _builtin_tasks(config)
+    else:
+        raise RunError(
+            f"run {run.path} records no held-out prompts (neither prepare/validation nor "
+            "sft/validation_data): evaluate it on other tasks (--tasks builtin:all, gen:N)"
+        )
+    by_id = {t.id: t for t in tasks}
+    ids = list(dict.fromkeys(r["task_id"] for r in _prompt_rows(path)))
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ValueError(
+            f"{path}: {len(missing)} held-out task id(s) have no task, e.g. {missing[0]!r}"
+        )
+    return [by_id[i] for i in ids]

@@ -1,0 +1,95 @@
+"""Evaluation metrics over verified samples: KernelBench's and the code-generation field's.
+
+    summary = summarize(rows, k_values=(1, 2, 4))   # rows: {"task", "level", "verdict"}
+
+Per level and overall: `n` (samples), `tasks`, `valid` (code was extracted), `compiled`,
+`correct` (every input set matched, no cheating flag), `fast_1` and `fast_2` (correct and
+faster than the reference by more than 1x / 2x: KernelBench's fast_p, over samples),
+`pass@k` (the unbiased estimator of Chen et al. 2021, per task, averaged over tasks),
+`geomean_speedup` over correct timed kernels, and `flags` (how many samples were flagged,
+by cheating category). The speedup used is the verdict's `reward_speedup` when it has
+one: the verifier's noise rule (1.0 while the 95% interval contains 1), so a speedup
+inside the noise is not "faster". A sample that was not timed (no CUDA) makes fast_p and
+the geometric mean `None` for its group, with a note, never 0.
+
+What it does NOT do: it verifies nothing (the verdicts are given) and does not weigh
+levels against each other (overall is over all samples, pass@k over all tasks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from tritonrl.verify.result import CHEAT_FLAGS
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """P(at least one of k samples drawn from n, of which c are correct, is correct)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per task, not {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def _speedup(verdict: dict) -> float | None:
+    s = verdict.get("reward_speedup")
+    return verdict.get("speedup") if s is None else s
+
+
+def _group(rows: Sequence[dict], k_values: Iterable[int]) -> dict:
+    verdicts = [r["verdict"] for r in rows]
+    n = len(rows)
+    correct = [v for v in verdicts if v.get("correct")]
+    out: dict = {
+        "n": n,
+        "tasks": len({r["task"] for r in rows}),
+        "valid": sum(v.get("stage") != "extract" for v in verdicts) / n,
+        "compiled": sum(bool(v.get("compiled")) for v in verdicts) / n,
+        "correct": len(correct) / n,
+    }
+    speedups = [_speedup(v) for v in correct]
+    timed = all(s is not None for s in speedups)
+    for p in (1, 2):
+        out[f"fast_{p}"] = sum(s > p for s in speedups) / n if timed else None
+    out["geomean_speedup"] = (math.exp(sum(math.log(max(s, 1e-9)) for s in speedups)
+                              / len(speedups)) if speedups and timed else None)  # fmt: skip
+    per_task: dict[str, list[bool]] = {}
+    for r in rows:
+        per_task.setdefault(r["task"], []).append(bool(r["verdict"].get("correct")))
+    for k in k_values:
+        if all(len(c) >= k for c in per_task.values()):
+            out[f"pass@{k}"] = sum(pass_at_k(len(c), sum(c), k) for c in per_task.values()) / len(
+                per_task
+            )
+    flags = Counter(f for v in verdicts for f in v.get("flags", []) if f in CHEAT_FLAGS)
+    out["flagged"] = sum(any(f in CHEAT_FLAGS for f in v.get("flags", [])) for v in verdicts)
+    out["flags"] = dict(sorted(flags.items()))
+    return out
+
+
+def summarize(rows: Sequence[dict], k_values: Iterable[int] = (1,)) -> dict:
+    """{"overall": {...}, "levels": {"1": {...}, ...}, "notes": [...]} for `rows`."""
+    if not rows:
+        raise ValueError("no samples to summarize")
+    ks = sorted(set(k_values))
+    levels = sorted({int(r["level"]) for r in rows})
+    out = {"overall": _group(rows, ks),
+           "levels": {str(lv): _group([r for r in rows if int(r["level"]) == lv], ks)
+                      for lv in levels}}  # fmt: skip
+    notes = ["speedups inside the timing noise (95% interval containing 1) count as 1.0"]
+    if out["overall"]["correct"] and out["overall"]["fast_1"] is None:
+        notes.append("fast_p and the geometric-mean speedup are not given: correct kernels "
+                     "were not timed (timing needs CUDA)")  # fmt: skip
+    out["notes"] = notes
+    return out
+
+
+def k_values(samples: int) -> list[int]:
+    """The k of pass@k reported for `samples` per task: 1, 2, 4, ... and `samples`."""
+    ks = [1]
+    while ks[-1] * 2 <= samples:
+        ks.append(ks[-1] * 2)
+    return sorted(set(ks + [samples]))
