@@ -69,3 +69,37 @@ def test_a_failing_pipeline_stage_is_named_with_its_log(tmp_path):
     status = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
     assert status["prepare"]["status"] == "failed" and status["sft"]["status"] == "pending"
     assert not (run / "sft").exists()  # nothing after the failed stage ran
+
+
+@pytest.mark.slow  # the whole chain: trains a model
+def test_the_readme_pipeline_on_the_embedded_default(tmp_path):
+    """`tritonrl pipeline` with no config, in a fresh directory, as the README's first
+    command runs it: every stage done, a report with plots, then nothing left to do."""
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "tritonrl", "pipeline"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=900)  # fmt: skip
+    seconds = time.monotonic() - start
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert seconds < 600, f"the pipeline took {seconds:.0f}s"
+    run = tmp_path / "runs" / "pipeline"
+    report = run / "report" / "report.md"
+    assert f"pipeline done: report in {report}" in r.stdout
+    status = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
+    assert {name: s["status"] for name, s in status.items()} == dict.fromkeys(
+        ["prepare", "sft", "rl", "eval", "tiny_model"], "done")  # fmt: skip
+    assert status["rl"]["step"] == 2 and status["eval"]["artifacts"]["dir"] == "eval"
+    text = report.read_text()
+    summary = json.loads((run / "eval" / "summary.json").read_text())
+    n = summary["metrics"]["overall"]["n"]
+    assert summary["samples"] == 2 and f"| pipeline | {n} |" in text  # from the files
+    pngs = sorted(p.name for p in report.parent.glob("*.png"))
+    assert "pipeline_sft_loss.png" in pngs and "eval_funnel.png" in pngs
+    assert all(f"]({png})" in text for png in pngs)
+    for stage in ("prepare", "sft", "rl", "eval"):
+        assert (run / "logs" / f"{stage}.log").stat().st_size > 0
+
+    again = subprocess.run([sys.executable, "-m", "tritonrl", "pipeline"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    for stage in ("prepare", "tiny_model", "sft", "rl", "eval"):
+        assert f"{stage}: done, skipped" in again.stdout
