@@ -8,10 +8,11 @@ import pytest
 from tritonrl.evaluate.metrics import k_values, pass_at_k, summarize
 
 
-def _row(task, level, correct, speedup=None, reward_speedup=None, flags=(), stage="done"):
+def _row(task, level, correct, speedup=None, reward_speedup=None, flags=(), stage="done",
+         device="cuda"):  # fmt: skip
     verdict = {"correct": correct, "compiled": stage not in ("extract", "static"),
                "stage": stage, "speedup": speedup, "reward_speedup": reward_speedup,
-               "flags": list(flags)}  # fmt: skip
+               "flags": list(flags), "device": device}  # fmt: skip
     return {"task": task, "level": level, "verdict": verdict}
 
 
@@ -51,8 +52,15 @@ def test_fast_p_counts_speedups_past_the_noise_rule_only():
 
 def test_without_timing_fast_p_is_not_given_rather_than_0():
     s = summarize([_row("a", 1, True), _row("a", 1, False, stage="correctness")])
-    o = s["overall"]
+    o = s["overall"]  # verify.timing off: correct, no speedup
     assert o["correct"] == 0.5 and o["fast_1"] is None and o["geomean_speedup"] is None
-    assert any("not timed" in n for n in s["notes"])
+    assert any("not timed" in n and "null, not 0" in n for n in s["notes"])
+    cpu = summarize([_row("a", 1, False, stage="correctness", device="cpu")])
+    assert cpu["overall"]["fast_1"] is None and cpu["overall"]["fast_2"] is None
+    cuda = summarize([_row("a", 1, False, stage="correctness")])
+    assert cuda["overall"]["fast_1"] == 0.0 and not any("not timed" in n for n in cuda["notes"])
+    # on CUDA a correct kernel whose timing failed is not faster; the others still count
+    mixed = summarize([_row("a", 1, True, 3.0, 3.0), _row("a", 1, True)])["overall"]
+    assert mixed["fast_2"] == 0.5 and mixed["geomean_speedup"] == pytest.approx(3.0)
     with pytest.raises(ValueError, match="no samples"):
         summarize([])

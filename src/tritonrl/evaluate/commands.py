@@ -6,8 +6,10 @@
     tritonrl eval --compare evals/base evals/sft evals/rl [--json]
 
 `--config` and `--section.key value` overrides as for every stage (the verifier's
-`verify.*`, sampling's `rl.temperature` and `rl.max_completion_length`). An eval into a
-folder that holds part of the same evaluation continues it; one that is finished says so.
+`verify.*`, sampling's `rl.temperature` and `rl.max_completion_length`; no `eval` section
+of its own). An eval into a folder that holds part of the same model's evaluation
+continues it (more --samples or tasks add to it); one that is finished says so and exits
+0; a folder of another model's is refused. `--backend vllm` generates with vLLM (CUDA).
 Exit 0 on success, 2 for bad input, 1 when the evaluation fails.
 """
 
@@ -33,7 +35,8 @@ def _cell(v) -> str:
 
 
 def compare(dirs: list[Path], as_json: bool) -> None:
-    """Several evaluations' overall metrics side by side."""
+    """Several evaluations' overall metrics side by side: a column per evaluation, a row
+    per metric (pass@k, flags by category, and per-level correct rates included)."""
     rows = {}
     for d in dirs:
         path = Path(d) / "summary.json"
@@ -41,18 +44,29 @@ def compare(dirs: list[Path], as_json: bool) -> None:
             err.print(f"[red]error:[/red] {escape(str(d))}: no summary.json (not a finished eval)")
             raise typer.Exit(2)
         summary = json.loads(path.read_text())
-        rows[str(d)] = {"model": summary["model"], **summary["metrics"]["overall"]}
+        levels = {f"correct L{lv}": m["correct"] for lv, m in summary["metrics"]["levels"].items()}
+        rows[str(d)] = {"model": summary["model"], "samples": summary["samples"],
+                        **summary["metrics"]["overall"], **levels}  # fmt: skip
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    passes = sorted({k for r in rows.values() for k in r if k.startswith("pass@")},
-                    key=lambda k: int(k[5:]))  # fmt: skip
+    out.print(_table(rows))
+
+
+def _table(rows: dict[str, dict]) -> Table:
+    keys = [k for r in rows.values() for k in r]
+    passes = sorted({k for k in keys if k.startswith("pass@")}, key=lambda k: int(k[5:]))
+    levels = sorted({k for k in keys if k.startswith("correct L")})
+    flags = sorted({f for r in rows.values() for f in r.get("flags", {})})
     table = Table(title="evaluations side by side", title_justify="left")
-    for column in ("eval", "model", *COLUMNS, *passes):
-        table.add_column(column)
-    for d, r in rows.items():
-        table.add_row(d, r["model"], *(_cell(r.get(c)) for c in (*COLUMNS, *passes)))
-    out.print(table)
+    table.add_column("metric")
+    for d in rows:
+        table.add_column(Path(d).name or d, overflow="fold")
+    for metric in ("model", "samples", *COLUMNS, *passes, *levels):
+        table.add_row(metric, *(_cell(r.get(metric)) for r in rows.values()))
+    for f in flags:
+        table.add_row(f"flag {f}", *(_cell(r.get("flags", {}).get(f, 0)) for r in rows.values()))
+    return table
 
 
 def eval_command(
@@ -72,6 +86,11 @@ def eval_command(
     device: str = typer.Option(
         "auto", "--device", help="Where a local model generates: auto, cpu, cuda."
     ),
+    backend: str = typer.Option(
+        "auto",
+        "--backend",
+        help="Local generation: auto (vLLM on CUDA if installed), transformers, vllm.",
+    ),
     compare_dirs: list[Path] = typer.Option(
         [], "--compare", help="Finished eval folders to put side by side."
     ),
@@ -82,44 +101,79 @@ def eval_command(
     if compare_dirs:
         compare(compare_dirs + [Path(a) for a in ctx.args], as_json)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from tritonrl.evaluate.runner import eval_tasks, evaluate, open_model
-
     cfg, rest = command_config(ctx, config, "verify", max_args=None)
     tasks = tasks + rest  # --tasks A B: click gives the first, the rest are positional
     if model is None or not tasks or out_dir is None:
         err.print("[red]error:[/red] give --model, --tasks and --out (or --compare DIR...)")
         raise typer.Exit(2)
-    try:
-        wanted = [int(x) for x in levels.split(",")] if levels else None
-        task_list = eval_tasks(tasks, wanted, limit)
-        import torch
+    from tritonrl.evaluate.backends import model_name
+    from tritonrl.evaluate.runner import eval_tasks, finished
 
-        where = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        lm = open_model(model, where)
+    try:
+        task_list = eval_tasks(tasks, _levels(levels), limit)
+        name = model_name(model)
+        old = finished(out_dir, name, task_list, samples)
     except (ValueError, OSError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
-    summary_path = out_dir / "summary.json"
-    if summary_path.is_file():
-        old = json.loads(summary_path.read_text())
-        if (old["model"], old["tasks"], old["samples"]) != (lm.name, len(task_list), samples):
-            what = f"{old['model']} ({old['tasks']} tasks x {old['samples']})"
-            err.print(f"[red]error:[/red] {out_dir} holds an evaluation of {what}: choose "
-                      "another --out")  # fmt: skip
-            raise typer.Exit(2)
+        _fail(e, 2)
+    if old is not None:
+        out.print(f"{out_dir} already holds this finished evaluation; nothing to do "
+                  "(another --out, or more --samples, to go on)", markup=False)  # fmt: skip
+        _report(old, out_dir)
+        return
+    _report(_evaluate(model, task_list, samples, out_dir, cfg, device, backend), out_dir)
+
+
+def _levels(text: str | None) -> list[int] | None:
+    try:
+        return [int(x) for x in text.split(",")] if text else None
+    except ValueError:
+        raise ValueError(f"--levels {text}: write level numbers, e.g. 1,2") from None
+
+
+def _fail(e: Exception, code: int):
+    err.print(f"[red]error:[/red] {escape(str(e))}")
+    raise typer.Exit(code) from None
+
+
+def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, device: str,
+              backend: str) -> dict:  # fmt: skip
+    """Open the model, then ask, verify and write with one progress bar."""
+    import torch
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from tritonrl.data.distill import DistillError
+    from tritonrl.evaluate.backends import open_model
+    from tritonrl.evaluate.runner import evaluate
+
+    where = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    try:
+        lm = open_model(model, where, backend)
+    except (ValueError, OSError) as e:
+        _fail(e, 2)
     with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
-        job = bar.add_task("eval", total=len(task_list) * samples)
-        summary = evaluate(lm, task_list, samples, out_dir, cfg,
-                           progress=lambda d, t: bar.update(job, completed=d, total=t))  # fmt: skip
+        job = bar.add_task("eval", total=len(tasks) * samples)
+
+        def show(done: int, total: int) -> None:
+            bar.update(job, completed=done, total=total)
+
+        try:
+            return evaluate(lm, tasks, samples, out_dir, cfg, progress=show)
+        except (DistillError, ValueError) as e:
+            _fail(e, 1)
+
+
+def _report(summary: dict, out_dir: Path) -> None:
     o = summary["metrics"]["overall"]
+    passes = ", ".join(f"{k} {_cell(v)}" for k, v in o.items() if k.startswith("pass@"))
     out.print(
-        f"eval of {lm.name}: {summary['tasks']} tasks x {samples}: correct {o['correct']:.3f}, "
-        f"compiled {o['compiled']:.3f}, fast_1 {_cell(o['fast_1'])}, pass@1 "
-        f"{_cell(o.get('pass@1'))}; {o['flagged']} flagged; summary in {summary_path}",
+        f"eval of {summary['model']}: {summary['tasks']} tasks x {summary['samples']}: "
+        f"valid {o['valid']:.3f}, compiled {o['compiled']:.3f}, correct {o['correct']:.3f}, "
+        f"fast_1 {_cell(o['fast_1'])}, fast_2 {_cell(o['fast_2'])}, {passes}; "
+        f"{o['flagged']} flagged; summary in {out_dir / 'summary.json'}",
         markup=False,
     )
+    for note in summary.get("notes", []):
+        out.print(f"note: {note}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

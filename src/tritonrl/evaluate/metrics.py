@@ -9,8 +9,9 @@ faster than the reference by more than 1x / 2x: KernelBench's fast_p, over sampl
 `geomean_speedup` over correct timed kernels, and `flags` (how many samples were flagged,
 by cheating category). The speedup used is the verdict's `reward_speedup` when it has
 one: the verifier's noise rule (1.0 while the 95% interval contains 1), so a speedup
-inside the noise is not "faster". A sample that was not timed (no CUDA) makes fast_p and
-the geometric mean `None` for its group, with a note, never 0.
+inside the noise is not "faster". When nothing was timed (a verdict from the CPU, or a
+correct kernel without a speedup) fast_p and the geometric mean are `None` for the group,
+with a note, never 0.
 
 What it does NOT do: it verifies nothing (the verdicts are given) and does not weigh
 levels against each other (overall is over all samples, pass@k over all tasks).
@@ -39,6 +40,14 @@ def _speedup(verdict: dict) -> float | None:
     return verdict.get("speedup") if s is None else s
 
 
+def _timed(verdicts: Sequence[dict], speedups: Sequence[float | None]) -> bool:
+    """Whether fast_p means something: nothing verified on the CPU (no timing there) and
+    some correct kernel timed when there are any (not so with `verify.timing` off). A
+    correct kernel whose timing failed on CUDA counts as not faster."""
+    on_cpu = any(v.get("device") == "cpu" for v in verdicts)
+    return not on_cpu and (not speedups or any(s is not None for s in speedups))
+
+
 def _group(rows: Sequence[dict], k_values: Iterable[int]) -> dict:
     verdicts = [r["verdict"] for r in rows]
     n = len(rows)
@@ -50,8 +59,8 @@ def _group(rows: Sequence[dict], k_values: Iterable[int]) -> dict:
         "compiled": sum(bool(v.get("compiled")) for v in verdicts) / n,
         "correct": len(correct) / n,
     }
-    speedups = [_speedup(v) for v in correct]
-    timed = all(s is not None for s in speedups)
+    timed = _timed(verdicts, [_speedup(v) for v in correct])
+    speedups = [s for s in map(_speedup, correct) if s is not None]
     for p in (1, 2):
         out[f"fast_{p}"] = sum(s > p for s in speedups) / n if timed else None
     out["geomean_speedup"] = (math.exp(sum(math.log(max(s, 1e-9)) for s in speedups)
@@ -80,9 +89,9 @@ def summarize(rows: Sequence[dict], k_values: Iterable[int] = (1,)) -> dict:
            "levels": {str(lv): _group([r for r in rows if int(r["level"]) == lv], ks)
                       for lv in levels}}  # fmt: skip
     notes = ["speedups inside the timing noise (95% interval containing 1) count as 1.0"]
-    if out["overall"]["correct"] and out["overall"]["fast_1"] is None:
-        notes.append("fast_p and the geometric-mean speedup are not given: correct kernels "
-                     "were not timed (timing needs CUDA)")  # fmt: skip
+    if out["overall"]["fast_1"] is None:
+        notes.append("fast_p and the geometric-mean speedup are not given (null, not 0): "
+                     "kernels were not timed (timing needs CUDA and verify.timing)")  # fmt: skip
     out["notes"] = notes
     return out
 

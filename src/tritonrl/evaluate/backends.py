@@ -1,0 +1,227 @@
+"""The models `tritonrl eval` asks for kernels: local (transformers, or vLLM) and API.
+
+    model = open_model("runs/demo")                   # the run's latest model
+    model = open_model("models/x")                    # a model dir, an adapter dir, a .gguf
+    model = open_model("openai:gpt-4o@https://api.openai.com/v1")
+    answers = model.answers(list_of_messages, n=4, config=config)   # [[str] * 4, ...]
+
+`model_name(spec)` is the name an evaluation records, found without loading anything.
+Models: a local HF model directory; a LoRA adapter directory (adapter_config.json: its
+base is loaded, a `.gguf` base too, and the adapter put on it with peft); a `.gguf` file
+(`tritonrl.train.models.load_causal_lm`, dequantized); a run directory (the latest model
+its manifest names: rl's when that stage is done, else sft's; an adapter goes on the
+run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
+endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
+
+Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`;
+at most `rl.max_completion_length` new tokens. Local models see the tokenizer's chat
+template (plain turns without one); API models get the messages.
+
+vLLM: with `backend="vllm"` (or "auto" on CUDA when `import vllm` works) a full model
+directory generates through `vllm.LLM`. That path is small and is not tested here (no
+vLLM on CPU); adapters and `.gguf` files always use transformers.
+
+What it does NOT do: no multi-turn refinement, no tool use, no batching of API calls
+beyond a few in flight at once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tritonrl.config import Config
+
+log = logging.getLogger(__name__)
+API_IN_FLIGHT = 8  # concurrent requests to an OpenAI-compatible endpoint
+BACKENDS = ("auto", "transformers", "vllm")
+
+
+class LocalModel:
+    """A transformers model on this machine, generating a batch of prompts at once."""
+
+    def __init__(self, model, tokenizer, name: str):
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+
+    def _text(self, messages: list[dict]) -> str:
+        from tritonrl.data.prompts import render_plain
+
+        if not self.tokenizer.chat_template:
+            return render_plain(messages)
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+
+    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+        import torch
+
+        texts = [self._text(p) for p in prompts]
+        batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        batch = batch.to(self.model.device)
+        sampling = {"do_sample": True, "temperature": config.rl.temperature} if n > 1 else {
+            "do_sample": False}  # fmt: skip
+        with torch.no_grad():
+            ids = self.model.generate(**batch, **sampling, num_return_sequences=n,
+                                      max_new_tokens=config.rl.max_completion_length,
+                                      pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
+        done = self.tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :],
+                                           skip_special_tokens=True)  # fmt: skip
+        return [done[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+class VllmModel:
+    """A full model directory served by vLLM in this process (CUDA; not tested here)."""
+
+    def __init__(self, path: Path, name: str):
+        from vllm import LLM
+
+        self.llm, self.name = LLM(model=str(path)), name
+
+    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=n, temperature=config.rl.temperature if n > 1 else 0.0,
+                                max_tokens=config.rl.max_completion_length)  # fmt: skip
+        outputs = self.llm.chat(prompts, params, use_tqdm=False)
+        return [[c.text for c in o.outputs] for o in outputs]
+
+
+class ApiModel:
+    """An OpenAI-compatible chat endpoint (`openai:MODEL@URL`), a few requests in flight."""
+
+    def __init__(self, model: str, url: str):
+        from tritonrl.data.distill import ChatClient
+
+        self.name = f"openai:{model}@{url}"
+        self.client = ChatClient(url, model, api_key=os.environ.get("OPENAI_API_KEY"),
+                                 rate_limit_per_s=None)  # fmt: skip
+
+    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+        params = {"max_tokens": config.rl.max_completion_length,
+                  "temperature": config.rl.temperature if n > 1 else 0.0}  # fmt: skip
+        with ThreadPoolExecutor(API_IN_FLIGHT) as pool:
+            jobs = [[pool.submit(self.client.chat, p, **params) for _ in range(n)]
+                    for p in prompts]  # fmt: skip
+            return [[j.result()["content"] or "" for j in js] for js in jobs]
+
+
+def _api_spec(spec: str) -> tuple[str, str]:
+    model, sep, url = spec[len("openai:") :].partition("@")
+    if not (model and sep and url):
+        raise ValueError(f"{spec!r}: write openai:MODEL@URL, e.g. openai:gpt-4o@http://h:8000/v1")
+    return model, url
+
+
+def _path(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise ValueError(
+            f"--model {spec}: no such file or directory (a model or adapter directory, a "
+            ".gguf file, a run directory, or openai:MODEL@URL)"
+        )
+    return path
+
+
+def _run_stage(path: Path) -> str:
+    """The stage whose model is the run's latest: rl when done, else sft."""
+    from tritonrl.runs import Run
+
+    run = Run.open(path)
+    stage = "rl" if run.status("rl") == "done" else "sft"
+    if run.status(stage) != "done":
+        raise ValueError(f"run {path}: neither rl nor sft is done; there is no model to evaluate")
+    return stage
+
+
+def model_name(spec: str) -> str:
+    """The name an evaluation of `spec` records (no model is loaded)."""
+    if spec.startswith("openai:"):
+        model, url = _api_spec(spec)
+        return f"openai:{model}@{url}"
+    path = _path(spec)
+    if (path / "manifest.json").is_file():
+        return f"{path.name}/{_run_stage(path)}"
+    return path.name
+
+
+def _adapter_model(adapter: Path, base: str | Path, tokenizer_dir: Path):
+    from peft import PeftModel
+
+    from tritonrl.train.models import load_causal_lm, load_tokenizer
+
+    model = PeftModel.from_pretrained(load_causal_lm(str(base)), str(adapter))
+    return model, load_tokenizer(str(tokenizer_dir))
+
+
+def _local_model(path: Path):
+    """(model, tokenizer) of a model dir, a .gguf file or an adapter dir (on its base)."""
+    from tritonrl.train.models import load_causal_lm, load_tokenizer
+
+    config = path / "adapter_config.json"
+    if not config.is_file():
+        return load_causal_lm(str(path)), load_tokenizer(str(path))
+    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{config} names no base_model_name_or_path: which model is it for?")
+    has_tokenizer = (path / "tokenizer_config.json").is_file()
+    return _adapter_model(path, base, path if has_tokenizer else Path(base))
+
+
+def _run_model(path: Path):
+    """(model, tokenizer) the run's manifest names as its latest, as `tritonrl rl` loads."""
+    from tritonrl.config import TINY
+    from tritonrl.runs import Run
+    from tritonrl.train.sft_run import relocate_adapters
+
+    run, stage = Run.open(path), _run_stage(path)
+    tokenizer = next((run.artifact(s, "tokenizer") for s in (stage, "sft")
+                      if run.has_artifact(s, "tokenizer")), None)  # fmt: skip
+    if run.has_artifact(stage, "model"):
+        model_dir = run.artifact(stage, "model")
+        return _local_model(model_dir)[0], _tokenizer(tokenizer or model_dir)
+    relocate_adapters(run)  # the adapter's base is found where the run now is
+    name = run.stage("sft")["info"].get("base_model")
+    if not name:
+        return _local_model(run.artifact(stage, "adapter"))
+    base = run.artifact("tiny_model", "model") if name == TINY else name
+    return _adapter_model(run.artifact(stage, "adapter"), base, tokenizer or Path(base))
+
+
+def _tokenizer(path):
+    from tritonrl.train.models import load_tokenizer
+
+    return load_tokenizer(str(path))
+
+
+def _use_vllm(backend: str, path: Path, device: str) -> bool:
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend {backend}: choose one of {', '.join(BACKENDS)}")
+    plain = path.is_dir() and (path / "config.json").is_file()
+    if backend == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError("--backend vllm: vLLM is not installed (pip install vllm)")
+        if not plain:
+            raise ValueError(f"--backend vllm takes a full model directory, not {path}")
+        return True
+    return backend == "auto" and plain and device == "cuda" and bool(
+        importlib.util.find_spec("vllm"))  # fmt: skip
+
+
+def open_model(spec: str, device: str = "cpu", backend: str = "auto"):
+    """The model `spec` names (see the module docstring), generating on `device`."""
+    if spec.startswith("openai:"):
+        return ApiModel(*_api_spec(spec))
+    path, name = _path(spec), model_name(spec)
+    if _use_vllm(backend, path, device):
+        log.info("%s: generating with vLLM", path)
+        return VllmModel(path, name)
+    is_run = (path / "manifest.json").is_file()
+    model, tokenizer = _run_model(path) if is_run else _local_model(path)
+    return LocalModel(model.to(device).eval(), tokenizer, name)

@@ -1,0 +1,74 @@
+"""The evaluation against a loopback OpenAI-compatible server (honest kernels for one
+task, a torch cheat for another, prose for a third) through the real verifier pool;
+resuming an interrupted eval; task sources."""
+
+import json
+
+import pytest
+from eval_loopback import OTHERS, RELU, Teacher
+
+from tritonrl.config import load_config
+from tritonrl.evaluate.backends import ApiModel
+from tritonrl.evaluate.runner import eval_tasks, evaluate, finished
+from tritonrl.runs import Run
+
+CPU = ["--verify.device", "cpu"]
+
+
+def test_an_api_model_is_measured_by_the_same_verifier(server, tmp_path):
+    config = load_config(None, CPU)
+    tasks = [RELU, *OTHERS]
+    summary = evaluate(ApiModel("teacher", server), tasks, 2, tmp_path / "ev", config)
+    o = summary["metrics"]["overall"]
+    assert summary["model"] == f"openai:teacher@{server}"
+    assert set(Teacher.calls) == {("/v1/chat/completions", "teacher")} and len(Teacher.calls) == 6
+    assert (o["n"], o["tasks"]) == (6, 3)
+    assert o["correct"] == pytest.approx(2 / 6)  # the honest task, twice
+    assert o["pass@1"] == pytest.approx(1 / 3) and o["pass@2"] == pytest.approx(1 / 3)
+    assert o["flagged"] == 2 and o["flags"].get("torch_compute") == 2  # the cheat, twice
+    assert o["valid"] == pytest.approx(4 / 6)  # the prose has no code
+    assert o["fast_1"] is None and o["fast_2"] is None  # nothing timed on the CPU
+    assert any("null, not 0" in n for n in summary["notes"])
+    assert any("count as 1.0" in n for n in summary["notes"])  # the noise rule
+    rows = [json.loads(x) for x in (tmp_path / "ev/samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and {"task", "level", "sample", "prompt", "completion", "verdict",
+                               "reward"} <= set(rows[0])  # fmt: skip
+    assert rows[0]["prompt"][-1]["role"] == "user"
+    cheat = [r for r in rows if r["task"] == RELU.id]
+    assert all(r["reward"] == 0.0 and "torch_compute" in r["verdict"]["flags"] for r in cheat)
+    honest = [r for r in rows if r["task"] == OTHERS[0].id]
+    assert all(r["verdict"]["correct"] and r["reward"] > 0 for r in honest)
+    assert finished(tmp_path / "ev", summary["model"], tasks, 2) == summary
+
+
+def test_an_interrupted_eval_continues_where_it_stopped(server, tmp_path):
+    config = load_config(None, CPU)
+    out, model = tmp_path / "ev", ApiModel("teacher", server)
+    evaluate(model, [RELU, OTHERS[0]], 2, out, config)
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    keep = [x for x in lines if json.loads(x)["task"] == RELU.id]
+    cut = [x for x in lines if json.loads(x)["task"] == OTHERS[0].id][0]
+    (out / "samples.jsonl").write_text("\n".join(keep) + "\n" + cut[:40])  # killed mid-line
+    (out / "summary.json").unlink()
+    assert finished(out, model.name, [RELU, OTHERS[0]], 2) is None
+    Teacher.calls = []
+    summary = evaluate(model, [RELU, OTHERS[0]], 2, out, config)
+    assert len(Teacher.calls) == 2  # only the task with missing samples is asked again
+    o = summary["metrics"]["overall"]
+    assert o["n"] == 4 and o["correct"] == 0.5 and o["pass@1"] == 0.5
+    with pytest.raises(ValueError, match="holds samples of openai:teacher"):
+        evaluate(ApiModel("other", server), [RELU], 2, out, config)
+
+
+def test_tasks_from_generated_sources_levels_limits_and_a_run(lora_run):
+    tasks = eval_tasks(["builtin:all", "gen:3:7"], levels=[1], limit=4)
+    assert len(tasks) == 4 and all(t.level == 1 for t in tasks)
+    gen = eval_tasks(["gen:3:7"])
+    assert len(gen) == 3 and gen[0].id != eval_tasks(["gen:3:0"])[0].id  # another seed
+    with pytest.raises(ValueError, match="no tasks"):
+        eval_tasks(["builtin:level1"], levels=[4])
+    held_out = eval_tasks([f"run:{lora_run}"])
+    validation = Run.open(lora_run).artifact("sft", "validation_data").read_text()
+    ids = {json.loads(x)["task_id"] for x in validation.splitlines() if x.strip()}
+    assert held_out and {t.id for t in held_out} == ids
