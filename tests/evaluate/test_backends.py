@@ -23,6 +23,21 @@ def test_a_run_gives_its_latest_model_an_adapter_on_the_runs_base(lora_run):
     assert [len(a) for a in answers] == [2, 2] and all(isinstance(t, str) for t in answers[0])
 
 
+def test_once_rl_is_done_the_run_gives_rls_model(lora_run, tmp_path):
+    import shutil
+
+    from peft import PeftModel
+
+    run = Run.open(shutil.copytree(lora_run, tmp_path / "moved"))  # moved: found anyway
+    rl_adapter = shutil.copytree(run.artifact("sft", "adapter"), run.path / "rl" / "final")
+    run.start_stage("rl")
+    run.add_artifact("rl", "adapter", rl_adapter)
+    run.finish_stage("rl")
+    model = open_model(str(run.path))
+    assert model.name == "moved/rl" and isinstance(model.model, PeftModel)
+    assert len(model.answers(PROMPTS[:1], 1, SHORT)) == 1
+
+
 def test_an_adapter_directory_and_a_model_directory(lora_run):
     from peft import PeftModel
 
@@ -51,3 +66,33 @@ def test_what_cannot_be_evaluated_is_named(tmp_path):
         open_model(str(tmp_path / "m"))
     with pytest.raises(ValueError, match="--backend vllm"):
         open_model(str(tmp_path / "m"), backend="vllm")
+
+
+def _write_gguf():
+    """tests/train/test_models.py's GGUF writer (the llama.cpp converter's names)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "train" / "test_models.py"
+    spec = importlib.util.spec_from_file_location("train_test_models", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_gguf
+
+
+def test_a_gguf_file_is_a_model(lora_run, tmp_path):
+    pytest.importorskip("gguf")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = Run.open(lora_run).artifact("tiny_model", "model")
+    path = _write_gguf()(AutoModelForCausalLM.from_pretrained(base),
+                         AutoTokenizer.from_pretrained(base), tmp_path / "tiny.gguf")  # fmt: skip
+    model = open_model(str(path))
+    assert model.name == "tiny.gguf" and type(model.model).__name__ == "Qwen2ForCausalLM"
+    reference = open_model(str(base))
+    assert model._text(PROMPTS[0]) == reference._text(PROMPTS[0])  # its chat template
+    ids = reference.tokenizer(reference._text(PROMPTS[0]), return_tensors="pt")["input_ids"]
+    with torch.no_grad():  # the same weights (the test writer's tokenizer marks fewer
+        assert torch.equal(model.model(ids).logits, reference.model(ids).logits)  # specials)
+    assert [len(a) for a in model.answers(PROMPTS, 2, SHORT)] == [2, 2]
