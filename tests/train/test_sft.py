@@ -16,7 +16,6 @@ import time
 from dataclasses import asdict
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from tritonrl.config import load_config
@@ -24,7 +23,6 @@ from tritonrl.data.prompts import build_prompt, sft_example
 from tritonrl.runs import ArtifactNotFound, Run, RunError
 from tritonrl.tasks import load_builtin
 from tritonrl.tasks.generator import generate_tasks
-from tritonrl.train.commands import register
 from tritonrl.train.sft import load_sft_model, run_sft
 from tritonrl.train.sft_data import (
     builtin_examples,
@@ -42,17 +40,6 @@ log = logging.getLogger(__name__)
 SMALL = ["--data.generated_tasks", "20", "--tiny_model.generated_tasks", "50"]
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main():
-        pass
-
-    register(app)
-    return app
-
-
 def _generate(model, tokenizer, n: int = 6) -> str:
     import torch
 
@@ -67,11 +54,11 @@ def _generate(model, tokenizer, n: int = 6) -> str:
 
 
 @pytest.mark.slow  # trains a model
-def test_full_parameter_sft_on_the_cpu(tmp_path):
+def test_full_parameter_sft_on_the_cpu(tmp_path, train_app):
     run_dir = tmp_path / "run"
     started = time.monotonic()
     args = ["sft", "--run", str(run_dir), "--sft.max_steps", "12", "--sft.eval_steps", "6", *SMALL]
-    result = CliRunner().invoke(_app(), args)
+    result = CliRunner().invoke(train_app, args)
     seconds = time.monotonic() - started
     assert result.exit_code == 0, result.output
     assert seconds < 150, f"SFT took {seconds:.0f}s"
@@ -115,7 +102,7 @@ def test_full_parameter_sft_on_the_cpu(tmp_path):
     assert type(model).__name__ == "Qwen2ForCausalLM"
     _generate(model, tokenizer)
 
-    again = CliRunner().invoke(_app(), args)
+    again = CliRunner().invoke(train_app, args)
     assert again.exit_code == 2 and "already done" in again.output
 
 

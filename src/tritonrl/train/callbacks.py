@@ -117,3 +117,15 @@ class TrainingBar(TrainerCallback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def tensorboard(run: Run, stage: str) -> TrainerCallback:
+    """TensorBoard's callback writing into RUN/<stage>/tensorboard (recorded), not the
+    trainer's default folder under the checkpoints."""
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers.integrations import TensorBoardCallback
+
+    tb_dir = run.stage_dir(stage) / "tensorboard"
+    tb_dir.mkdir(exist_ok=True)
+    run.add_artifact(stage, "tensorboard", tb_dir)
+    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(tb_dir)))

@@ -41,16 +41,15 @@ import time
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.config_loader import config_to_dict
 from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
 from tritonrl.train.rl import (
     COMPLETIONS,
     CURRICULUM_FILE,
-    RL_SECTIONS,
     STAGE,
     CompletionLog,
     RlResult,
     load_policy,
+    record_info,
     resume_point,
 )
 
@@ -210,6 +209,7 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) ->
         ModelCardCallback,
         StopOnSignal,
         TrainingBar,
+        tensorboard,
     )
 
     class GrowCurriculum(TrainerCallback):
@@ -221,13 +221,7 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) ->
         callbacks.insert(0, GrowCurriculum())  # before the checkpoint's state is written
     callbacks.append(TrainingBar())
     if "tensorboard" in config.run.report_to:
-        from torch.utils.tensorboard import SummaryWriter
-        from transformers.integrations import TensorBoardCallback
-
-        tb_dir = run.stage_dir(STAGE) / "tensorboard"
-        tb_dir.mkdir(exist_ok=True)
-        callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(tb_dir))))
-        run.add_artifact(STAGE, "tensorboard", tb_dir)
+        callbacks.append(tensorboard(run, STAGE))
     return callbacks
 
 
@@ -289,22 +283,8 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     steps = trainer.state.global_step
     final = save_final(run, trainer, tokenizer, lora, card(steps), stage=STAGE)
     run.set_step(STAGE, steps)
-    run.set_info(
-        STAGE,
-        algo=config.rl.algo,
-        base_model=run.stage("sft")["info"].get("base_model"),
-        lora=lora,
-        data_source=source,
-        prompts=len(prompts),
-        reward_scheme=verify.reward_scheme,
-        completions=recorder.rows,
-        mean_reward=recorder.mean_reward,
-        curriculum=None
-        if curriculum is None
-        else {"share": curriculum.share, "transitions": curriculum.transitions},
-        device=device,
-        config={k: config_to_dict(config)[k] for k in RL_SECTIONS},
-    )
+    record_info(run, config, recorder, curriculum, data_source=source, prompts=len(prompts),
+                device=device)  # fmt: skip
     return RlResult(
         run_dir=run.path,
         output=final,

@@ -178,6 +178,24 @@ class CompletionLog:
         return tritonrl_verifier
 
 
+def record_info(run: Run, config: Config, recorder: CompletionLog, curriculum, **info) -> None:
+    """What every RL algorithm records in the stage's info, plus its own `info`."""
+    run.set_info(
+        STAGE,
+        algo=config.rl.algo,
+        base_model=run.stage("sft")["info"].get("base_model"),
+        lora=run.has_artifact("sft", "adapter"),
+        reward_scheme=config.rl.reward_scheme or config.verify.reward_scheme,
+        completions=recorder.rows,
+        mean_reward=recorder.mean_reward,
+        curriculum=None
+        if curriculum is None
+        else {"share": curriculum.share, "transitions": curriculum.transitions},
+        config={k: config_to_dict(config)[k] for k in RL_SECTIONS},
+        **info,
+    )
+
+
 def resume_point(run: Run) -> str | None:
     """The checkpoint an interrupted `rl` stage recorded (noted as resumed_from), or None."""
     if not run.has_artifact(STAGE, "checkpoint"):

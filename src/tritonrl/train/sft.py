@@ -197,19 +197,14 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
         ModelCardCallback,
         StopOnSignal,
         TrainingBar,
+        tensorboard,
     )
 
     # The card is written before the manifest records the checkpoint.
     callbacks = [ModelCardCallback(card), ManifestCallback(run, STAGE), EvaluateAtEnd()]
     callbacks += [StopOnSignal(stop), TrainingBar()]
     if "tensorboard" in config.run.report_to:
-        from torch.utils.tensorboard import SummaryWriter
-        from transformers.integrations import TensorBoardCallback
-
-        tb_dir = run.stage_dir(STAGE) / "tensorboard"
-        tb_dir.mkdir(exist_ok=True)
-        callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(tb_dir))))
-        run.add_artifact(STAGE, "tensorboard", tb_dir)
+        callbacks.append(tensorboard(run, STAGE))
     return callbacks
 
 
