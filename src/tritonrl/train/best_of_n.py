@@ -1,37 +1,46 @@
-"""Best-of-N rejection sampling and reward-weighted SFT: sample, verify, fine-tune.
+"""Best-of-N rejection sampling and reward-weighted SFT (rwsft): sample, verify, fine-tune.
 
     tritonrl rl --run runs/demo --algo best-of-n [--best_of_n.rounds 3 ...]
     tritonrl rl --run runs/demo --algo rwsft
 
 `train(run, config, device, stop)` is called by `tritonrl.train.rl.run_rl`, which owns
-the stage's start, failure and interruption. Each round (`best_of_n.rounds`):
+the stage's start, failure and interruption. The policy is the run's SFT model, or its
+SFT adapter loaded trainable (`rl.load_policy`). Each of `best_of_n.rounds` rounds
+(`tritonrl.train.sampling` has the details of the first three steps):
 
-1. Draw `best_of_n.tasks` prompts: by the curriculum when `curriculum.enabled` (its
-   level mix decides, `best_of_n.level` is then not used), else the tasks of level
-   `best_of_n.level` (null: any) in a seeded order, repeated when there are fewer.
-2. Sample `best_of_n.samples` completions per prompt from the current policy
-   (`model.generate`, `generation_batch_size` prompts at a time, temperature
-   `rl.temperature`, at most `rl.max_completion_length` new tokens), and verify them
-   all at once through the warm pool; the reward is `rl.reward_scheme` (null:
-   `verify.reward_scheme`).
-3. Keep: best-of-n keeps, per task, the top `best_of_n.keep` whose reward is above
-   `best_of_n.min_reward` (weight 1); rwsft keeps every sample with a positive reward,
-   weighted by its reward divided by the mean reward of the kept set (so the weights
-   average 1 and the learning rate means the same as for best-of-n).
-4. Fine-tune on the kept (prompt, completion) pairs for `best_of_n.epochs` epochs at
-   `best_of_n.learning_rate`: AdamW (no weight decay, as TRL's default), one pair a step
-   in a seeded order, cross-entropy on the completion's tokens only, times the pair's
-   weight (a weight of 0 changes nothing).
+1. draw `best_of_n.tasks` prompts: by the curriculum when `curriculum.enabled` (then
+   `best_of_n.level` is not used), else distinct tasks of level `best_of_n.level`;
+2. sample `best_of_n.samples` completions of each with the current policy and verify
+   them all at once through the warm pool (reward: `rl.reward_scheme`, null:
+   `verify.reward_scheme`);
+3. keep: best-of-n the top `best_of_n.keep` of each task above `best_of_n.min_reward`
+   (weight 1), rwsft every sample with a reward above 0 (weight reward / mean reward of
+   the kept set);
+4. fine-tune on the kept (prompt, completion) pairs with TRL's `SFTTrainer` (the prompt
+   rendered with the chat template as in SFT, completion-only loss), `best_of_n.epochs`
+   epochs at `best_of_n.learning_rate`, constant, a fresh AdamW each round; batch
+   `sft.per_device_batch_size` x `sft.gradient_accumulation`, `sft.max_length` (what
+   fits this model in training), `rl.bf16`, `rl.gradient_checkpointing`. The loss of a
+   batch is sum over its samples of weight x (the sample's summed completion-token
+   negative log-likelihood), divided by the batch's completion tokens: with every weight
+   1 it is TRL's SFT loss; a weight of 0 removes the sample.
 
-Files: `RUN/rl/rounds/round-N.jsonl` (N from 1; every sample: task, level, sample index,
-reward, verdict details, kept, weight, completion), each completion also in
-`rl/completions.jsonl` (`step` = the rounds done before it); after each round a checkpoint
-`rl/checkpoints/round-N` (the policy, `curriculum.json`, `round.json`), the last
-`run.keep_last` kept, recorded in the manifest. A resumed stage continues after the last
-recorded round from its checkpoint. The final policy goes to `rl/final` as for GRPO.
+After each round: a checkpoint `rl/checkpoints/round-N` (the policy, tokenizer,
+`curriculum.json`, `round.json`; the last `run.keep_last` kept, the newest recorded as
+`rl/checkpoint` with the stage's step = N), the round's metrics (mean reward, correct
+and compiled rates, samples, kept, fine-tuning loss, the curriculum's) in the log,
+`rl/log_history.json` and, with `run.report_to` tensorboard, `rl/tensorboard` (step =
+round). Each completion is in `rl/completions.jsonl` with `step` = the rounds done before
+its round (so round 1's have step 0). SIGTERM/SIGINT finish the round, checkpoint it and
+stop (`Interrupted`); the same command resumes after the last checkpointed round with
+its policy and curriculum state. The final policy goes to `rl/final` (`sft.save_final`).
 
-What it does NOT do: no KL penalty or reference model; no batching of the fine-tuning
-step (one pair at a time keeps padding out of the loss); no vLLM generation.
+On CUDA nothing else of this process uses the GPU while the pool verifies (sampling,
+verifying and fine-tuning take turns), so no gate is held as GRPO's trainer does.
+
+What it does NOT do: no KL penalty or reference model; no per-round metrics to wandb
+(tensorboard and the files only); an interrupted round is sampled again on resume (its
+completions stay in completions.jsonl, so that file may hold a round twice).
 """
 
 from __future__ import annotations
@@ -39,258 +48,373 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import random
 import shutil
 import time
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
+from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_json
+from tritonrl.train import sampling
 from tritonrl.train.rl import (
     COMPLETIONS,
     CURRICULUM_FILE,
+    RL_SECTIONS,
     STAGE,
     CompletionLog,
     RlResult,
     load_policy,
-    record_info,
+    resume_point,
 )
 
 log = logging.getLogger(__name__)
-ROUND_FILE = "round.json"
+ROUND_FILE = "round.json"  # in each checkpoint: {"rounds_done": N}
 
 
-def select(algo: str, rows: list[dict], keep: int, min_reward: float) -> list[dict]:
-    """The rows to fine-tune on, each with its `weight` (see the module docstring).
-    `rows` are one round's samples: dicts with at least "task" and "reward"."""
-    if algo == "best-of-n":
-        by_task: dict[str, list[dict]] = {}
-        for r in rows:
-            by_task.setdefault(r["task"], []).append(r)
-        kept = []
-        for group in by_task.values():
-            best = sorted((r for r in group if r["reward"] > min_reward),
-                          key=lambda r: -r["reward"])[:keep]  # fmt: skip
-            kept += [{**r, "weight": 1.0} for r in best]
-        return kept
-    if algo == "rwsft":
-        kept = [r for r in rows if r["reward"] > 0]
-        mean = sum(r["reward"] for r in kept) / len(kept) if kept else 1.0
-        return [{**r, "weight": r["reward"] / mean} for r in kept]
-    raise ValueError(f"best_of_n.select: algo must be best-of-n or rwsft, not {algo!r}")
+def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
+    """TRL's `SFTConfig` of one round's fine-tuning (see the module docstring)."""
+    from trl import SFTConfig
+
+    names = {f.name for f in dataclasses.fields(SFTConfig)}
+    ckpt = "activation_checkpointing" if "activation_checkpointing" in names else (
+        "gradient_checkpointing")  # fmt: skip
+    bon, sft = config.best_of_n, config.sft
+    return SFTConfig(
+        **{ckpt: config.rl.gradient_checkpointing},
+        output_dir=str(out_dir),
+        learning_rate=bon.learning_rate,
+        num_train_epochs=bon.epochs,
+        lr_scheduler_type="constant",
+        per_device_train_batch_size=sft.per_device_batch_size,
+        gradient_accumulation_steps=sft.gradient_accumulation,
+        max_length=sft.max_length,
+        completion_only_loss=True,
+        bf16=config.rl.bf16,
+        use_cpu=device == "cpu",
+        save_strategy="no",  # the round's checkpoint is ours
+        eval_strategy="no",
+        logging_steps=1,
+        report_to="none",  # a round's steps restart at 0: rounds are reported instead
+        seed=seed,
+        disable_tqdm=True,
+    )
 
 
-def _draw(config: Config, tasks: dict, curriculum, rng: random.Random) -> list[str]:
-    n = config.best_of_n.tasks
-    if curriculum is not None:
-        return curriculum.sample(n)
-    level = config.best_of_n.level
-    pool = sorted(t for t, task in tasks.items() if level is None or task.level == level)
-    if not pool:
-        log.warning("best_of_n: no task of level %s among the prompts; drawing from all", level)
-        pool = sorted(tasks)
-    rng.shuffle(pool)
-    return [pool[i % len(pool)] for i in range(n)]
+class WithWeights:
+    """TRL's collator, plus the batch's `weight` column as a float tensor [batch]."""
+
+    def __init__(self, collate):
+        self.collate = collate
+
+    def __call__(self, examples: list[dict]) -> dict:
+        import torch
+
+        batch = self.collate([{k: v for k, v in e.items() if k != "weight"} for e in examples])
+        batch["weight"] = torch.tensor([float(e["weight"]) for e in examples])
+        return batch
 
 
-def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]:
-    """`best_of_n.samples` sampled completions for each prompt (chat messages), batched."""
+def _trainer_class():
+    """TRL's SFTTrainer with a per-sample weight on the loss, without its model card."""
     import torch
+    from transformers import ProgressCallback
+    from trl import SFTTrainer
 
-    bon, rl = config.best_of_n, config.rl
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    out: list[list[str]] = []
-    model.eval()
-    for start in range(0, len(prompts), bon.generation_batch_size):
-        chunk = prompts[start : start + bon.generation_batch_size]
-        texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
-                 for p in chunk]  # fmt: skip
-        batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        batch = batch.to(model.device)
-        with torch.no_grad():
-            ids = model.generate(**batch, do_sample=True, temperature=rl.temperature,
-                                 max_new_tokens=rl.max_completion_length,
-                                 num_return_sequences=bon.samples,
-                                 pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-        new = ids[:, batch["input_ids"].shape[1] :]  # [len(chunk) * samples, new tokens]
-        decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
-        out += [decoded[i * bon.samples : (i + 1) * bon.samples] for i in range(len(chunk))]
-    return out
+    class WeightedSFTTrainer(SFTTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.remove_callback(ProgressCallback)
+            self.data_collator = WithWeights(self.data_collator)
 
+        def create_model_card(self, *args, **kwargs) -> None:
+            return None
 
-def fine_tune(model, tokenizer, pairs: list[dict], config: Config, seed: int) -> list[float]:
-    """One pass per epoch over `pairs` ({"prompt", "completion", "weight"}); the losses."""
-    import torch
+        def _set_signature_columns_if_needed(self):
+            super()._set_signature_columns_if_needed()
+            if "weight" not in self._signature_columns:
+                self._signature_columns = [*self._signature_columns, "weight"]
 
-    bon = config.best_of_n
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=bon.learning_rate, weight_decay=0.0)  # as TRL
-    model.train()
-    losses, rng = [], random.Random(seed)
-    for _ in range(bon.epochs):
-        order = list(range(len(pairs)))
-        rng.shuffle(order)
-        for i in order:
-            pair = pairs[i]
-            prompt = tokenizer.apply_chat_template(pair["prompt"], tokenize=False,
-                                                   add_generation_prompt=True)  # fmt: skip
-            p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            c_ids = tokenizer(pair["completion"], add_special_tokens=False)["input_ids"]
-            c_ids = c_ids + [tokenizer.eos_token_id]
-            ids = torch.tensor([p_ids + c_ids], device=model.device)  # [1, P + C]
-            labels = ids.clone()
-            labels[:, : len(p_ids)] = -100  # the completion's tokens only
-            loss = model(input_ids=ids, labels=labels).loss * pair["weight"]
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(float(loss.detach()))
-    model.eval()
-    return losses
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            weight = inputs.pop("weight")
+            # Per-token log-probabilities of the labels (TRL's fused LM head; 0 off the
+            # completion), summed per sample: [batch].
+            outputs = model(**inputs, use_cache=False, fused_lm_head=True)
+            per_sample = -outputs.log_probs.float().sum(dim=1)
+            tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = (per_sample * weight.float()).sum() / torch.as_tensor(tokens).clamp(min=1)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                loss = loss * self.accelerator.num_processes  # as TRL: DDP averages
+            return (loss, outputs) if return_outputs else loss
+
+    return WeightedSFTTrainer
 
 
-def _save(model, tokenizer, path: Path, extra: dict[str, object]) -> None:
-    """The policy and `extra` JSON files into `path`, written beside and renamed in."""
-    tmp = path.with_name(f".{path.name}.tmp")
+def pair_dataset(pairs: list[dict]):
+    """A conversational prompt/completion `datasets.Dataset` with a `weight` column."""
+    import datasets
+
+    rows = [{"prompt": p["prompt"], "weight": float(p["weight"]),
+             "completion": [{"role": "assistant", "content": p["completion"]}]}
+            for p in pairs]  # fmt: skip
+    return datasets.Dataset.from_list(rows)
+
+
+def fine_tune(model, tokenizer, pairs: list[dict], config: Config, device: str, out_dir: Path,
+              seed: int) -> list[dict]:  # fmt: skip
+    """Train `model` in place on `pairs` ({"prompt": messages, "completion": text,
+    "weight"}); the trainer's log history."""
+    from tritonrl.train.callbacks import TrainingBar
+
+    trainer = _trainer_class()(
+        model=model,
+        args=trainer_args(config, out_dir, device, seed),
+        train_dataset=pair_dataset(pairs),
+        processing_class=tokenizer,
+        callbacks=[TrainingBar()],
+    )
+    trainer.train()
+    history = list(trainer.state.log_history)
+    del trainer  # its optimizer's state
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+    return history
+
+
+class PolicyWriter:
+    """What `sft.save_final` needs of a trainer: `save_model(dir)` of the policy."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def save_model(self, path: str) -> None:
+        self.model.save_pretrained(path)
+
+
+def _checkpoint(run: Run, config: Config, model, tokenizer, done: int, curriculum) -> Path:
+    """`rl/checkpoints/round-N`, written beside and renamed in, then recorded."""
+    ckpt_dir = run.stage_dir(STAGE) / "checkpoints"
+    ckpt_dir.mkdir(exist_ok=True)
+    path, tmp = ckpt_dir / f"round-{done}", ckpt_dir / f".round-{done}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
     tokenizer.save_pretrained(str(tmp))
-    for name, value in extra.items():
-        atomic_write_json(tmp / name, value)
+    atomic_write_json(tmp / ROUND_FILE, {"rounds_done": done})
+    if curriculum is not None:
+        atomic_write_json(tmp / CURRICULUM_FILE, curriculum.state_dict())
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
-
-
-def _checkpoint(run: Run, config: Config, model, tokenizer, done: int, curriculum) -> None:
-    ckpt_dir = run.stage_dir(STAGE) / "checkpoints"
-    ckpt_dir.mkdir(exist_ok=True)
-    extra: dict[str, object] = {ROUND_FILE: {"rounds_done": done}}
-    if curriculum is not None:
-        extra[CURRICULUM_FILE] = curriculum.state_dict()
-    _save(model, tokenizer, ckpt_dir / f"round-{done}", extra)
-    run.add_artifact(STAGE, "checkpoint", ckpt_dir / f"round-{done}")
+    run.add_artifact(STAGE, "checkpoint", path)
     run.set_step(STAGE, done)
     old = sorted(ckpt_dir.glob("round-*"), key=lambda p: int(p.name.split("-")[1]))
     for stale in old[: -config.run.keep_last]:
         shutil.rmtree(stale, ignore_errors=True)
+    return path
 
 
 def _resume(run: Run, config: Config, model, curriculum) -> tuple[object, int]:
     """(the policy to go on from, rounds done) from the stage's recorded checkpoint."""
-    if not run.has_artifact(STAGE, "checkpoint"):
+    resume = resume_point(run)
+    if resume is None:
         return model, 0
-    from tritonrl.runs import RESUMED
-
-    ckpt = run.artifact(STAGE, "checkpoint")
+    ckpt = Path(resume)
+    if not (ckpt / ROUND_FILE).is_file():
+        raise RunError(
+            f"run {run.path}: the rl stage's checkpoint {run.relpath(ckpt)} has no {ROUND_FILE}: "
+            f"it was written by --algo {run.stage(STAGE)['info'].get('algo', 'grpo/rloo')}, "
+            f"not {config.rl.algo}; resume with that algorithm or start a new run"
+        )
     done = json.loads((ckpt / ROUND_FILE).read_text())["rounds_done"]
     if curriculum is not None and (ckpt / CURRICULUM_FILE).is_file():
         curriculum.load_state_dict(json.loads((ckpt / CURRICULUM_FILE).read_text()))
-    if hasattr(model, "load_adapter"):  # a PeftModel: the adapter goes on from there
+    if hasattr(model, "peft_config"):  # the adapter goes on from the checkpoint's weights
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
         set_peft_model_state_dict(model, load_file(str(ckpt / "adapter_model.safetensors")))
-    else:
-        from transformers import AutoModelForCausalLM
+        return model, done
+    from tritonrl.train.models import load_causal_lm
 
-        model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=model.dtype).to(model.device)
-    run.set_info(STAGE, **{RESUMED: run.relpath(ckpt)})
-    log.info("resuming %s after round %d from %s", config.rl.algo, done, run.relpath(ckpt))
-    return model, done
-
-
-def _round(run, config, verify, model, tokenizer, tasks, prompts, ids, recorder, number):
-    """Sample, verify, record one round; (its rows, the kept rows)."""
-    from tritonrl.reward.adapters import _details
-    from tritonrl.reward.schemes import reward_for
-    from tritonrl.verify.pool import shared_pool
-
-    samples = generate(model, tokenizer, [prompts[t] for t in ids], config)
-    pairs = [(tasks[t], text) for t, texts in zip(ids, samples, strict=True) for text in texts]
-    results = shared_pool(verify).verify_many(pairs, verify)
-    details = [_details(r, reward_for(r, verify)) for r in results]
-    recorder.record(number, details, [text for _, text in pairs])
-    rows = [{"task": task.id, "level": task.level, "sample": i % config.best_of_n.samples,
-             "reward": d["reward"], "details": d, "completion": text}
-            for i, ((task, text), d) in enumerate(zip(pairs, details, strict=True))]  # fmt: skip
-    kept = select(config.rl.algo, rows, config.best_of_n.keep, config.best_of_n.min_reward)
-    kept_ids = {(k["task"], k["completion"]) for k in kept}
-    weights = {(k["task"], k["completion"]): k["weight"] for k in kept}
-    rounds = run.stage_dir(STAGE) / "rounds"
-    rounds.mkdir(exist_ok=True)
-    path = rounds / f"round-{number + 1}.jsonl"
-    with open(path, "w", encoding="utf-8") as f:
-        for r in rows:
-            key = (r["task"], r["completion"])
-            f.write(json.dumps({**r, "kept": key in kept_ids, "weight": weights.get(key, 0.0)},
-                               ensure_ascii=False) + "\n")  # fmt: skip
-    run.add_artifact(STAGE, "rounds", rounds)
-    return rows, kept
+    resumed = load_causal_lm(ckpt, dtype=model.dtype,
+                             trust_remote_code=config.model.trust_remote_code)  # fmt: skip
+    return resumed.to(model.device), done
 
 
-def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
-    """Best-of-N or reward-weighted SFT (`config.rl.algo`); see the module docstring."""
-    from tritonrl.train.model_card import rl_card
+class RoundReporter:
+    """Each round's metrics to the log and, with `run.report_to` tensorboard, to
+    `rl/tensorboard` (step = round)."""
+
+    def __init__(self, run: Run, config: Config):
+        self.writer = None
+        if "tensorboard" in config.run.report_to:
+            from torch.utils.tensorboard import SummaryWriter
+
+            tb_dir = run.stage_dir(STAGE) / "tensorboard"
+            tb_dir.mkdir(exist_ok=True)
+            self.writer = SummaryWriter(log_dir=str(tb_dir))
+            run.add_artifact(STAGE, "tensorboard", tb_dir)
+        if "wandb" in config.run.report_to:
+            log.warning("run.report_to wandb: %s writes its round metrics to tensorboard and "
+                        "rl/log_history.json only", config.rl.algo)  # fmt: skip
+
+    def report(self, entry: dict) -> None:
+        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in entry.items()}
+        log.info("round %d: %s", entry["round"], shown)
+        if self.writer is None:
+            return
+        for key, value in entry.items():
+            if isinstance(value, (int, float)) and key != "round":
+                self.writer.add_scalar(key, value, entry["round"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+@dataclasses.dataclass
+class Loop:
+    """What every round uses."""
+
+    run: Run
+    config: Config
+    device: str
+    model: object
+    tokenizer: object
+    tasks: dict
+    prompts: dict  # task id -> chat messages
+    verify: object  # VerifyConfig with the RL reward scheme
+    recorder: CompletionLog
+    curriculum: object | None
+
+    def round(self, number: int) -> dict:
+        """Round `number` (1-based): sample, verify, select, fine-tune; its metrics."""
+        from transformers import set_seed
+
+        config, algo = self.config, self.config.rl.algo
+        ids = sampling.draw(config, self.tasks, self.curriculum, number)
+        set_seed(config.run.seed + number)  # a resumed round samples as the first try did
+        samples = sampling.generate(self.model, self.tokenizer, [self.prompts[t] for t in ids],
+                                    config)  # fmt: skip
+        rows = sampling.score(self.tasks, ids, samples, self.verify, self.recorder, number - 1)
+        kept = sampling.select(algo, rows, config.best_of_n.keep, config.best_of_n.min_reward)
+        sampling.write_round(self.run, number, rows, kept)
+        history = []
+        if kept:
+            pairs = [{**k, "prompt": self.prompts[k["task"]]} for k in kept]
+            out_dir = self.run.stage_dir(STAGE) / "fine-tune"
+            history = fine_tune(self.model, self.tokenizer, pairs, config, self.device, out_dir,
+                                config.run.seed + number)  # fmt: skip
+        if self.curriculum is not None:
+            self.curriculum.end_step(number)
+        losses = [h["loss"] for h in history if "loss" in h]
+        entry = {"round": number, **sampling.round_metrics(rows, kept),
+                 "train/steps": float(len(losses)),
+                 "train/loss": sum(losses) / len(losses) if losses else None}  # fmt: skip
+        if self.curriculum is not None:
+            entry.update(self.curriculum.metrics())
+        return entry
+
+
+def _loop(run: Run, config: Config, device: str) -> tuple[Loop, str]:
+    """The round loop's parts (the policy resumed when a checkpoint is recorded), and
+    the prompts' source; the rounds done are `run`'s step."""
     from tritonrl.train.rl_data import rl_prompts
 
-    started = time.monotonic()
-    dataset, tasks, source = rl_prompts(run, config)
-    prompts = {row["task_id"]: row["prompt"] for row in dataset}
+    dataset, tasks, source = rl_prompts(run, config)  # fails fast, before models
+    if not config.curriculum.enabled:
+        sampling.level_pool(tasks, config.best_of_n.level)  # the same
+    prompts: dict = {}
+    for row in dataset:
+        prompts.setdefault(row["task_id"], row["prompt"])  # a task's first prompt
     verify = config.verify
     if config.rl.reward_scheme:
         verify = dataclasses.replace(verify, reward_scheme=config.rl.reward_scheme)
-    stage_dir = run.stage_dir(STAGE)
-    (stage_dir / COMPLETIONS).touch()
-    run.add_artifact(STAGE, "completions", stage_dir / COMPLETIONS)
+    completions = run.stage_dir(STAGE) / COMPLETIONS
+    completions.touch()
+    run.add_artifact(STAGE, "completions", completions)
     curriculum = None
     if config.curriculum.enabled:
         from tritonrl.train.curriculum import Curriculum
 
         levels = {t: task.level for t, task in tasks.items()}
         curriculum = Curriculum(config.curriculum, levels, config.run.seed)
-    recorder = CompletionLog(stage_dir / COMPLETIONS, {t: k.level for t, k in tasks.items()},
-                             curriculum)  # fmt: skip
+    recorder = CompletionLog(completions, {t: k.level for t, k in tasks.items()}, curriculum)
     model, tokenizer = load_policy(run, config, device)
     if device == "cuda":
         model = model.to("cuda")
-    model, done = _resume(run, config, model, curriculum)
-    lora = run.has_artifact("sft", "adapter")
-    history: list[dict] = []
-    rng = random.Random(config.run.seed + done)
-    for number in range(done, config.best_of_n.rounds):
-        ids = _draw(config, tasks, curriculum, rng)
-        with stop.graceful():
-            rows, kept = _round(run, config, verify, model, tokenizer, tasks, prompts, ids,
-                                recorder, number)  # fmt: skip
-            pairs = [{"prompt": prompts[k["task"]], "completion": k["completion"],
-                      "weight": k["weight"]} for k in kept]  # fmt: skip
-            losses = fine_tune(model, tokenizer, pairs, config, config.run.seed + number)
-        if curriculum is not None:
-            curriculum.end_step(number + 1)
-        entry = {"step": number + 1, "reward": sum(r["reward"] for r in rows) / len(rows),
-                 "verify/correct": sum(r["details"]["correct"] for r in rows) / len(rows),
-                 "kept": len(kept), "samples": len(rows),
-                 "loss": sum(losses) / len(losses) if losses else None,
-                 **(curriculum.metrics() if curriculum is not None else {})}  # fmt: skip
-        history.append(entry)
-        log.info("%s round %d: %s", config.rl.algo, number + 1, entry)
-        _checkpoint(run, config, model, tokenizer, number + 1, curriculum)
-        if stop.signal:
-            raise Interrupted(stop.signal)
-    atomic_write_json(stage_dir / "log_history.json", history)
-    run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
-    card = rl_card(run, config, source, len(prompts))(config.best_of_n.rounds)
-    final = stage_dir / "final"
-    _save(model, tokenizer, final, {})
-    (final / "README.md").write_text(card)
-    run.add_artifact(STAGE, "adapter" if lora else "model", final)
-    run.add_artifact(STAGE, "tokenizer", final)
-    run.set_step(STAGE, config.best_of_n.rounds)
-    record_info(run, config, recorder, curriculum, data_source=source, prompts=len(prompts),
-                device=device, kept=[h["kept"] for h in history])  # fmt: skip
+    return Loop(run, config, device, model, tokenizer, tasks, prompts, verify, recorder,
+                curriculum), source  # fmt: skip
+
+
+def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
+    """Best-of-N or reward-weighted SFT (`config.rl.algo`); see the module docstring."""
+    started = time.monotonic()
+    if config.rl.algo not in sampling.ALGOS:
+        raise ValueError(f"best_of_n.train runs {sampling.ALGOS}, not {config.rl.algo!r}")
+    loop, source = _loop(run, config, device)
+    loop.model, done = _resume(run, config, loop.model, loop.curriculum)
+    history_path = run.stage_dir(STAGE) / "log_history.json"
+    history = json.loads(history_path.read_text()) if done and history_path.is_file() else []
+    history = [h for h in history if h["round"] <= done]
+    reporter = RoundReporter(run, config)
+    try:
+        for number in range(done + 1, config.best_of_n.rounds + 1):
+            with stop.graceful():  # a signal waits for the round's end and checkpoint
+                entry = loop.round(number)
+                _checkpoint(run, config, loop.model, loop.tokenizer, number, loop.curriculum)
+                history.append(entry)
+                atomic_write_json(history_path, history)
+                run.add_artifact(STAGE, "log_history", history_path)
+                reporter.report(entry)
+            if stop.signal:
+                raise Interrupted(stop.signal)
+    finally:
+        reporter.close()
+    return _finish(run, config, loop, source, history, started, done)
+
+
+def _finish(run, config, loop: Loop, source, history, started, done) -> RlResult:
+    """The final policy in `rl/final` with its card, the stage's info, the result."""
+    from tritonrl.config_loader import config_to_dict
+    from tritonrl.train.model_card import rl_card
+    from tritonrl.train.sft import save_final
+
+    rounds, lora = config.best_of_n.rounds, run.has_artifact("sft", "adapter")
+    card = rl_card(run, config, source, len(loop.prompts))(rounds) + _card_lines(config)
+    final = save_final(run, PolicyWriter(loop.model), loop.tokenizer, lora, card, stage=STAGE)
+    run.set_step(STAGE, rounds)
+    curriculum = loop.curriculum
+    run.set_info(
+        STAGE,
+        algo=config.rl.algo,
+        base_model=run.stage("sft")["info"].get("base_model"),
+        lora=lora,
+        data_source=source,
+        prompts=len(loop.prompts),
+        reward_scheme=loop.verify.reward_scheme,
+        completions=loop.recorder.rows,
+        mean_reward=loop.recorder.mean_reward,
+        kept=[int(h["kept"]) for h in history],
+        curriculum=None
+        if curriculum is None
+        else {"share": curriculum.share, "transitions": curriculum.transitions},
+        device=loop.device,
+        config={k: config_to_dict(config)[k] for k in RL_SECTIONS},
+    )
     resumed = run.stage(STAGE)["info"].get("resumed_from_checkpoint") if done else None
-    return RlResult(run_dir=run.path, output=final, lora=lora, steps=config.best_of_n.rounds,
-                    completions=recorder.rows, mean_reward=recorder.mean_reward,
+    return RlResult(run_dir=run.path, output=final, lora=lora, steps=rounds,
+                    completions=loop.recorder.rows, mean_reward=loop.recorder.mean_reward,
                     seconds=time.monotonic() - started, resumed_from=resumed)  # fmt: skip
+
+
+def _card_lines(config: Config) -> str:
+    bon = config.best_of_n
+    keep = "every rewarded sample, weighted by reward"
+    if config.rl.algo == "best-of-n":
+        keep = f"the top {bon.keep} per task above reward {bon.min_reward}"
+    return (
+        f"\n## {config.rl.algo}\n\n- {bon.rounds} round(s) of {bon.tasks} tasks x {bon.samples} "
+        f"samples; kept {keep}; fine-tuned {bon.epochs} epoch(s) at learning rate "
+        f"{bon.learning_rate}\n- each round's samples: `rl/rounds/round-N/samples.jsonl`\n"
+    )
