@@ -16,14 +16,10 @@ SFT adapter loaded trainable (`rl.load_policy`). Each of `best_of_n.rounds` roun
 3. keep: best-of-n the top `best_of_n.keep` of each task above `best_of_n.min_reward`
    (weight 1), rwsft every sample with a reward above 0 (weight reward / mean reward of
    the kept set);
-4. fine-tune on the kept (prompt, completion) pairs with TRL's `SFTTrainer` (the prompt
-   rendered with the chat template as in SFT, completion-only loss), `best_of_n.epochs`
-   epochs at `best_of_n.learning_rate`, constant, a fresh AdamW each round; batch
-   `sft.per_device_batch_size` x `sft.gradient_accumulation`, `sft.max_length` (what
-   fits this model in training), `rl.bf16`, `rl.gradient_checkpointing`. The loss of a
-   batch is sum over its samples of weight x (the sample's summed completion-token
-   negative log-likelihood), divided by the batch's completion tokens: with every weight
-   1 it is TRL's SFT loss; a weight of 0 removes the sample.
+4. fine-tune on the kept (prompt, completion) pairs with TRL's `SFTTrainer`
+   (`tritonrl.train.weighted_sft`: completion-only loss, each sample's times its weight,
+   TRL's SFT loss when every weight is 1), `best_of_n.epochs` epochs at
+   `best_of_n.learning_rate`, a fresh optimizer each round.
 
 After each round: a checkpoint `rl/checkpoints/round-N` (the policy, tokenizer,
 `curriculum.json`, `round.json`; the last `run.keep_last` kept, the newest recorded as
@@ -65,120 +61,10 @@ from tritonrl.train.rl import (
     load_policy,
     resume_point,
 )
+from tritonrl.train.weighted_sft import fine_tune
 
 log = logging.getLogger(__name__)
 ROUND_FILE = "round.json"  # in each checkpoint: {"rounds_done": N}
-
-
-def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
-    """TRL's `SFTConfig` of one round's fine-tuning (see the module docstring)."""
-    from trl import SFTConfig
-
-    names = {f.name for f in dataclasses.fields(SFTConfig)}
-    ckpt = "activation_checkpointing" if "activation_checkpointing" in names else (
-        "gradient_checkpointing")  # fmt: skip
-    bon, sft = config.best_of_n, config.sft
-    return SFTConfig(
-        **{ckpt: config.rl.gradient_checkpointing},
-        output_dir=str(out_dir),
-        learning_rate=bon.learning_rate,
-        num_train_epochs=bon.epochs,
-        lr_scheduler_type="constant",
-        per_device_train_batch_size=sft.per_device_batch_size,
-        gradient_accumulation_steps=sft.gradient_accumulation,
-        max_length=sft.max_length,
-        completion_only_loss=True,
-        bf16=config.rl.bf16,
-        use_cpu=device == "cpu",
-        save_strategy="no",  # the round's checkpoint is ours
-        eval_strategy="no",
-        logging_steps=1,
-        report_to="none",  # a round's steps restart at 0: rounds are reported instead
-        seed=seed,
-        disable_tqdm=True,
-    )
-
-
-class WithWeights:
-    """TRL's collator, plus the batch's `weight` column as a float tensor [batch]."""
-
-    def __init__(self, collate):
-        self.collate = collate
-
-    def __call__(self, examples: list[dict]) -> dict:
-        import torch
-
-        batch = self.collate([{k: v for k, v in e.items() if k != "weight"} for e in examples])
-        batch["weight"] = torch.tensor([float(e["weight"]) for e in examples])
-        return batch
-
-
-def _trainer_class():
-    """TRL's SFTTrainer with a per-sample weight on the loss, without its model card."""
-    import torch
-    from transformers import ProgressCallback
-    from trl import SFTTrainer
-
-    class WeightedSFTTrainer(SFTTrainer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.remove_callback(ProgressCallback)
-            self.data_collator = WithWeights(self.data_collator)
-
-        def create_model_card(self, *args, **kwargs) -> None:
-            return None
-
-        def _set_signature_columns_if_needed(self):
-            super()._set_signature_columns_if_needed()
-            if "weight" not in self._signature_columns:
-                self._signature_columns = [*self._signature_columns, "weight"]
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            weight = inputs.pop("weight")
-            # Per-token log-probabilities of the labels (TRL's fused LM head; 0 off the
-            # completion), summed per sample: [batch].
-            outputs = model(**inputs, use_cache=False, fused_lm_head=True)
-            per_sample = -outputs.log_probs.float().sum(dim=1)
-            tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
-            loss = (per_sample * weight.float()).sum() / torch.as_tensor(tokens).clamp(min=1)
-            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
-                loss = loss * self.accelerator.num_processes  # as TRL: DDP averages
-            return (loss, outputs) if return_outputs else loss
-
-    return WeightedSFTTrainer
-
-
-def pair_dataset(pairs: list[dict]):
-    """A conversational prompt/completion `datasets.Dataset` with a `weight` column."""
-    import datasets
-
-    rows = [{"prompt": p["prompt"], "weight": float(p["weight"]),
-             "completion": [{"role": "assistant", "content": p["completion"]}]}
-            for p in pairs]  # fmt: skip
-    return datasets.Dataset.from_list(rows)
-
-
-def fine_tune(model, tokenizer, pairs: list[dict], config: Config, device: str, out_dir: Path,
-              seed: int) -> list[dict]:  # fmt: skip
-    """Train `model` in place on `pairs` ({"prompt": messages, "completion": text,
-    "weight"}); the trainer's log history."""
-    from tritonrl.train.callbacks import TrainingBar
-
-    trainer = _trainer_class()(
-        model=model,
-        args=trainer_args(config, out_dir, device, seed),
-        train_dataset=pair_dataset(pairs),
-        processing_class=tokenizer,
-        callbacks=[TrainingBar()],
-    )
-    trainer.train()
-    history = list(trainer.state.log_history)
-    del trainer  # its optimizer's state
-    if device == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
-    return history
 
 
 class PolicyWriter:
@@ -410,11 +296,11 @@ def _finish(run, config, loop: Loop, source, history, started, done) -> RlResult
 
 def _card_lines(config: Config) -> str:
     bon = config.best_of_n
-    keep = "every rewarded sample, weighted by reward"
+    keep = "every sample with a reward above 0, its loss weighted by reward / mean reward"
     if config.rl.algo == "best-of-n":
-        keep = f"the top {bon.keep} per task above reward {bon.min_reward}"
+        keep = f"the top {bon.keep} per task with a reward above {bon.min_reward}"
     return (
-        f"\n## {config.rl.algo}\n\n- {bon.rounds} round(s) of {bon.tasks} tasks x {bon.samples} "
-        f"samples; kept {keep}; fine-tuned {bon.epochs} epoch(s) at learning rate "
-        f"{bon.learning_rate}\n- each round's samples: `rl/rounds/round-N/samples.jsonl`\n"
+        f"\n## {config.rl.algo}\n\nEach round: {bon.tasks} tasks x {bon.samples} samples, "
+        f"verified; kept {keep}; fine-tuned on them for {bon.epochs} epoch(s). Every round's "
+        "samples, rewards and kept set: `rl/rounds/round-N/samples.jsonl` in the run.\n"
     )

@@ -107,9 +107,19 @@ def rl_card(run: Run, config: Config, data_source: str, prompts: int) -> Callabl
                 f"- reward: the tritonrl verifier, scheme `{scheme}` (policy "
                 f"{config.verify.policy})",
                 f"- prompts: {data_source} ({prompts} training prompts)",
-                f"- group size {rl.num_generations}, temperature {rl.temperature}, loss "
-                f"{rl.loss_type}, beta {rl.beta}, learning rate {rl.learning_rate}",
-                f"- steps: {steps} (budget: {rl.max_steps})",
+                *(
+                    [
+                        f"- group size {rl.num_generations}, temperature {rl.temperature}, loss "
+                        f"{rl.loss_type}, beta {rl.beta}, learning rate {rl.learning_rate}",
+                        f"- steps: {steps} (budget: {rl.max_steps})",
+                    ]
+                    if rl.algo in ("grpo", "rloo")
+                    else [
+                        f"- {config.best_of_n.samples} samples per task, temperature "
+                        f"{rl.temperature}, learning rate {config.best_of_n.learning_rate}",
+                        f"- rounds: {steps} (budget: {config.best_of_n.rounds})",
+                    ]
+                ),
                 f"- written: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}",
                 "",
                 "Every step's completions and their verdicts: `rl/completions.jsonl` in the run.",
