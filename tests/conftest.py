@@ -29,3 +29,25 @@ def pytest_runtest_makereport(item, call):
 
     with AST_LOCK:
         yield
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """One SeaweedFS S3 server on loopback for the session (tests/s3server.py)."""
+    from s3server import S3Server
+
+    with S3Server(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3, monkeypatch):
+    """A fresh bucket on the test S3 server, with the AWS variables a user would set
+    (AWS_ENDPOINT_URL included) in this process's environment; its name."""
+    import uuid
+
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    s3.client().create_bucket(Bucket=name)
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    return name
