@@ -238,14 +238,14 @@ def test_tasks_check_takes_verify_overrides_among_its_sources():
 
 def test_a_config_that_sets_a_removed_key_is_refused_by_every_command(tmp_path):
     old = tmp_path / "old.yaml"
-    old.write_text("run:\n  store: s3://bucket/runs\n")
+    old.write_text("data:\n  kernelbook: GPUMODE/KernelBook\n")
     for command in (["verify", "builtin:level1/1_ReLU", str(HANG)],
                     ["tasks", "check", "builtin:level1/1_ReLU"],
                     ["prepare", "--source", "builtin", "--out", str(tmp_path / "o")],
                     ["tiny-model", "--out", str(tmp_path / "m")]):  # fmt: skip
         r = tritonrl(*command, "--config", str(old))
         assert r.returncode == 2, (command, r.stderr)
-        assert "old.yaml: run.store is not used by any command" in r.stderr, command
+        assert "old.yaml: data.kernelbook is not used by any command" in r.stderr, command
         assert "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists() and not (tmp_path / "m").exists()
     r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / "o"),

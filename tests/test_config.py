@@ -65,6 +65,22 @@ def test_qwen7b_recipe():
     assert (sft.gradient_accumulation, sft.max_length, sft.bf16) == (4, 8192, True)
 
 
+def test_smollm2_recipe_is_a_small_full_parameter_run_on_builtin_data():
+    config = load_config("smollm2-1gpu", cuda_available=True)
+    assert config.model.name_or_path == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert not config.lora.enabled and config.pipeline.prepare_source == "builtin"
+    assert config.sft.device == config.rl.device == config.verify.device == "cuda"
+    assert config.rl.max_steps < 50 and config.run.store is None
+
+
+def test_store_settings_are_checked():
+    config = load_config(None, ["--run.store", "s3://bucket/runs", "--run.sync_interval_s", "60"])
+    assert (config.run.store, config.run.sync_interval_s) == ("s3://bucket/runs", 60.0)
+    assert load_config(None).run.sync_interval_s == 0  # tiny-cpu: after every checkpoint
+    with pytest.raises(ValueError, match="run.sync_interval_s must be >= 0"):
+        load_config(None, ["--run.sync_interval_s", "-1"])
+
+
 def test_overrides_are_converted_by_field_type():
     config = load_config(
         None,
@@ -221,9 +237,8 @@ def test_resolved_config_round_trips_and_diffs():
     assert again == config
     other = asdict(load_config(None, ["--sft.max_steps", "4"]))
     assert diff_configs(asdict(config), other) == ["sft.max_steps: 3 -> 4"]
-    # A run recorded before run.store and data.kernelbook were removed.
+    # A run recorded before data.kernelbook was removed.
     recorded = asdict(config)
-    recorded["run"]["store"] = None
     recorded["data"]["kernelbook"] = "GPUMODE/KernelBook"
     assert diff_configs(recorded, asdict(config)) == []
 
@@ -249,7 +264,6 @@ def test_split_overrides_takes_them_out_of_positional_arguments():
 @pytest.mark.parametrize(
     "text, name",
     [
-        ("run:\n  store: s3://bucket/runs\n", "run.store"),
         ("data:\n  kernelbook: GPUMODE/KernelBook\n", "data.kernelbook"),
     ],
 )

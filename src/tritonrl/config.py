@@ -152,13 +152,28 @@ def _need(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
+# `run` keys that say where a run is kept and watched, not what it trains: a stage may
+# go on under other values (a resume on another machine, a store added later).
+STORE_KEYS = ("store", "sync_interval_s", "spot_watch")
+
+
 @dataclass
 class RunConfig:
     seed: int = 0
     keep_last: int = 3  # checkpoints kept per stage (SPEC 6: last K kept)
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # + wandb | none
+    # Object store (fsspec URL: s3://bucket/prefix, gs://..., file:///path, or a local path)
+    # that the run is synced to, as STORE/<run directory name>; None keeps it local only.
+    store: str | None = None
+    # Background sync period; 0 syncs after every checkpoint only (and at each stage's end).
+    sync_interval_s: float = 600.0
+    # Poll the AWS spot notice (IMDSv2) while training; off by itself where none answers.
+    spot_watch: bool = True
 
     def __post_init__(self):
+        _need(self.sync_interval_s >= 0, "run.sync_interval_s must be >= 0 (0: after checkpoints)")
+        if self.store is not None:
+            _need(bool(str(self.store).strip()), "run.store must be a URL or null")
         # The newest checkpoint is recorded in the manifest only after the trainer has
         # rotated the old ones out: with one kept, a crash there leaves none recorded.
         _need(self.keep_last >= 2, "run.keep_last must be at least 2 (see config.RunConfig)")

@@ -33,7 +33,6 @@ DEFAULT_CONFIG = "tiny-cpu"
 # Names a config once had that nothing reads: a file or override that still sets one is
 # told so, rather than "unknown key". They come back, wired, with the stage that reads them.
 REMOVED = {
-    "run.store": "syncing checkpoints to an object store is not built yet",
     "data.kernelbook": "`tritonrl prepare --source` names the data (kernelbook, builtin or a PATH)",
 }
 _TRUE = {"true", "yes", "on", "1"}

@@ -13,17 +13,26 @@ rewritten every time). A stage the manifest records as done is skipped; an inter
 or failed one is run again (each resumes where it can). Each stage runs as its own
 `tritonrl` process with the same --config and overrides, its output in
 RUN/logs/<stage>.log; a failure names the stage and that log and exits 1 (2 for a bad
-config). `tritonrl status RUN` shows where a run is.
+config; 128+N when signal N stopped it: SIGTERM/SIGINT sent to the pipeline go to the
+running stage, which checkpoints and stops). `tritonrl status RUN` shows where a run is.
 
-What it does NOT do: no object-store sync or resume on another machine; it runs the
-stages one after another on this machine, never in parallel.
+With `--store URL` (`run.store`) the run is synced to URL/<run-dir name>: an unreachable
+store is an error before any stage; sft and rl sync at every checkpoint (or every
+`run.sync_interval_s`) and at their end, the pipeline after the other stages and during
+eval. `tritonrl resume --store URL` continues the pipeline on another machine.
+
+What it does NOT do: it runs the stages one after another on this machine, never in
+parallel, and it does not watch for a spot notice itself (sft and rl do).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -63,14 +72,46 @@ def _command(stage: str, run_dir: Path, config, argv: list[str]) -> list[str]:
 
 
 def _run_process(stage: str, cmd: list[str], log: Path) -> None:
+    """Run one stage's process; SIGTERM/SIGINT sent to the pipeline go to it (it
+    checkpoints, syncs and stops) and the pipeline waits for it rather than leaving it."""
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TQDM_DISABLE": os.environ.get("TQDM_DISABLE", "1")}
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        child = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        with _forwarding(child):
+            code = child.wait()
     if code != 0:
         raise StageFailed(stage, log, code)
+
+
+@contextlib.contextmanager
+def _forwarding(child: subprocess.Popen):
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _sync(run_dir: Path, url: str | None, say) -> None:
+    """Push the run to its store between stages (changed files only, manifest last)."""
+    if not url:
+        return
+    from tritonrl.runs.sync import StoreSync
+
+    if not StoreSync(run_dir, url, 0).sync_now():
+        say(f"store: sync to {url} failed; the run goes on here (see the log)")
 
 
 def _tiny_model(run, config, log: Path) -> None:
@@ -105,12 +146,32 @@ def _eval_stage(run, cmd: list[str], log: Path) -> None:
 
 
 def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Path:
-    """Every stage of `run_dir` not done yet, in order; the report's path."""
+    """Every stage of `run_dir` not done yet, in order; the report's path. With a store
+    (`run.store`), the run is synced after every stage and during eval."""
+    from tritonrl.runs import Run
+    from tritonrl.runs.lifecycle import run_store_url
+
+    run_dir = Path(run_dir).resolve()
+    run = Run.open_or_create(run_dir)
+    url = run_store_url(run, config.run.store)
+    if url:
+        from tritonrl.runs.store import open_store
+
+        open_store(url)  # unreachable: an error naming the URL, before any stage runs
+        if run.store != url:
+            run.set_fields(store=url)
+    if run.data.get("driver") != "pipeline":
+        run.set_fields(driver="pipeline")  # `tritonrl resume` goes on with the pipeline
+    try:
+        return _stages(config, run_dir, argv, url, say)
+    finally:
+        _sync(run_dir, url, say)
+
+
+def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Path:
     from tritonrl.evaluate.report import write_report
     from tritonrl.runs import Run
 
-    run_dir = Path(run_dir).resolve()
-    Run.open_or_create(run_dir)
     logs = run_dir / "logs"
     for stage in STAGES:
         log = logs / f"{stage}.log"
@@ -127,13 +188,26 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
             log.parent.mkdir(parents=True, exist_ok=True)
             _tiny_model(Run.open(run_dir), config, log)
         elif stage == "eval":
-            _eval_stage(Run.open(run_dir), _command(stage, run_dir, config, argv), log)
+            with _eval_sync(run_dir, url, config.run.sync_interval_s):
+                _eval_stage(Run.open(run_dir), _command(stage, run_dir, config, argv), log)
         elif stage == "report":
             report = write_report([run_dir])
         else:
             _run_process(stage, _command(stage, run_dir, config, argv), log)
         say(f"{stage}: done in {time.monotonic() - started:.0f}s")
+        if stage in ("prepare", "tiny_model"):  # sft and rl sync themselves
+            _sync(run_dir, url, say)
     return report
+
+
+def _eval_sync(run_dir: Path, url: str | None, interval_s: float):
+    """Eval's samples (appended per batch, resumable) synced every `interval_s` while it
+    runs, and at its end (the eval process itself does not sync)."""
+    if not url:
+        return contextlib.nullcontext()
+    from tritonrl.runs.sync import StoreSync
+
+    return StoreSync(run_dir, url, interval_s)
 
 
 def pipeline(
@@ -142,18 +216,27 @@ def pipeline(
     run_dir: Path = typer.Option(
         Path("runs/pipeline"), "--run-dir", help="The run directory (created if needed)."
     ),
-) -> None:
+    store: str | None = typer.Option(
+        None, "--store", help="Object store to sync the run to (s3://bucket/prefix, gs://, "
+        "file://); short for --run.store. The run is kept there as STORE/<run-dir name>."
+    ),
+) -> None:  # fmt: skip
     """prepare -> tiny model -> SFT -> RL -> eval -> report, skipping what is done."""
-    cfg, _ = command_config(ctx, config, "sft")
+    cfg, _ = command_config(ctx, config, "sft", {"--store": ("run.store", store)})
     argv = ([] if config is None else ["--config", config]) + list(ctx.args)
+    if store is not None:
+        argv += ["--run.store", store]
     try:
         report = run_pipeline(cfg, run_dir, argv, say=lambda m: out.print(m, markup=False))
+    except ValueError as e:  # a store that cannot be used (StoreError), a RunError
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
     except StageFailed as e:
         err.print(f"[red]pipeline stopped:[/red] {escape(str(e))}")
         tail = e.log.read_text(errors="replace").splitlines()[-15:] if e.log.is_file() else []
         for line in tail:
             err.print(f"  {escape(line)}")
-        raise typer.Exit(2 if e.code == 2 else 1) from None
+        raise typer.Exit(e.code if e.code > 128 else 2 if e.code == 2 else 1) from None
     out.print(f"pipeline done: report in {report}", markup=False)
 
 

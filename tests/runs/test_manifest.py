@@ -101,7 +101,9 @@ def test_resumed_from_is_read_from_the_stage_that_resumed(tmp_path):
     run.start_stage("sft")
     assert run.resumed_from() is None
     run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-8")
-    assert Run.open(run.path).resumed_from() == "sft/checkpoints/checkpoint-8"
+    assert Run.open(run.path).resumed_from() == {
+        "stage": "sft", "step": 8, "checkpoint": "sft/checkpoints/checkpoint-8"
+    }
     run.start_stage("sft")  # a new attempt: it records its own resume point, if any
     assert Run.open(run.path).resumed_from() is None
 
@@ -276,13 +278,16 @@ def test_status_json_shape(tmp_path):
     result = CliRunner().invoke(_app(), ["status", str(run.path), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"stages", "resumed_from"}
-    assert data["resumed_from"] is None
+    assert set(data) == {"stages", "resumed_from", "store"}
+    assert data["resumed_from"] is None and data["store"] is None
     run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-6")
     again = CliRunner().invoke(_app(), ["status", str(run.path), "--json"])
-    assert json.loads(again.stdout)["resumed_from"] == "sft/checkpoints/checkpoint-6"
+    assert json.loads(again.stdout)["resumed_from"] == {
+        "stage": "sft", "step": 6, "checkpoint": "sft/checkpoints/checkpoint-6"
+    }
     table = CliRunner().invoke(_app(), ["status", str(run.path)])
-    assert "resumed from: sft/checkpoints/checkpoint-6" in table.stdout
+    assert "resumed from: sft step 6, sft/checkpoints/checkpoint-6" in table.stdout
+    assert "store: none (this run is kept only here" in table.stdout
     assert list(data["stages"]) == list(PIPELINE)
     assert data["stages"]["sft"]["status"] == "running"
     assert data["stages"]["sft"]["step"] == 7

@@ -115,9 +115,10 @@ def test_sigterm_interrupts_and_the_same_command_resumes_and_says_so(tmp_path):
     data = json.loads(status.communicate(timeout=60)[0])
     sft = data["stages"]["sft"]
     assert sft["status"] == "done" and sft["signal"] is None and sft["error"] is None
-    assert data["resumed_from"] == sft["info"]["resumed_from_checkpoint"] == checkpoint
+    assert sft["info"]["resumed_from_checkpoint"] == checkpoint
+    assert data["resumed_from"] == {"stage": "sft", "step": step, "checkpoint": checkpoint}
     table = _tritonrl("status", str(run_dir)).communicate(timeout=60)[0]
-    assert f"resumed from: {checkpoint}" in table
+    assert f"resumed from: sft step {step}, {checkpoint}" in table
 
 
 def _config(*overrides: str) -> dict:

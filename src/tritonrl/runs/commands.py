@@ -1,14 +1,22 @@
-"""`tritonrl status RUN [--json]`: the stages of a run, read from its manifest.
+"""`tritonrl status RUN [--json]`: the stages of a run, read from its manifest; and the
+store commands `tritonrl resume --store URL [--run-dir DIR]` (`runs/resume.py`) and
+`tritonrl runs list --store URL`.
 
-    tritonrl status runs/demo           a table: stage, status, step, artifacts, error
+    tritonrl status runs/demo           a table: stage, status, step, artifacts (the last
+                                        checkpoint of each stage among them), error; then
+                                        where it resumed, its store and last sync
     tritonrl status runs/demo --json    {"stages": {name: {"status", "step", ...}},
-                                         "resumed_from": null}
+                                         "resumed_from": null | {"stage", "step",
+                                         "checkpoint", "store"?}, "store": null | {"url",
+                                         "last_sync", "last_error"}}
 
-`resumed_from` (in both forms) is the checkpoint the run last resumed from, as the stage
-that resumed records it in its info (`resumed_from_checkpoint`): one value, shown twice.
+`resumed_from` (in both forms) is where the run last resumed, as the stage that resumed
+records it in its info (`resumed_from_checkpoint`): one value, shown twice.
 
-`register(app)` adds the command to the `tritonrl` typer app. It only reads the manifest:
-it never changes a run. Exit 0 on success, 2 when RUN is not a run directory.
+`register(app)` adds the commands to the `tritonrl` typer app. `status` and `runs list`
+only read: they never change a run. Exit 0 on success, 2 when RUN is not a run directory
+or a store cannot be used (the message names the URL and the credential variables);
+`resume` exits with the code of the stage it continued.
 """
 
 from __future__ import annotations
@@ -65,9 +73,96 @@ def status(
         return
     console = Console(highlight=False, soft_wrap=True)
     console.print(_table(run))
-    console.print(f"resumed from: {run.resumed_from() or 'none'}", markup=False)
+    data = run.status_dict()
+    for line in _summary(data):
+        console.print(line, markup=False)
+
+
+def _summary(data: dict) -> list[str]:
+    """The lines under the table: where the run resumed, its store and last sync."""
+    resumed = data["resumed_from"]
+    lines = ["resumed from: none"]
+    if resumed:
+        where = f" (restored from {resumed['store']})" if resumed.get("store") else ""
+        lines = [f"resumed from: {resumed['stage']} step {resumed['step']}, "
+                 f"{resumed['checkpoint']}{where}"]  # fmt: skip
+    store = data.get("store")
+    if not store:
+        lines.append("store: none (this run is kept only here; set run.store to sync it)")
+        return lines
+    last = store.get("last_sync")
+    synced = "never" if not last else f"{last.get('at')} ({last.get('files', 0)} files up)"
+    lines.append(f"store: {store['url']}; last sync: {synced}")
+    if store.get("last_error"):
+        error = store["last_error"]
+        lines.append(f"store: last error: {error.get('at')}: {error.get('error')}")
+    return lines
+
+
+def _error(message: str, code: int = 2) -> typer.Exit:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"[red]error:[/red] {escape(message)}"
+    )
+    return typer.Exit(code)
+
+
+def resume(
+    store: str = typer.Option(..., "--store", help="The run's URL in its store, or a store "
+                              "that holds one run (s3://bucket/runs/demo)."),
+    run_dir: str | None = typer.Option(None, "--run-dir", help="Where to restore it "
+                                       "(default: runs/<run name>)."),
+) -> None:  # fmt: skip
+    """Fetch a run from its object store and continue it where it stopped."""
+    import logging
+
+    from tritonrl.runs.resume import continue_run, restore
+    from tritonrl.runs.store import StoreError
+
+    logging.getLogger("tritonrl").setLevel(logging.INFO)
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        run, skipped = restore(store, run_dir)
+        for name, why in skipped:
+            console.print(f"skipped checkpoint {name}: {why}", markup=False)
+        code = continue_run(run, say=lambda m: console.print(m, markup=False))
+    except (StoreError, RunError, ValueError) as e:
+        raise _error(str(e)) from None
+    if code:
+        raise typer.Exit(code)
+
+
+def runs_list(
+    store: str = typer.Option(..., "--store", help="The store URL (s3://bucket/prefix)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+) -> None:
+    """The runs in an object store, with their stages."""
+    from tritonrl.runs.resume import list_store
+    from tritonrl.runs.store import StoreError
+
+    try:
+        found = list_store(store)
+    except (StoreError, ValueError) as e:
+        raise _error(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    table = Table(title=store, title_justify="left")
+    for column in ("run", "updated", "stages", "url"):
+        table.add_column(column, overflow="fold")
+    for item in found:
+        stages = ", ".join(
+            f"{name} {rec.get('status')}" + (f"@{rec['step']}" if rec.get("step") else "")
+            for name, rec in (item.get("stages") or {}).items()
+        )
+        table.add_row(item["name"], str(item.get("updated_at") or ""), stages, item["url"])
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(table if found else f"no runs in {store}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add `status` to the `tritonrl` app."""
+    """Add `status`, `resume` and `runs list` to the `tritonrl` app."""
     app.command("status")(status)
+    app.command("resume")(resume)
+    runs = typer.Typer(help="Runs kept in an object store.", no_args_is_help=True)
+    runs.command("list")(runs_list)
+    app.add_typer(runs, name="runs")

@@ -5,8 +5,11 @@ reports) and one `manifest.json` that says, for each stage, its status (pending,
 done, failed, interrupted), its step, its artifacts (paths relative to the run
 directory), when it started and finished, its error, and the signal that interrupted it;
 plus the resolved config and the versions of python, torch, triton, transformers, trl and
-peft. Where a stage resumed from is its info's `resumed_from_checkpoint` and nowhere else:
-`resumed_from()` and `tritonrl status` read it from there.
+peft; and, for a run kept in an object store, its URL there (`store`), whether the
+pipeline drives it (`driver`) and where `tritonrl resume` restored it from
+(`restored_from`). Where a stage resumed from is its info's `resumed_from_checkpoint` and
+nowhere else: `resumed_from()` (stage, step, checkpoint) and `tritonrl status` read it
+from there.
 
 A stage finds its inputs ONLY through `Run.artifact(stage, name)`, never by guessing a
 path: the prototype this replaces lost its RL weights because one script saved them to
@@ -21,7 +24,7 @@ and a sync thread's process) do not lose each other's updates.
 
 What it does NOT do: it does not write the artifacts themselves (the stages do, with
 `atomic_write_bytes` or a temp dir + rename), copy anything to an object store, or decide
-which stage runs next.
+which stage runs next; the store's copy is `runs/store.py`'s and `runs/sync.py`'s.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ STATUSES = ("pending", "running", "done", "failed", "interrupted")
 # The stages a new run lists as pending; a stage not listed here is added when it starts.
 PIPELINE = ("prepare", "sft", "rl", "eval")
 VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
+RUN_FIELDS = ("store", "driver", "restored_from")  # run-level fields besides stages
 RESUMED = "resumed_from_checkpoint"  # the stage info key a resumed stage records
 _STAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
 
@@ -283,17 +287,41 @@ class Run:
             )
         return full
 
-    def resumed_from(self) -> str | None:
-        """The checkpoint the run last resumed from (run-relative), read from the stage
-        info that records it (`resumed_from_checkpoint`), the latest started stage first."""
-        started = [r for r in self.stages.values() if r.get("info", {}).get(RESUMED)]
-        started.sort(key=lambda r: r.get("started_at") or "")
-        return started[-1]["info"][RESUMED] if started else None
+    def resumed_from(self) -> dict | None:
+        """Where the run last resumed: `{"stage", "step", "checkpoint"}` (plus `"store"`
+        when the run was restored from an object store), read from the stage info that
+        records it (`resumed_from_checkpoint`, run-relative), the latest started stage
+        first; None when no stage resumed."""
+        from tritonrl.runs.checkpoint import step_of
+
+        started = [(n, r) for n, r in self.stages.items() if r.get("info", {}).get(RESUMED)]
+        if not started:
+            return None
+        name, record = max(started, key=lambda item: item[1].get("started_at") or "")
+        checkpoint = record["info"][RESUMED]
+        step = step_of(checkpoint)
+        found = {"stage": name, "step": record["step"] if step is None else step,
+                 "checkpoint": checkpoint}  # fmt: skip
+        restored = self.data.get("restored_from") or {}
+        if restored.get("stage") == name:
+            found["store"] = restored.get("store")
+        return found
+
+    @property
+    def store(self) -> str | None:
+        """The object-store URL this run is synced to (recorded at its first sync)."""
+        return self.data.get("store")
 
     def status_dict(self) -> dict:
-        """`{"stages": {name: {"status", "step", ...}}, "resumed_from": ...}`."""
+        """`{"stages": {name: {"status", "step", ...}}, "resumed_from": ..., "store": ...}`;
+        `store` is None for a run kept only here, else its URL, last sync and last error."""
         stages = {name: dict(record) for name, record in self.stages.items()}
-        return {"stages": stages, "resumed_from": self.resumed_from()}
+        store = None
+        if self.store:
+            from tritonrl.runs.sync import store_status
+
+            store = {"url": self.store, **(store_status(self.path) or {})}
+        return {"stages": stages, "resumed_from": self.resumed_from(), "store": store}
 
     # ------------------------------------------------------------------ changing
 
@@ -405,6 +433,19 @@ class Run:
                 error=f"interrupted by {signal_name} at step {record['step']} ({where}); "
                 "run the same command again to resume",
             )
+
+        self._update(change)
+
+    def set_fields(self, **values: Any) -> None:
+        """Set run-level fields: `store` (the run's URL in its object store), `driver`
+        ("pipeline" when `tritonrl pipeline` runs it) and `restored_from` (where `tritonrl
+        resume` fetched it from: store, stage, step, at)."""
+        unknown = set(values) - set(RUN_FIELDS)
+        if unknown:
+            raise RunError(f"unknown run field(s) {sorted(unknown)}; known: {RUN_FIELDS}")
+
+        def change(data: dict) -> None:
+            data.update(values)
 
         self._update(change)
 

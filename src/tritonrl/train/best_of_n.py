@@ -50,6 +50,8 @@ from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_json
+from tritonrl.runs.checkpoint import seal
+from tritonrl.runs.lifecycle import record_checkpoint
 from tritonrl.train import sampling
 from tritonrl.train.rl import (
     COMPLETIONS,
@@ -88,10 +90,10 @@ def _checkpoint(run: Run, config: Config, model, tokenizer, done: int, curriculu
     atomic_write_json(tmp / ROUND_FILE, {"rounds_done": done})
     if curriculum is not None:
         atomic_write_json(tmp / CURRICULUM_FILE, curriculum.state_dict())
+    seal(tmp)  # a round checkpoint counts only when sealed (runs/checkpoint.py)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
-    run.add_artifact(STAGE, "checkpoint", path)
-    run.set_step(STAGE, done)
+    record_checkpoint(run, STAGE, path, done)
     old = sorted(ckpt_dir.glob("round-*"), key=lambda p: int(p.name.split("-")[1]))
     for stale in old[: -config.run.keep_last]:
         shutil.rmtree(stale, ignore_errors=True)

@@ -1,8 +1,9 @@
 """Trainer callbacks shared by the training stages (SFT, and the RL trainers).
 
 `ManifestCallback(run, stage)` records the global step at every log, and every
-checkpoint the trainer has finished writing as the stage's `checkpoint` artifact (so a
-resume finds it through the manifest, never by listing directories). `EvaluateAtEnd`
+checkpoint the trainer has finished writing, sealed, as the stage's `checkpoint` artifact
+(so a resume finds it through the manifest, never by listing directories; it must come
+after every callback that writes into the checkpoint), which wakes the store sync. `EvaluateAtEnd`
 makes the last step evaluate (when evaluation is on), so the final validation loss is in
 the log history and the logs, whatever the eval interval. `StopOnSignal(stop)` turns a
 SIGTERM/SIGINT (`tritonrl.runs.StopSignals`) into a checkpoint at the next step boundary
@@ -12,7 +13,7 @@ and its printed log dicts). `ModelCardCallback(card)` writes our model card into
 checkpoint (in place of PEFT's template).
 
 What it does NOT do: it does not write checkpoints (the trainer does, with rotation of
-the old ones) or upload them (the store/sync issue).
+the old ones) or upload them (`runs/sync.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from tritonrl.runs import Run, StopSignals
+from tritonrl.runs.lifecycle import record_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +52,7 @@ class ManifestCallback(TrainerCallback):
         if not checkpoint.is_dir():
             log.warning("trainer reported a save but %s does not exist", checkpoint)
             return
-        self.run.add_artifact(self.stage, "checkpoint", checkpoint)
-        self.run.set_step(self.stage, state.global_step)
+        record_checkpoint(self.run, self.stage, checkpoint, state.global_step)
 
 
 class EvaluateAtEnd(TrainerCallback):

@@ -11,8 +11,10 @@ read by `tritonrl.cli_config` as for every stage command. `rl` starts from the c
 run recorded (its SFT's) when no --config is given, so `--rl.max_steps 2` is all it needs.
 Exit 0 on success, 2 for a bad config or option, 1 when training fails (the manifest then
 records the stage as failed, with the error), 128+N when signal N (SIGTERM, SIGINT)
-stopped it (the stage is then interrupted, checkpointed at the step it reached; the same
-command resumes it and says from which checkpoint). `sft` logs the stage's progress
+stopped it, 143 (as SIGTERM) for an AWS spot notice (the stage is then interrupted,
+checkpointed at the step it reached and synced to the run's store; the same command, or
+`tritonrl resume --store URL` on another machine, resumes it and says from which
+checkpoint). `sft` logs the stage's progress
 messages (resuming, a raised budget) at INFO on stderr, beside one progress bar.
 """
 
@@ -31,6 +33,11 @@ log = logging.getLogger(__name__)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _stopped_code(name: str) -> int:
+    """128 + N for signal N; a spot notice (no signal of its own) exits as SIGTERM does."""
+    return 128 + (signal.Signals[name] if name in signal.Signals.__members__ else signal.SIGTERM)
 
 
 def tiny_model(
@@ -80,7 +87,7 @@ def sft(
     except Interrupted as e:
         error = Run.open(run_dir).stage("sft")["error"]
         err.print(f"[yellow]SFT {escape(error)}[/yellow]")
-        raise typer.Exit(128 + signal.Signals[e.signal_name].value) from None
+        raise typer.Exit(_stopped_code(e.signal_name)) from None
     except (ValueError, RunError, ImportError) as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -131,7 +138,7 @@ def rl(
     except Interrupted as e:
         error = Run.open(run_dir).stage(STAGE)["error"]
         err.print(f"[yellow]RL {escape(error)}[/yellow]")
-        raise typer.Exit(128 + signal.Signals[e.signal_name].value) from None
+        raise typer.Exit(_stopped_code(e.signal_name)) from None
     except (ValueError, RunError, ImportError) as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None

@@ -35,9 +35,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonrl.config import TINY, Config, rl_device
+from tritonrl.config import STORE_KEYS, TINY, Config, rl_device
 from tritonrl.config_loader import config_to_dict, diff_configs
 from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals
+from tritonrl.runs.lifecycle import consistent_checkpoint, stage_services
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ STAGE = "rl"
 # Sections an RL attempt may set differently from the run's recorded (SFT) config.
 RL_SECTIONS = ("rl", "best_of_n", "curriculum", "pipeline", "verify")
 # ... and keys of other sections that do not change what SFT trained.
-RL_FREE_KEYS = {"run": ("report_to", "seed")}
+RL_FREE_KEYS = {"run": ("report_to", "seed", *STORE_KEYS)}
 COMPLETIONS = "completions.jsonl"
 CURRICULUM_FILE = "curriculum.json"  # in each checkpoint: the curriculum's state
 
@@ -198,9 +199,9 @@ def record_info(run: Run, config: Config, recorder: CompletionLog, curriculum, *
 
 def resume_point(run: Run) -> str | None:
     """The checkpoint an interrupted `rl` stage recorded (noted as resumed_from), or None."""
-    if not run.has_artifact(STAGE, "checkpoint"):
+    checkpoint = consistent_checkpoint(run, STAGE)  # sealed and whole, else an older one
+    if checkpoint is None:
         return None
-    checkpoint = run.artifact(STAGE, "checkpoint")
     relative = run.relpath(checkpoint)
     log.info("resuming RL of %s from %s (step %s)", run.path, relative, run.stage(STAGE)["step"])
     run.set_info(STAGE, **{RESUMED: relative})
@@ -230,8 +231,10 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
     require_sft(run)
     check_against_run(run, config)
     device = rl_device(config)
-    run.start_stage(STAGE)
-    with StopSignals() as stop, quiet_progress():
+    with StopSignals() as stop, quiet_progress(), stage_services(run, config, stop):
+        run.start_stage(STAGE)  # after the store answered; its last sync sees the outcome
+        # RL's own sections, from the start: what `tritonrl resume` goes on with.
+        run.set_info(STAGE, config={k: config_to_dict(config)[k] for k in RL_SECTIONS})
         try:
             result = _train(run, config, device, stop)
         except Interrupted as e:
@@ -243,7 +246,7 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
         except BaseException as e:
             run.fail_stage(STAGE, f"{type(e).__name__}: {e}")
             raise
-    run.finish_stage(STAGE)
+        run.finish_stage(STAGE)
     log.info(
         "RL (%s) done in %.0fs: %d steps, mean reward %s",
         config.rl.algo,

@@ -44,6 +44,7 @@ from pathlib import Path
 from tritonrl.config import TINY, Config, sft_device
 from tritonrl.config_loader import config_to_dict
 from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals, atomic_write_json
+from tritonrl.runs.lifecycle import consistent_checkpoint, stage_services
 from tritonrl.train.model_card import sft_card
 from tritonrl.train.sft_data import load_datasets, sft_data_files
 from tritonrl.train.sft_run import open_run, relocate_adapters, resolve_base
@@ -277,9 +278,9 @@ def _trainer_class():
 
 def _resume_point(run: Run) -> str | None:
     """The recorded checkpoint to continue from (logged and recorded), or None."""
-    if not run.has_artifact(STAGE, "checkpoint"):
+    checkpoint = consistent_checkpoint(run, STAGE)  # sealed and whole, else an older one
+    if checkpoint is None:
         return None
-    checkpoint = run.artifact(STAGE, "checkpoint")
     relative = run.relpath(checkpoint)
     log.info("resuming SFT of %s from %s (step %s)", run.path, relative, run.stage(STAGE)["step"])
     run.set_info(STAGE, **{RESUMED: relative})
@@ -354,11 +355,11 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
     device = sft_device(config)
     config = resolve_base(config)  # a relative local base, made absolute once
     run, extend = open_run(run_dir, config)
-    run.start_stage(STAGE, reopen=extend)
     resolved = config_to_dict(config)
-    if run.config != resolved:  # a raised budget, checked by open_run: record it
+    if run.config != resolved:  # a raised budget or another store, checked by open_run
         run.replace_config(resolved)
-    with StopSignals() as stop, quiet_progress():
+    with StopSignals() as stop, quiet_progress(), stage_services(run, config, stop):
+        run.start_stage(STAGE, reopen=extend)  # the store answered; its last sync sees all
         try:
             result = _train(run, config, device, stop)
         except Interrupted as e:
@@ -370,7 +371,7 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
         except BaseException as e:
             run.fail_stage(STAGE, f"{type(e).__name__}: {e}")
             raise
-    run.finish_stage(STAGE)
+        run.finish_stage(STAGE)
     log.info(
         "SFT done in %.0fs: loss %s -> %s", result.seconds, result.first_loss, result.last_loss
     )

@@ -28,7 +28,7 @@ import json
 import logging
 from pathlib import Path
 
-from tritonrl.config import TINY, Config
+from tritonrl.config import STORE_KEYS, TINY, Config
 from tritonrl.config_loader import config_to_dict, diff_configs
 from tritonrl.runs import Run, RunError, atomic_write_json
 
@@ -68,6 +68,12 @@ def budget_raised(old: dict, new: dict, steps_done: int) -> bool:
     return steps_ok and epochs_ok and a != b
 
 
+def _trained(config: dict) -> dict:
+    """`config` without the `run` keys that do not change what is trained (STORE_KEYS)."""
+    run = {k: v for k, v in (config.get("run") or {}).items() if k not in STORE_KEYS}
+    return {**config, "run": run}
+
+
 def open_run(run_dir: str | Path, config: Config) -> tuple[Run, bool]:
     """(the run in `run_dir`, whether its done SFT stage is to be extended). A new run is
     created with `config`; an existing one must have the same resolved config, or differ
@@ -82,7 +88,7 @@ def open_run(run_dir: str | Path, config: Config) -> tuple[Run, bool]:
     if not run.config:  # created by a stage without a config (prepare): adopt ours
         run.adopt_config(resolved)
         return run, False
-    changes = diff_configs(run.config, resolved)
+    changes = diff_configs(_trained(run.config), _trained(resolved))
     if not changes:
         return run, False
     steps_done = run.stages.get(STAGE, {}).get("step", 0)

@@ -1,0 +1,141 @@
+"""`tritonrl resume --store URL [--run-dir DIR]` and `tritonrl runs list --store URL`.
+
+    tritonrl resume --store s3://bucket/runs/demo             # the run, into ./runs/demo
+    tritonrl resume --store s3://bucket/runs --run-dir /scratch/demo   # the store's one run
+    tritonrl runs list --store s3://bucket/runs               # its runs and their stages
+
+`resume` is what a fresh machine runs after a pre-emption: it fetches the run's manifest
+and files (`store.pull`: a checkpoint that is incomplete or corrupt is skipped, with a
+warning, for the previous consistent one), records where it came from in the manifest
+(`restored_from`: store, stage, step, at), and continues the run: the pipeline when
+`tritonrl pipeline` drove it (every stage not done, the interrupted one from its
+checkpoint), else the stage that was running (sft or rl), with the run's recorded config (and the rl
+sections its rl stage recorded).
+A `--run-dir` that already holds this run (same store URL) is continued as it is, without
+fetching; one that holds another run is refused. The stage that resumes records
+`resumed_from` (stage, step, checkpoint, store), which `tritonrl status` shows.
+
+What it does NOT do: it does not start machines or pick the newest of several runs: URL
+names one run, or a store that holds exactly one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tritonrl.runs.manifest import MANIFEST, Run, RunError
+
+log = logging.getLogger(__name__)
+TRAINING = ("sft", "rl")
+RESUME_CONFIG = "resume-config.yaml"  # in RUN/logs: the recorded config the stages get
+
+
+def run_url(store_url: str) -> str:
+    """The URL of the one run `store_url` names: itself when it holds a manifest, else its
+    only run; a RunError listing the runs when it holds none or several."""
+    from tritonrl.runs.store import list_runs
+
+    runs = list_runs(store_url)
+    base = store_url.rstrip("/")
+    for found in runs:
+        if found["url"].rstrip("/") == base:
+            return found["url"]
+    if len(runs) == 1:
+        return runs[0]["url"]
+    if not runs:
+        raise RunError(f"no run in {store_url}: no manifest.json there or one level below")
+    names = ", ".join(r["url"] for r in runs)
+    raise RunError(f"{store_url} holds {len(runs)} runs ({names}): give --store one of them")
+
+
+def _next_stage(run: Run) -> tuple[str | None, int]:
+    """(the first stage not done, the step its checkpoint is at), or (None, 0)."""
+    for name, record in run.stages.items():
+        if record["status"] != "done":
+            return name, record.get("step", 0) if record["artifacts"].get("checkpoint") else 0
+    return None, 0
+
+
+def restore(store_url: str, run_dir: str | Path | None) -> tuple[Run, list]:
+    """The run `store_url` names, in `run_dir` (default runs/<name>): fetched unless it is
+    already there; and the checkpoints the fetch skipped, with why."""
+    from tritonrl.runs.store import open_store, pull
+
+    open_store(store_url)
+    url = run_url(store_url)
+    run_dir = Path(run_dir) if run_dir else Path("runs") / url.rstrip("/").rsplit("/", 1)[-1]
+    if (run_dir / MANIFEST).exists():
+        here = Run.open(run_dir)
+        if here.store != url:
+            raise RunError(
+                f"{run_dir} already holds another run (its store: {here.store or 'none'}); "
+                f"choose an empty --run-dir to restore {url} into"
+            )
+        log.info("%s already holds %s: continuing it as it is", run_dir, url)
+        return here, []
+    result = pull(url, run_dir)
+    run = Run.open(run_dir)
+    if run.store != url:
+        run.set_fields(store=url)
+    stage, step = _next_stage(run)
+    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    run.set_fields(restored_from={"store": url, "stage": stage, "step": step, "at": at})
+    return run, list(getattr(result, "skipped", []))
+
+
+def config_file(run: Run) -> Path:
+    """The run's recorded config as a YAML file the stage commands take with --config."""
+    if not run.config:
+        raise RunError(f"run {run.path} records no config: it has nothing to resume")
+    config = dict(run.config)
+    rl = (run.stages.get("rl") or {}).get("info", {}).get("config") or {}
+    config.update(rl)  # the sections an rl stage ran with (it may change only those)
+    path = run.path / "logs" / RESUME_CONFIG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def continue_run(run: Run, say=print) -> int:
+    """Continue `run` where it stopped (see the module docstring); the exit code."""
+    from tritonrl.config_loader import load_config
+
+    stage, step = _next_stage(run)
+    if stage is None:
+        say(f"{run.path}: every stage is done; nothing to resume")
+        return 0
+    path = config_file(run)
+    load_config(path)  # a config this tritonrl cannot read fails here, naming the key
+    say(f"resuming {run.path}: stage {stage} from step {step}")
+    if run.data.get("driver") == "pipeline":
+        from tritonrl.pipeline import StageFailed, run_pipeline
+
+        try:
+            run_pipeline(load_config(path), run.path, ["--config", str(path)], say=say)
+        except StageFailed as e:
+            say(f"pipeline stopped: {e}")
+            return 2 if e.code == 2 else e.code if e.code > 128 else 1
+        return 0
+    if stage not in TRAINING:
+        raise RunError(
+            f"run {run.path}: stage {stage} is not done and was not run by `tritonrl "
+            "pipeline`; run that stage's command on the restored run directory"
+        )
+    cmd = [sys.executable, "-m", "tritonrl", stage, "--run", str(run.path), "--config", str(path)]
+    if stage == "rl":
+        cmd += ["--rl.algo", run.config.get("rl", {}).get("algo", "grpo")]
+    return subprocess.call(cmd)
+
+
+def list_store(store_url: str) -> list[dict]:
+    """The runs in a store with their stages (`store.list_runs`)."""
+    from tritonrl.runs.store import list_runs, open_store
+
+    open_store(store_url)
+    return list_runs(store_url)
