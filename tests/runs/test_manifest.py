@@ -102,7 +102,9 @@ def test_resumed_from_is_read_from_the_stage_that_resumed(tmp_path):
     assert run.resumed_from() is None
     run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-8")
     assert Run.open(run.path).resumed_from() == {
-        "stage": "sft", "step": 8, "checkpoint": "sft/checkpoints/checkpoint-8"
+        "stage": "sft",
+        "step": 8,
+        "checkpoint": "sft/checkpoints/checkpoint-8",
     }
     run.start_stage("sft")  # a new attempt: it records its own resume point, if any
     assert Run.open(run.path).resumed_from() is None
@@ -283,7 +285,9 @@ def test_status_json_shape(tmp_path):
     run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-6")
     again = CliRunner().invoke(_app(), ["status", str(run.path), "--json"])
     assert json.loads(again.stdout)["resumed_from"] == {
-        "stage": "sft", "step": 6, "checkpoint": "sft/checkpoints/checkpoint-6"
+        "stage": "sft",
+        "step": 6,
+        "checkpoint": "sft/checkpoints/checkpoint-6",
     }
     table = CliRunner().invoke(_app(), ["status", str(run.path)])
     assert "resumed from: sft step 6, sft/checkpoints/checkpoint-6" in table.stdout
