@@ -46,6 +46,8 @@ class LocalModel:
 
     def __init__(self, model, tokenizer, name: str):
         self.model, self.tokenizer, self.name = model, tokenizer, name
+        # Tasks per generate call: a GPU takes many sequences at the cost of one.
+        self.batch_tasks = 32 if model.device.type == "cuda" else 8
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"

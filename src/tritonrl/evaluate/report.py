@@ -268,8 +268,10 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
         name = plots.histogram("speedups.png", "Speedup of correct kernels", speedups)
         lines += ["### Speedups", "", f"![speedups]({name})", ""]
     else:
-        lines += ["No correct kernel was timed (timing needs CUDA), so there is no speedup "
-                  "distribution.", ""]  # fmt: skip
+        correct = sum(1 for s in evals for r in s.samples if _verdict(r).get("correct"))
+        why = ("no sample was correct" if not correct
+               else f"{correct} correct samples but none was timed (timing needs CUDA)")
+        lines += [f"No speedup distribution: {why}.", ""]  # fmt: skip
     return lines
 
 

@@ -34,7 +34,7 @@ from tritonrl.tasks import Task
 
 log = logging.getLogger(__name__)
 SAMPLES, SUMMARY = "samples.jsonl", "summary.json"
-BATCH_TASKS = 8  # tasks generated and verified together
+BATCH_TASKS = 8  # tasks generated and verified together (a model may ask for more)
 
 
 def eval_tasks(specs: list[str], levels: list[int] | None = None, limit: int | None = None):
@@ -130,8 +130,9 @@ def evaluate(model, tasks: list[Task], samples: int, out_dir: str | Path, config
     todo = [t for t in tasks if any((t.id, i) not in done for i in range(samples))]
     if progress:
         progress(total - len(todo) * samples, total)
-    for start in range(0, len(todo), BATCH_TASKS):
-        rows = _ask(model, todo[start : start + BATCH_TASKS], samples, config)
+    step = getattr(model, "batch_tasks", BATCH_TASKS)
+    for start in range(0, len(todo), step):
+        rows = _ask(model, todo[start : start + step], samples, config)
         with open(out / SAMPLES, "a", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
