@@ -269,8 +269,11 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
         lines += ["### Speedups", "", f"![speedups]({name})", ""]
     else:
         correct = sum(1 for s in evals for r in s.samples if _verdict(r).get("correct"))
-        why = ("no sample was correct" if not correct
-               else f"{correct} correct samples but none was timed (timing needs CUDA)")
+        why = (
+            "no sample was correct"
+            if not correct
+            else f"{correct} correct samples but none was timed (timing needs CUDA)"
+        )
         lines += [f"No speedup distribution: {why}.", ""]  # fmt: skip
     return lines
 
