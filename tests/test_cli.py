@@ -254,6 +254,22 @@ def test_a_config_that_sets_a_removed_key_is_refused_by_every_command(tmp_path):
     assert "prepare --source" in r.stderr
 
 
+def test_prepare_writes_the_prompts_eval_and_rl_build_for_the_config(tmp_path):
+    # data.include_example decides the one-shot example for every stage of a run: SFT's
+    # prompts from prepare must be the ones eval asks with (tiny-cpu: no example).
+    from tritonrl.data.prompts import build_messages
+    from tritonrl.tasks import load_builtin
+
+    for flag, with_example in ((), False), (("--data.include_example", "true"), True):
+        out = tmp_path / f"p{int(with_example)}"
+        r = tritonrl("prepare", "--source", "builtin", "--out", str(out),
+                     "--data.max_samples", "3", *flag)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+        task = {t.id: t for t in load_builtin("all").tasks}[rows[0]["task_id"]]
+        assert rows[0]["prompt"] == build_messages(task.source, include_example=with_example)
+
+
 def test_prepare_takes_the_validation_fraction_from_the_config(tmp_path):
     def prepare(out: str, *args: str) -> dict:
         r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / out),

@@ -137,6 +137,7 @@ def prepare_command(
             source, out_dir, max_samples=cfg.data.max_samples, seed=seed,
             val_fraction=cfg.data.validation_fraction, policy=cfg.verify.policy,
             labeler=labeler, labeler_endpoint=labeler_endpoint,
+            include_example=cfg.data.include_example,
         )  # fmt: skip
     except (KernelBookError, ValueError) as e:
         _failed(handle, "prepare", str(e))

@@ -229,7 +229,9 @@ def code_key(source: str) -> str:
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:20]
 
 
-def convert_row(row: dict, policy: str = "strict") -> tuple[Task, dict]:
+def convert_row(
+    row: dict, policy: str = "strict", include_example: bool = True
+) -> tuple[Task, dict]:
     """One KernelBook row -> (Task at level 1, SFT example). Raises `RowDropped`."""
     uuid = str(row.get("uuid"))
     python_code, triton_code = row.get("python_code") or "", row.get("triton_code") or ""
@@ -252,7 +254,7 @@ def convert_row(row: dict, policy: str = "strict") -> tuple[Task, dict]:
     except TaskLoadError as e:
         raise RowDropped("invalid_task", e.reason) from None
     try:
-        example = sft_example(reference, solution, policy=policy)
+        example = sft_example(reference, solution, policy=policy, include_example=include_example)
     except ValueError as e:
         raise RowDropped("sft_rejected", str(e)) from None
     return task, example

@@ -307,7 +307,9 @@ def progress(items, desc: str):
     return tqdm(items, desc=desc, disable=None, leave=False)
 
 
-def _kernelbook_items(rows, summary: PrepareSummary, max_samples: int, seed: int, policy: str):
+def _kernelbook_items(
+    rows, summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool
+):
     """Converted, de-duplicated (task, example) pairs in a seeded order, up to max_samples."""
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
@@ -319,7 +321,7 @@ def _kernelbook_items(rows, summary: PrepareSummary, max_samples: int, seed: int
         summary.rows_read += 1
         where = f"row {index} (uuid {row.get('uuid')})"
         try:
-            task, example = convert_row(row, policy=policy)
+            task, converted = convert_row(row, policy=policy, include_example=example)
         except RowDropped as e:
             summary.drop(e.reason, where, e.detail)
             continue
@@ -330,11 +332,13 @@ def _kernelbook_items(rows, summary: PrepareSummary, max_samples: int, seed: int
             continue
         seen_code.add(key)
         seen_ids.add(task.id)
-        items.append((task, example))
+        items.append((task, converted))
     return items
 
 
-def _builtin_items(summary: PrepareSummary, max_samples: int, seed: int, policy: str):
+def _builtin_items(
+    summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool
+):
     from tritonrl.tasks import load_builtin
     from tritonrl.tasks.generator import generate_tasks
 
@@ -350,7 +354,8 @@ def _builtin_items(summary: PrepareSummary, max_samples: int, seed: int, policy:
             continue
         seen.add(key)
         try:
-            items.append((task, sft_example(task.source, task.solution or "", policy=policy)))
+            items.append((task, sft_example(task.source, task.solution or "", policy=policy,
+                                            include_example=example)))  # fmt: skip
         except ValueError as e:
             summary.drop("sft_rejected", task.id, str(e))
     return items
@@ -386,13 +391,16 @@ def prepare(
     labeler_api_key: str | None = None,
     policy: str = "strict",
     cache_dir: str | None = None,
+    include_example: bool = True,
 ) -> PrepareSummary:
     """Turn `source` into SFT files and a task list in `out_dir` (see the module docstring).
 
-    `labeler_endpoint` defaults to $TRITONRL_LABELER_ENDPOINT, then $OPENAI_BASE_URL;
-    `labeler_api_key` to $OPENAI_API_KEY. `policy` goes into the prompts (`strict` or
-    `partial`). `cache_dir` is the `datasets` cache. Raises `KernelBookError` on bad input
-    before anything is written.
+        `labeler_endpoint` defaults to $TRITONRL_LABELER_ENDPOINT, then $OPENAI_BASE_URL;
+        `labeler_api_key` to $OPENAI_API_KEY. `policy` goes into the prompts (`strict` or
+        `partial`), with the one-shot example when `include_example` (data.include_example: the
+    prompts RL and eval build for the same run must match these). `cache_dir` is the
+    `datasets` cache. Raises `KernelBookError` on bad input
+        before anything is written.
     """
     _check_args(max_samples, val_fraction, policy)
     llm = parse_labeler(labeler, labeler_endpoint)
@@ -405,9 +413,10 @@ def prepare(
         if llm is not None:
             log.warning("--labeler is ignored for the builtin source: its tasks have levels")
         summary.labeler = "builtin levels"
-        items = _builtin_items(summary, max_samples, seed, policy)
+        items = _builtin_items(summary, max_samples, seed, policy, include_example)
     else:
-        items = _kernelbook_items(load_rows(source, cache_dir), summary, max_samples, seed, policy)
+        rows = load_rows(source, cache_dir)
+        items = _kernelbook_items(rows, summary, max_samples, seed, policy, include_example)
         api_key = labeler_api_key or os.environ.get("OPENAI_API_KEY")
         tasks = _label([t for t, _ in items], llm, api_key, summary)
         items = [(t, ex) for t, (_, ex) in zip(tasks, items, strict=True)]
