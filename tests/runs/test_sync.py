@@ -109,8 +109,9 @@ def test_the_context_manager_syncs_when_the_body_raises_then_reraises(bucket, tm
 class SlowStore(Store):
     """A real (local) store whose uploads take a while and note how many run at once."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, delay_s: float = 0.05):
         super().__init__(store.url, store.fs, store.root)
+        self.delay_s = delay_s
         self.active = 0
         self.most = 0
         self.lock = threading.Lock()
@@ -119,7 +120,7 @@ class SlowStore(Store):
         with self.lock:
             self.active += 1
             self.most = max(self.most, self.active)
-        time.sleep(0.05)
+        time.sleep(self.delay_s)
         super().upload(local, rel)
         with self.lock:
             self.active -= 1
@@ -139,6 +140,18 @@ def test_sync_now_waits_for_a_push_in_flight_instead_of_running_two(tmp_path):
         t.join()
     assert results == [True, True, True] and store.most == 1
     assert (tmp_path / "store" / "demo" / "sft/checkpoints/checkpoint-6" / ck.SEAL).is_file()
+
+
+def test_sync_now_with_a_timeout_says_false_and_the_push_goes_on(tmp_path):
+    run = Run.create(tmp_path / "demo", {"x": 1})
+    _checkpoint(run, 2)
+    store = SlowStore(open_store((tmp_path / "store" / "demo").as_uri()), delay_s=0.3)
+    sync = StoreSync(run.path, store, 0)
+    started = time.monotonic()
+    assert sync.sync_now(timeout_s=0.1) is False
+    assert time.monotonic() - started < 0.3
+    assert sync.sync_now() is True  # waits for the one in flight, then pushes the rest
+    assert (tmp_path / "store" / "demo" / "manifest.json").is_file()
 
 
 class Proxy:

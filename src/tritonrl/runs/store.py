@@ -84,7 +84,7 @@ def _hint(url: str) -> str:
     if protocol == "file":
         return "check that the path exists or can be created, and is writable"
     names = CREDENTIALS.get(protocol, f"the credentials of the {protocol}:// backend")
-    return f"check the credentials in the environment: {names}"
+    return f"check the credentials and endpoint in the environment: {names}"
 
 
 class Store:
@@ -226,7 +226,7 @@ def open_store(url: str) -> Store:
         fs, root = fsspec.core.url_to_fs(url, skip_instance_cache=True)
     except ImportError as e:
         install = BACKENDS.get(_protocol(url), f"install the fsspec backend of {_protocol(url)}")
-        raise StoreError(f"cannot open the store {url}: {e}; {install}") from None
+        raise StoreError(f"cannot open the store {url}: {e}; install it: {install}") from None
     except ValueError as e:
         raise StoreError(f"cannot open the store {url}: {e} (use s3://, gs://, file://, "
                          "or a local path)") from None  # fmt: skip
