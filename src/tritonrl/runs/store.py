@@ -90,7 +90,7 @@ def _hint(url: str) -> str:
 class Store:
     """An opened store location: `url` (as given; a local path made absolute), `fs` its
     fsspec filesystem and `root` its path there. Relative paths below are '/'-separated.
-    The five I/O methods are the only ones that touch the store."""
+    Its methods are the only code that touches the store (a subclass can watch them)."""
 
     def __init__(self, url: str, fs, root: str):
         self.url = url
