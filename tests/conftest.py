@@ -43,11 +43,17 @@ def s3(tmp_path_factory):
 @pytest.fixture
 def s3_bucket(s3, monkeypatch):
     """A fresh bucket on the test S3 server, with the AWS variables a user would set
-    (AWS_ENDPOINT_URL included) in this process's environment; its name."""
+    (AWS_ENDPOINT_URL included) in this process's environment; its name. Deleted after."""
     import uuid
 
     name = f"t-{uuid.uuid4().hex[:16]}"
-    s3.client().create_bucket(Bucket=name)
+    client = s3.client()
+    client.create_bucket(Bucket=name)
     for key, value in s3.env.items():
         monkeypatch.setenv(key, value)
-    return name
+    yield name
+    # Emptied and deleted: the server has room for a limited number of buckets' volumes.
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=name):
+        for item in page.get("Versions", []) + page.get("DeleteMarkers", []):
+            client.delete_object(Bucket=name, Key=item["Key"], VersionId=item["VersionId"])
+    client.delete_bucket(Bucket=name)

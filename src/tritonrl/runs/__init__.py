@@ -1,6 +1,7 @@
 """Runs: the run directory and its manifest (the single source of truth for stage, step
-and artifact paths), and pre-emption by signal (`preemption.py`). Checkpoint stores and
-sync will live beside them."""
+and artifact paths), sealed checkpoints (`checkpoint.py`), pre-emption by signal or spot
+notice (`preemption.py`, `spot.py`), and the object store the run is synced to
+(`store.py`, `sync.py`; `lifecycle.py` puts them around every stage)."""
 
 from tritonrl.runs.atomic import atomic_write_bytes, atomic_write_json
 from tritonrl.runs.manifest import (

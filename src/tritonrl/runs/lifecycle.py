@@ -58,6 +58,8 @@ def run_store_url(run: Run, root: str | None) -> str | None:
     recorded when it lies under `root`, else `root/<run directory name>`."""
     if not root:
         return None
+    if "://" not in root:  # a local path: the same folder whichever process asks
+        root = Path(root).expanduser().resolve().as_uri()
     recorded = run.store
     base = root.rstrip("/")
     if recorded and (recorded == base or recorded.startswith(base + "/")):
