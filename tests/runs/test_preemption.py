@@ -59,3 +59,78 @@ def test_inside_it_the_first_signal_asks_and_the_second_interrupts(sig):
     assert lines == ["graceful", f"asked {sig.name}", "again", f"interrupted {sig.name}"] + [
         "restored True"
     ]
+
+
+# A notice from another thread (the spot watcher's): the same stop a SIGTERM gives.
+NOTICE_CHILD = textwrap.dedent(
+    """
+    import signal, sys, threading, time
+    from tritonrl.runs import Interrupted, StopSignals
+
+    def notice(stop):
+        t = threading.Thread(target=stop.notice, args=("spot-notice", "terminate at T"))
+        t.start()
+        t.join()
+
+    mode = sys.argv[1]
+    began = time.monotonic()
+    try:
+        if mode == "unentered":
+            stop = StopSignals()
+            notice(stop)
+            print("asked", stop.signal, flush=True)
+        with StopSignals() as stop:
+            if mode == "graceful":
+                with stop.graceful():
+                    notice(stop)
+                    print("asked", stop.signal, flush=True)
+                    notice(stop)  # a second notice changes nothing
+                    print("again", flush=True)  # the parent sends SIGTERM: still only asks
+                    while not stop._signalled and time.monotonic() - began < 30:
+                        time.sleep(0.01)
+                    print("asked", stop.signal, flush=True)
+                    print("insist", flush=True)  # and a second SIGTERM interrupts
+                    time.sleep(30)
+            elif mode == "loading":
+                threading.Timer(0.2, stop.notice, args=("spot-notice",)).start()
+                time.sleep(30)  # blocked in a system call: woken at once
+    except Interrupted as e:
+        print("interrupted", e.signal_name, round(time.monotonic() - began) < 5, flush=True)
+    print("restored", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, flush=True)
+    """
+)
+
+
+def _notice_child(mode: str, signal_after: tuple[str, ...] = ()) -> list[str]:
+    """Run NOTICE_CHILD; send SIGTERM after each line named in `signal_after`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", NOTICE_CHILD, mode], stdout=subprocess.PIPE, text=True
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.strip())
+        if lines[-1] in signal_after:
+            proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    return lines
+
+
+def test_a_notice_while_graceful_asks_for_a_checkpoint_and_a_stop():
+    lines = _notice_child("graceful", signal_after=("again", "insist"))
+    assert lines == [
+        "asked spot-notice",
+        "again",
+        "asked spot-notice",  # the SIGTERM after the notice did not interrupt
+        "insist",
+        "interrupted spot-notice True",
+        "restored True",
+    ]
+
+
+def test_a_notice_while_loading_interrupts_the_main_thread_at_once():
+    assert _notice_child("loading") == ["interrupted spot-notice True", "restored True"]
+
+
+def test_a_notice_without_handlers_only_asks():
+    lines = _notice_child("unentered")
+    assert lines == ["asked spot-notice", "restored True"]
