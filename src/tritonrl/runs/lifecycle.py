@@ -86,30 +86,15 @@ def stage_services(run: Run, config, stop=None) -> Iterator[object | None]:
                 _active[run.path] = sync
             stack.callback(_forget, run.path)
         if stop is not None and config.run.spot_watch:
-            stack.enter_context(_spot_watch(stop))
+            from tritonrl.runs.spot import watch_spot
+
+            stack.enter_context(watch_spot(stop))
         yield sync
 
 
 def _forget(path: Path) -> None:
     with _lock:
         _active.pop(path, None)
-
-
-@contextlib.contextmanager
-def _spot_watch(stop) -> Iterator[None]:
-    from tritonrl.runs.spot import SpotWatcher
-
-    def on_notice(action: dict) -> None:
-        log.warning("AWS spot notice (%s at %s): checkpointing, syncing and stopping",
-                    action.get("action"), action.get("time"))  # fmt: skip
-        stop.notice("spot-notice")
-
-    watcher = SpotWatcher(on_notice)
-    watcher.start()
-    try:
-        yield
-    finally:
-        watcher.stop()
 
 
 def consistent_checkpoint(run: Run, stage: str) -> Path | None:

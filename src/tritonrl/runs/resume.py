@@ -55,10 +55,20 @@ def run_url(store_url: str) -> str:
 
 
 def _next_stage(run: Run) -> tuple[str | None, int]:
-    """(the first stage not done, the step its checkpoint is at), or (None, 0)."""
+    """(the stage to continue, the step its checkpoint is at), or (None, 0): the first
+    stage that started and did not finish; else, for a pipeline run, the first one not
+    done (a stage never started by a lone `sft` is not waiting for anything)."""
+
+    def found(name: str, record: dict) -> tuple[str, int]:
+        return name, record.get("step", 0) if record["artifacts"].get("checkpoint") else 0
+
     for name, record in run.stages.items():
-        if record["status"] != "done":
-            return name, record.get("step", 0) if record["artifacts"].get("checkpoint") else 0
+        if record["status"] in ("running", "interrupted", "failed"):
+            return found(name, record)
+    if run.data.get("driver") == "pipeline":
+        for name, record in run.stages.items():
+            if record["status"] != "done":
+                return found(name, record)
     return None, 0
 
 
