@@ -196,15 +196,17 @@ class SpotWatcher:
 
 
 @contextlib.contextmanager
-def watch_spot(stop, **watcher_args) -> Iterator[SpotWatcher]:
+def watch_spot(
+    stop, endpoint: str | None = None, interval_s: float = 5.0, timeout_s: float = 1.0
+) -> Iterator[SpotWatcher]:
     """A SpotWatcher for the body's duration whose notice asks `stop` (a `StopSignals`)
-    for the stop a SIGTERM gives, named `spot-notice`; `watcher_args` go to SpotWatcher."""
+    for the stop a SIGTERM gives, named `spot-notice` (the manifest's interrupt signal)."""
 
     def on_notice(action: dict) -> None:
         detail = f"AWS spot notice: {action.get('action', '?')} at {action.get('time', '?')}"
         stop.notice(NOTICE, detail)
 
-    watcher = SpotWatcher(on_notice, **watcher_args).start()
+    watcher = SpotWatcher(on_notice, endpoint, interval_s, timeout_s).start()
     try:
         yield watcher
     finally:
