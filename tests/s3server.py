@@ -101,6 +101,7 @@ class S3Server:
             f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
             "-s3", f"-s3.port={s3}", f"-s3.config={config}",
             "-master.volumeSizeLimitMB=64", "-volume.max=200",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",  # fixed ports: two servers would clash
         ]  # fmt: skip
         with open(self.root / "weed.log", "wb") as log:  # the child keeps its own copy
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,

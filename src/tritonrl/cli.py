@@ -8,6 +8,10 @@
                                                many, through the worker pool (streamed)
     tritonrl --version                         the installed version
 
+The stage commands come from their packages: prepare/distill (data), tiny-model,
+convert-gguf, sft, rl (train), eval (evaluate), pipeline and report, status, resume and
+runs list (runs), bucket create (runs/bucket.py).
+
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
 `builtin:level2`, `builtin:all`. `tasks check` and `verify` (like every stage command)
 take `--config FILE|NAME` and `--verify.KEY VALUE` overrides (`tritonrl.cli_config`);
@@ -370,12 +374,14 @@ def _register_stages() -> None:
     from tritonrl.data.commands import register as register_data
     from tritonrl.evaluate.commands import register as register_eval
     from tritonrl.pipeline import register as register_pipeline
+    from tritonrl.runs.bucket import register as register_bucket
     from tritonrl.runs.commands import register as register_runs
     from tritonrl.train.commands import register as register_train
 
     register_data(app)
     register_train(app)
     register_runs(app)
+    register_bucket(app)
     register_eval(app)
     register_pipeline(app)
 

@@ -147,6 +147,7 @@ def test_a_spot_notice_checkpoints_syncs_and_exits_then_resume_goes_on_from_that
     output = log_path.read_text()
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert took < 120, took
+    print(f"spot notice to exit: {took:.1f} s")  # the figure docs quote (pytest -s)
     sft = json.loads((run_dir / "manifest.json").read_text())["stages"]["sft"]
     assert sft["status"] == "interrupted" and sft["signal"] == "spot-notice", sft
     step = sft["step"]
