@@ -166,3 +166,19 @@ def test_a_spot_notice_checkpoints_syncs_and_exits_then_resume_goes_on_from_that
     status = json.loads(_tritonrl("status", str(again), "--json", env=env).stdout)
     assert status["stages"]["sft"]["status"] == "done" and status["stages"]["sft"]["step"] == 12
     assert status["resumed_from"]["stage"] == "sft" and status["resumed_from"]["step"] == step
+
+
+@pytest.mark.parametrize("command", ["pipeline", "sft"])
+def test_a_store_that_cannot_be_reached_stops_the_command_before_any_stage(
+    s3, s3_bucket, env, tmp_path, command
+):
+    store = f"s3://{s3_bucket}-missing/runs"  # the endpoint answers; the bucket is not there
+    run_dir = tmp_path / "run"
+    args = (["pipeline", "--run-dir", str(run_dir), "--store", store] if command == "pipeline"
+            else ["sft", "--run", str(run_dir), "--run.store", store])  # fmt: skip
+    r = _tritonrl(*args, env=env, timeout=120)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert store in r.stderr and "AWS_ENDPOINT_URL" in r.stderr and "Traceback" not in r.stderr
+    manifest = run_dir / "manifest.json"
+    stages = json.loads(manifest.read_text())["stages"] if manifest.exists() else {}
+    assert all(s["status"] == "pending" for s in stages.values()), stages
