@@ -20,15 +20,9 @@ from tritonrl.runs.sync import StoreSync, store_status
 
 
 @pytest.fixture
-def bucket(s3, s3_bucket):
-    """`s3_bucket`, emptied and deleted after the test: SeaweedFS gives every bucket
-    volumes of its own and the test server has room for two buckets' at a time."""
-    yield s3_bucket
-    client = s3.client()
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket):
-        for found in page.get("Contents", []):
-            client.delete_object(Bucket=s3_bucket, Key=found["Key"])
-    client.delete_bucket(Bucket=s3_bucket)
+def bucket(s3_bucket):
+    """`s3_bucket` (emptied and deleted after the test by the fixture itself)."""
+    return s3_bucket
 
 
 def _checkpoint(run: Run, step: int) -> None:
