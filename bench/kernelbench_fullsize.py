@@ -5,6 +5,7 @@ reference itself as the candidate (`class ModelNew(Model)`), so any refusal is t
     python bench/kernelbench_fullsize.py PATH/TO/KernelBench [--levels 1,2] [--limit N]
         [--largest-first] [--budget-s 540] [--skip DONE.jsonl ...] [--out RESULTS.jsonl]
         [--min-gb G] [--max-gb G] [--parallel N --inflight-gb G]
+        [--workers N --pool-gb G [--gpu-memory-fraction F] [--gpu-memory-factor X]]
 
 Torch is allowed for this check only: static checks are off and the run-time flags a
 torch-only candidate earns (`torch_fallback`, `no_launch`) are expected, so the funnel
@@ -13,12 +14,18 @@ JSON line: verdict (`ok`: every input set matched and it was timed; `untimed`: e
 matched, the timing phase failed; `limit`: a limit of the sandbox or the machine ended
 it; `wrong`; `error`), the seconds, the data footprint, the limit and error if any,
 and both speedups. The summary (verdicts, total seconds, slowest problems) is printed
-last as Markdown. `--budget-s` stops starting problems after that many seconds and
+last as Markdown. `--budget-s` stops starting problems after that many seconds (on the
+pool: stops waiting for more verdicts then, and cancels the rest) and
 `--skip` leaves out problems a previous run's JSONL already holds, so a run can be
 split across calls. `--parallel N` verifies up to N problems at once as long as their
 data (`footprint_gb`) stays under `--inflight-gb` (one problem always runs, however
 large): seconds are then those of a shared GPU and host, and the speedups are measured
-beside other work, so read the verdicts, not the times. Measures; asserts nothing.
+beside other work, so read the verdicts, not the times. `--workers N` verifies the
+problems under `--pool-gb` on a pool of N lanes on one GPU, which reserve each job's GPU
+memory from a budget (`verify.gpu_memory_fraction`, `verify.gpu_memory_factor`: the
+options of the same names); the budget's waits are printed after them. Each row also
+has the worker's GPU memory after the timed calls (`worker_gpu_mb`: allocated and peak,
+MB). Measures; asserts nothing.
 CUDA only. KernelBench's problems are not part of this repository: point it at your own
 checkout.
 """
@@ -66,6 +73,7 @@ def _row(task, result, seconds: float, gb: float) -> dict:
         "sets": {s.name: s.ok for s in result.input_sets},
         "speedups": {k: round(v["speedup"], 3) for k, v in result.speedups.items()},
         "stage_times": {k: round(v, 2) for k, v in result.stage_times.items()},
+        "worker_gpu_mb": result.timing.get("worker_gpu_mb"),
     }  # fmt: skip
 
 
@@ -89,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-gb", type=float, default=0.0, help="only problems smaller")
     ap.add_argument("--parallel", type=int, default=1, help="problems verified at once")
     ap.add_argument("--inflight-gb", type=float, default=16.0)
+    ap.add_argument("--gpu-memory-fraction", type=float, default=VerifyConfig.gpu_memory_fraction)
+    ap.add_argument("--gpu-memory-factor", type=float, default=VerifyConfig.gpu_memory_factor)
     args = ap.parse_args(argv)
 
     root = Path(args.root)
@@ -115,16 +125,17 @@ def main(argv: list[str] | None = None) -> int:
         sized = sized[: args.limit]
     config = VerifyConfig(
         device=args.device, static_checks=False, funnel=False, skip_timing_on_failure=False,
-        ref_time_cache="off",
+        ref_time_cache="off", gpu_memory_fraction=args.gpu_memory_fraction,
+        gpu_memory_factor=args.gpu_memory_factor,
     )  # fmt: skip
-    rows, started = [], time.perf_counter()
+    rows, started, planned = [], time.perf_counter(), len(sized)
     with open(args.out, "a", encoding="utf-8") as out:
         if args.workers:  # the small problems side by side on warm lanes
             small = [(t, gb) for t, gb in sized if gb < args.pool_gb]
             sized = [(t, gb) for t, gb in sized if gb >= args.pool_gb]
-            rows += _pooled(small, config, args.workers, out)
+            rows += _pooled(small, config, args.workers, out, args.budget_s, started)
         rows += _alone_or_few(sized, config, args, out, started)
-    _summary(rows, len(sized))
+    _summary(rows, planned)
     return 0
 
 
@@ -172,9 +183,13 @@ def _alone_or_few(problems: list, config: VerifyConfig, args, out, started: floa
     return rows
 
 
-def _pooled(problems: list, config: VerifyConfig, workers: int, out) -> list[dict]:
+def _pooled(
+    problems: list, config: VerifyConfig, workers: int, out, budget_s: float = 0,
+    started: float = 0.0,
+) -> list[dict]:  # fmt: skip
     """Problems verified on a pool's warm lanes, several at once; each row's seconds are
-    its job's own stages (its wait for a lane is not counted)."""
+    its job's own stages (its wait for a lane is not counted). Past `budget_s` seconds
+    since `started` the rest are cancelled."""
     from tritonrl.verify.pool import VerifierPool
 
     pool_config = dataclasses.replace(config, memory_mb=max(config.memory_mb, 16384))
@@ -187,8 +202,14 @@ def _pooled(problems: list, config: VerifyConfig, workers: int, out) -> list[dic
             rows.append(row)
             out.write(json.dumps(row) + "\n")
             out.flush()
-            print(f"{row['verdict']:5} {row['seconds']:7.1f} s {gb:6.2f} GB {task.id} (pool)",
-                  flush=True)  # fmt: skip
+            print(f"{row['verdict']:5} {row['seconds']:7.1f} s {gb:6.2f} GB {task.id} (pool)"
+                  f" {row['limit'] or ''} {' '.join(row['flags'])}", flush=True)  # fmt: skip
+            if budget_s and time.perf_counter() - started > budget_s:
+                print(f"budget: {len(rows)} of {len(problems)} verified; the rest cancelled")
+                break
+        for i, budget in enumerate(pool.budgets):
+            if budget is not None:
+                print(f"pool GPU {i} memory budget: {json.dumps(budget.stats())}", flush=True)
     return rows
 
 
@@ -202,8 +223,8 @@ def _summary(rows: list[dict], planned: int) -> None:
     for r in sorted(rows, key=lambda r: -r["seconds"])[:10]:
         print(f"| {r['task']} | {r['footprint_gb']} | {r['seconds']} | {r['verdict']} |")
     for r in rows:
-        if r["verdict"] != "ok":
-            print(f"NOT OK {r['task']}: {r['verdict']} {r['limit']} {r['error']}")
+        if r["verdict"] != "ok" or r.get("flags"):
+            print(f"NOT OK {r['task']}: {r['verdict']} {r['limit']} {r.get('flags')} {r['error']}")
 
 
 if __name__ == "__main__":

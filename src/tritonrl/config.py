@@ -94,6 +94,17 @@ class VerifyConfig:
     # The worker pool (batch verification, trainer adapters): a lane's sandbox is
     # replaced after this many jobs (and after any timeout or crash).
     pool_recycle_jobs: int = 256
+    # The pool's GPU-memory budget (tritonrl.verify.budget): before a lane runs a job it
+    # reserves the job's estimate, gpu_memory_factor x its largest input set's bytes
+    # (inputs, parameters, reference outputs) plus 1 GB for the worker's CUDA context,
+    # from one budget per GPU, and waits while the lanes running hold too much; a job
+    # larger than the whole budget runs alone. The budget is gpu_memory_fraction of the
+    # GPU's memory (the rest is for the verifying process's own reference passes and
+    # other users of the GPU), or gpu_memory_budget_mb when that is set (which also
+    # orders a CPU pool's jobs: for tests).
+    gpu_memory_fraction: float = 0.8
+    gpu_memory_budget_mb: int = 0
+    gpu_memory_factor: float = 3.0
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -132,6 +143,13 @@ class VerifyConfig:
             raise ValueError("verify.noise_floor must be in [0, 1)")
         if self.pool_recycle_jobs < 1:
             raise ValueError("verify.pool_recycle_jobs must be at least 1")
+        if not 0 < self.gpu_memory_fraction <= 1 or self.gpu_memory_budget_mb < 0:
+            raise ValueError(
+                "verify.gpu_memory_fraction must be in (0, 1] and verify.gpu_memory_budget_mb"
+                " at least 0 (0: the fraction of the GPU's memory)"
+            )
+        if self.gpu_memory_factor <= 0:
+            raise ValueError("verify.gpu_memory_factor must be positive")
         if not 0 <= self.cuda_max_connections <= 32:
             raise ValueError(
                 "verify.cuda_max_connections must be in [0, 32] (0: the CUDA driver's default)"

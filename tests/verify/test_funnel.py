@@ -223,3 +223,207 @@ def test_a_full_staging_disk_is_a_named_limit_not_a_verifier_error(tmp_path):
     assert r["limit"] == "disk" and not r["correct"], r
     assert r["error"].startswith("limit disk: no space left") and "TMPDIR" in r["error"], r
     assert str(small) in r["error"], r
+
+
+# A task whose input has no size constant to shrink: every set, tiny included, is 4 MB
+# of inputs (a raw file the worker maps) and 4 MB of outputs, on the CPU too.
+_FIXED_4MB = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(1024, 1024)]
+
+
+def get_init_inputs():
+    return []
+"""
+_STAGE_ONE_AT_A_TIME = """
+import json, os, subprocess, sys
+d, task_file = sys.argv[1], sys.argv[2]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=18m", "tmpfs", d], check=True)
+os.environ["TMPDIR"] = d
+import tempfile; tempfile.tempdir = None
+import tritonrl.verify.job as job
+job.STAGE_AHEAD_BYTES = 0  # every set is written when it is run, as a full-size one is
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import load_builtin, load_source
+from tritonrl.verify import verify
+task = load_source(task_file).tasks[0]
+solution = load_builtin("level1/1_ReLU").tasks[0].solution
+r = verify(task, solution, VerifyConfig(device="cpu", timeout_s=120))
+print(json.dumps({"limit": r.limit, "error": r.error, "correct": r.correct,
+                  "sets": [o.name for o in r.input_sets if o.ok]}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs in a mount namespace")
+def test_sets_written_one_at_a_time_fit_a_disk_that_all_of_them_do_not(tmp_path):
+    # Five sets of 4 MB in and 4 MB out on an 18 MB disk: written all at once before the
+    # worker starts they need 20 MB (refused: limit disk); written one at a time, each
+    # taken and deleted by the worker before the next is written, they need the set
+    # being run, its outputs, the mapped seed_a set the later ones are refilled into and
+    # (under the Triton interpreter, which holds its last launch's arrays) the set before.
+    small = tmp_path / "small"
+    small.mkdir()
+    task_file = tmp_path / "fixed_relu.py"
+    task_file.write_text(_FIXED_4MB)
+    p = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, "-c",
+         _STAGE_ONE_AT_A_TIME, str(small), str(task_file)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["correct"] and r["limit"] is None, r
+    assert r["sets"] == ["tiny", "seed_a", "seed_b", "shifted", "odd"], r
+
+
+# An honest ReLU whose "library" wants a workspace and, when the allocation is refused,
+# computes another way (in half precision), as cuDNN tries another engine when its
+# workspace does not fit. The workspace is kept until the next call's is made, and is
+# sized to 60% of the address space left under the worker's RLIMIT_AS: the first call
+# of each model fits, the second call of one model (seed_b, refilled into seed_a's
+# buffers) does not.
+FALLBACK_UNDER_PRESSURE = """
+import resource
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, LOW: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if LOW:
+        x = x.to(tl.float16).to(tl.float32)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def _room():
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    with open("/proc/self/status") as f:
+        size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    return limit - size
+
+
+_WORKSPACE = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not _WORKSPACE:
+            _WORKSPACE.append(int(0.6 * _room()))
+        y = torch.empty_like(x)
+        try:
+            self.workspace = torch.empty(_WORKSPACE[0], dtype=torch.uint8)
+            low = False
+        except (RuntimeError, MemoryError):  # refused: the other way
+            low = True
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), LOW=low, BLOCK=1024)
+        return y
+"""
+
+
+def test_a_wrong_answer_under_memory_pressure_is_not_output_caching():
+    # A real allocation refused by a real limit (RLIMIT_AS), not a mock. The seed_b
+    # outputs are wrong but computed from seed_b's inputs: a plain wrong answer, never
+    # `output_caching` (the old verdict of any wrong refill set; 77_conv_transposed_3D
+    # got it on a busy H100 pool, where cuDNN fell back to another engine).
+    config = VerifyConfig(device="cpu", static_checks=False)
+    r = verify(RELU, FALLBACK_UNDER_PRESSURE, config)
+    assert [(o.name, o.ok) for o in r.input_sets] == [
+        ("tiny", True),
+        ("seed_a", True),
+        ("seed_b", False),
+    ], (r.input_sets, r.error)
+    assert "output_caching" not in r.flags and not r.cheated, (r.flags, r.error)
+    assert "elements differ" in r.error and compute_reward(r) > 0
+
+
+class _OneSet:
+    """A session whose worker ran one set and wrote `out` as its outputs."""
+
+    def __init__(self, workdir: Path, out, ooms: int = 0) -> None:
+        from tritonrl.verify.session import hit_limit_error
+
+        self.workdir, self.out, self.ooms = workdir, out, ooms
+        self.limit_error = hit_limit_error
+
+    def call(self, cmd: dict) -> dict:
+        from tritonrl.verify import tensorfile
+
+        (self.workdir / "out").mkdir(exist_ok=True)
+        tensorfile.save(self.out, self.workdir / "out" / f"{cmd['set']}.pt")
+        return {"ok": True, "ooms": self.ooms}
+
+    def findings(self) -> dict:
+        return {}
+
+
+def _seed_sets():
+    from tritonrl.verify.inputs import InputSet, prepare_set
+
+    a = prepare_set(RELU, InputSet("seed_a", "small", 1, model_seed=3), "cpu")
+    spec = InputSet("seed_b", "small", 2, refill_of="seed_a", model_seed=3)
+    return a, prepare_set(RELU, spec, "cpu", model_state=a.state_dict)
+
+
+@pytest.mark.parametrize(
+    ("out", "ooms", "pressure", "verdict"),
+    [("stale", 0, 0, "output_caching"), ("stale", 3, 0, "output_caching"),
+     ("half", 0, 0, "wrong"), ("half", 3, 0, "gpu_memory"), ("half", 0, 1, "gpu_memory")],
+)  # fmt: skip
+def test_a_refill_sets_wrong_outputs_are_caching_only_when_they_hold_the_old_answer(
+    tmp_path, out, ooms, pressure, verdict
+):
+    # Stale outputs are output_caching whatever else happened; outputs computed anew but
+    # wrong are a wrong answer, or the GPU's limit when allocations were refused in the
+    # worker during the set (`ooms`) or while the reference's outputs were made here.
+    from tritonrl.verify.funnel import _check_set
+    from tritonrl.verify.result import VerifyResult
+    from tritonrl.verify.session import WorkerError
+
+    a, b = _seed_sets()
+    b.pressure = pressure
+    got = a.expected.clone() if out == "stale" else b.expected.half().float()
+    result = VerifyResult(task=RELU.id, device="cuda")
+    session = _OneSet(tmp_path, got, ooms)
+    if verdict == "gpu_memory":
+        with pytest.raises(WorkerError) as e:
+            _check_set(session, b, result, stale=a)
+        assert e.value.limit == "gpu_memory" and "refused allocations" in str(e.value)
+        assert not result.flags
+        return
+    ok, detail = _check_set(session, b, result, stale=a)
+    assert not ok and "elements differ" in detail
+    assert result.flags == (["output_caching"] if verdict == "output_caching" else [])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_on_the_gpu_a_refill_set_computed_another_way_for_want_of_memory_is_a_limit():
+    # seed_b's call meets a real out-of-memory error from the CUDA caching allocator
+    # (asking for a petabyte), caught, and computes in half precision: wrong, and the
+    # worker counted the refused allocation, so the verdict is the GPU's limit.
+    code = FALLBACK_UNDER_PRESSURE.replace(
+        """        if not _WORKSPACE:
+            _WORKSPACE.append(int(0.6 * _room()))
+""", "        self.calls = getattr(self, 'calls', 0) + 1\n",
+    ).replace(
+        "torch.empty(_WORKSPACE[0], dtype=torch.uint8)",
+        "torch.empty(1 << 50 if self.calls == 2 else 1024, dtype=torch.uint8, device=x.device)",
+    )  # fmt: skip
+    r = verify(RELU, code, VerifyConfig(static_checks=False, ref_time_cache="off"))
+    assert r.limit == "gpu_memory" and "output_caching" not in r.flags, (r.flags, r.error)
+    assert "refused allocations" in r.error and compute_reward(r) == 0.0

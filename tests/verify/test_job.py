@@ -115,3 +115,58 @@ def test_an_honest_kernel_for_a_full_size_problem_is_not_refused_for_a_limit():
     assert [s.name for s in r.input_sets if not s.ok] == []
     assert set(r.speedups) == {"device", "launch"}, r.notes
     assert sum(r.stage_times.values()) < 300, r.stage_times
+
+
+def test_sets_past_the_ahead_budget_are_written_one_at_a_time():
+    from tritonrl.verify.job import STAGE_AHEAD_BYTES, plan_staging
+
+    small = [_set("tiny", 1 << 10, 1 << 10), _set("seed_a", 1 << 20, 1 << 20)]
+    assert plan_staging(small) == (small, [])
+    big = 15 * GB  # a full-size norm problem's set
+    sets = [_set("tiny", 1 << 10, 1 << 10)] + [_set(n, big, big) for n in ("seed_a", "seed_b")]
+    now, later = plan_staging(sets)
+    assert [s.spec.name for s in now] == ["tiny"] and later == sets[1:]
+    assert sum(s.inputs[0].numel() * 4 for s in now) <= STAGE_AHEAD_BYTES
+    # the sets written while the worker runs are inside its deadline: time for them too
+    config = VerifyConfig(memory_mb=8192, timeout_s=120)
+    moved, staged = 2 * (2 * big) / 1e9, 2 * big / 1e9  # in and out; written later
+    assert sized_config(config, sets, "cuda").timeout_s == round(120 + 2 * moved + 2 * staged)
+
+
+def test_the_disk_must_hold_the_sets_written_ahead_and_the_largest_later_one(tmp_path, monkeypatch):
+    # 45_Average_Pooling_2D needed 85.9 GB of staging disk with every set written at once,
+    # against 68.7 GB free: one at a time it needs the largest set; a set that does not
+    # fit even alone is the disk limit, before a byte of it is written.
+    import errno
+    import shutil
+    from collections import namedtuple
+
+    from tritonrl.verify.job import write_job
+
+    usage = namedtuple("usage", "total used free")
+    free = [40 * GB]
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(0, 0, free[0]))
+    sets = [_set(n, 17 * GB, 2 * GB) for n in ("seed_a", "seed_b", "shifted", "odd", "x")]
+    staging = write_job(tmp_path, "code", sets)  # 85 GB in all; 17 GB at a time
+    assert list((tmp_path / "sets").iterdir()) == [] and set(staging.pending) == {
+        "seed_a",
+        "seed_b",
+        "shifted",
+        "odd",
+        "x",
+    }
+    free[0] = 10 * GB
+    with pytest.raises(OSError) as e:
+        staging.stage("seed_a")
+    assert e.value.errno == errno.ENOSPC and "input set seed_a" in str(e.value)
+    with pytest.raises(OSError) as e:
+        write_job(tmp_path / "again", "code", sets)
+    assert e.value.errno == errno.ENOSPC
+
+
+def test_a_jobs_gpu_estimate_follows_its_largest_set():
+    from tritonrl.verify.job import WORKER_GPU_BASE_BYTES, gpu_estimate
+
+    sets = [_set("tiny", 1 << 10, 1 << 10), _set("seed_a", GB, GB, state_bytes=GB // 2)]
+    assert gpu_estimate(sets, 3.0) == WORKER_GPU_BASE_BYTES + int(3.0 * 2.5 * GB)
+    assert gpu_estimate(None, 3.0) == 0 and gpu_estimate([], 3.0) == 0

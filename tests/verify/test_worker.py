@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,93 @@ def test_torch_compute_in_forward_is_flagged_and_no_launch_is_said(tmp_path, see
     assert flags[0]["torch_fallback"].startswith("torch computed inside forward: ")
     assert "relu" in flags[0]["torch_fallback"] and "no_launch" not in flags[0]
     assert flags[1]["no_launch"] == "forward launched no Triton kernel"
+
+
+class _Driven:
+    """The worker driven one command at a time, so that the trusted side can write a set
+    between commands (`job.Staging`), as it does for a full-size problem."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tritonrl.verify.worker"], cwd=workdir,
+            env=worker_env(workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def __call__(self, cmd: dict) -> dict:
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.write(json.dumps(EXIT) + "\n")
+        self.proc.stdin.flush()
+        self.proc.communicate(timeout=60)
+
+
+@pytest.fixture
+def seed_b(seed_a):
+    spec = next(s for s in plan_input_sets(RELU, "cpu") if s.name == "seed_b")
+    return prepare_set(RELU, spec, "cpu", model_state=seed_a.state_dict)
+
+
+def _staged_job(tmp_path: Path, code: str, seed_a, seed_b):
+    """A job whose sets are all written one at a time (as a full-size problem's are)."""
+    from tritonrl.verify.job import Staging
+
+    workdir = tmp_path / "job"
+    workdir.mkdir(parents=True)
+    write_job(workdir, code, [])
+    return workdir, Staging(workdir, [seed_a, seed_b]), _Driven(workdir)
+
+
+def test_sets_written_between_commands_are_taken_by_the_command_that_runs_them(
+    tmp_path, seed_a, seed_b
+):
+    # Each set's file appears just before its run and is gone when the run replies (the
+    # worker took it before any candidate code of the run); seed_b is written into
+    # seed_a's buffers as when both were written ahead.
+    workdir, staging, run = _staged_job(tmp_path, GOOD, seed_a, seed_b)
+    try:
+        assert run(LOAD)["ok"]
+        for s, cmd in (
+            (seed_a, RUN),
+            (seed_b, {"op": "run", "set": "seed_b", "refill_of": "seed_a"}),
+        ):
+            assert staging.stage(s.spec.name)
+            assert (workdir / "sets" / f"{s.spec.name}.pt").exists()
+            reply = run({**cmd, "staged": True})
+            assert reply["ok"] and reply["flags"] == {}, reply
+            assert list((workdir / "sets").iterdir()) == []
+            out = tensorfile.load(workdir / "out" / f"{s.spec.name}.pt")
+            assert torch.equal(out, s.expected)
+        assert not staging.stage("seed_a")  # written once
+    finally:
+        run.close()
+
+
+def test_a_staged_set_read_by_candidate_code_between_commands_is_flagged(tmp_path, seed_a, seed_b):
+    # docs/hacks.md #15 with sets written while the candidate is loaded: a signal
+    # handler set at import reads any set file that appears while the worker waits for
+    # its next command, to compute the answers where no forward-only audit looks. The
+    # audit hook sees the read (only the worker's own take of a set is not flagged).
+    spy = at_import(
+        "import os, signal\n"
+        "SEEN = []\n"
+        "def _peek(*_):\n"
+        "    for name in os.listdir('sets') if os.path.isdir('sets') else []:\n"
+        "        with open(os.path.join('sets', name), 'rb') as f:\n"
+        "            SEEN.append(f.read(16))\n"
+        "signal.signal(signal.SIGALRM, _peek)\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)\n"
+    )
+    workdir, staging, run = _staged_job(tmp_path, spy, seed_a, seed_b)
+    try:
+        assert run(LOAD)["ok"]
+        staging.stage("seed_a")
+        time.sleep(0.3)  # the worker waits for its next command; the handler runs
+        reply = run({**RUN, "staged": True})
+        assert "reference_access" in reply["flags"], reply
+        assert "seed_a.pt" in reply["flags"]["reference_access"]
+    finally:
+        run.close()

@@ -1,6 +1,7 @@
 """Output comparison for the verifier: the per-dtype tolerances, the element-wise check
 of a candidate's outputs against the reference's (tensors, or a worker's outputs still in
-their files, read a chunk at a time), and which device a run uses.
+their files, read a chunk at a time), how much of a wrong output holds another set's
+answer (`stale_share`: a cached result), and which device a run uses.
 
 What it does NOT do: run anything, or decide a verdict (the funnel does).
 """
@@ -68,14 +69,9 @@ def _compare_tensor(r: torch.Tensor, n: Any, atol: float, rtol: float) -> str | 
     when there is one and the tensor is large, where a host pass over GBs takes seconds).
     `n` is a tensor, or a worker's output still in its file (`verify.tensorfile`), read
     a chunk at a time into one buffer."""
-    device = "cuda" if r.numel() > COMPARE_CHUNK // 4 and torch.cuda.is_available() else "cpu"
+    device = _device_for(r)
     rf = r.detach().reshape(-1)
-    if getattr(n, "is_raw_file_tensor", False):
-        buffer = torch.empty(min(COMPARE_CHUNK, rf.numel()), dtype=n.dtype)
-        chunk = lambda start, k: n.read(start, buffer[:k])  # noqa: E731
-    else:
-        nf = n.detach().reshape(-1)
-        chunk = lambda start, k: nf[start : start + k]  # noqa: E731
+    chunk = _reader(n, rf.numel())
     bad_total, worst = 0, 0.0
     for start in range(0, rf.numel(), COMPARE_CHUNK):
         k = min(COMPARE_CHUNK, rf.numel() - start)
@@ -96,3 +92,52 @@ def _compare_tensor(r: torch.Tensor, n: Any, atol: float, rtol: float) -> str | 
             f"(max abs error {worst:.3g}, atol {atol}, rtol {rtol})"
         )
     return None
+
+
+def _device_for(r: torch.Tensor) -> str:
+    """Where a comparison runs: on the GPU when there is one and the tensor is large."""
+    return "cuda" if r.numel() > COMPARE_CHUNK // 4 and torch.cuda.is_available() else "cpu"
+
+
+def _reader(n: Any, numel: int):
+    """`chunk(start, k)`: elements [start, start + k) of `n` flattened (a tensor, or a
+    worker's output in its file, read into one reused buffer)."""
+    if getattr(n, "is_raw_file_tensor", False):
+        buffer = torch.empty(min(COMPARE_CHUNK, numel), dtype=n.dtype)
+        return lambda start, k: n.read(start, buffer[:k])
+    nf = n.detach().reshape(-1)
+    return lambda start, k: nf[start : start + k]
+
+
+def stale_share(stale: Any, fresh: Any, new: Any) -> float | None:
+    """Of the elements where the answers `stale` and `fresh` (reference outputs of two
+    sets of the same shapes) differ beyond the tolerance, the share where `new` (the
+    candidate's outputs for the fresh set, tensors or still in their files) holds the
+    stale answer within it. Near 1 for a cached result returned again; near 0 for a
+    kernel that computed the fresh inputs, however inexactly. None when the shapes do
+    not line up or the two answers do not differ anywhere."""
+    stales, freshes, news = (flatten_outputs(x) for x in (stale, fresh, new))
+    if not len(stales) == len(freshes) == len(news):
+        return None
+    hits = differ = 0
+    for a, b, n in zip(stales, freshes, news, strict=True):
+        if not all(isinstance(x, torch.Tensor) for x in (a, b)) or not (
+            isinstance(n, torch.Tensor) or getattr(n, "is_raw_file_tensor", False)
+        ):
+            continue
+        if not a.shape == b.shape == n.shape or not a.dtype == b.dtype == n.dtype:
+            return None
+        atol, rtol = TOLERANCES.get(b.dtype, (0.0, 0.0))
+        device = _device_for(b)
+        af, bf = a.detach().reshape(-1), b.detach().reshape(-1)
+        chunk = _reader(n, bf.numel())
+        for start in range(0, bf.numel(), COMPARE_CHUNK):
+            k = min(COMPARE_CHUNK, bf.numel() - start)
+            a64 = af[start : start + k].to(device).double()
+            b64 = bf[start : start + k].to(device).double()
+            n64 = chunk(start, k).to(device).double()
+            apart = ~((a64 - b64).abs() <= atol + rtol * b64.abs())
+            held = (n64 - a64).abs() <= atol + rtol * a64.abs()
+            differ += int(apart.sum())
+            hits += int((apart & held).sum())
+    return hits / differ if differ else None

@@ -11,6 +11,15 @@ from its replies and from its findings log, read after every reply and when the 
 dies or times out (a forward that segfaults right after a host round-trip is flagged,
 not merely "wrong"); a set during which the worker died is a failed input set.
 
+A set's outputs that do not match are a wrong answer, except: on a set written into an
+earlier set's buffers (`refill_of`: seed_b), outputs that hold the earlier set's answer
+(`STALE_SHARE` of the elements where the two answers differ) are `output_caching`
+(docs/hacks.md #7); and a mismatch while the GPU ran out of memory (an allocation the
+CUDA caching allocator refused during the set, in the worker or in the reference's
+passes here: a library such as cuDNN catches it and computes another way) is the limit
+`gpu_memory`, never a cheat. The trusted side's own out-of-memory errors (the
+reference's passes, comparing outputs) are `gpu_memory` too.
+
 Never raises for a bad candidate: every outcome is a `VerifyResult`. By default each
 candidate gets a fresh `WorkerSession`; `sessions` (a `session.SessionFactory`: the
 worker pool's lanes, `tritonrl.verify.lane`) gives the work dir and the session instead. `verify` is
@@ -35,7 +44,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
 from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
-from tritonrl.verify.compare import compare_outputs, resolve_device
+from tritonrl.verify.compare import compare_outputs, resolve_device, stale_share
 from tritonrl.verify.findings import read_findings
 from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.inputs import (
@@ -46,6 +55,7 @@ from tritonrl.verify.inputs import (
     timing_check_set,
 )
 from tritonrl.verify.job import (
+    Staging,
     call,
     data_bytes,
     file_mb_for,
@@ -62,6 +72,10 @@ from tritonrl.verify.timing_phase import not_timed, time_phase
 
 log = logging.getLogger(__name__)
 BIG_SET_BYTES = 256 << 20  # a set this large leaves the trusted side's CUDA cache emptied
+# A refill set's wrong outputs that hold the refilled set's answer in at least this share
+# of the elements where the two answers differ are a stale cached result (output_caching);
+# a kernel that computes the new inputs, however inexactly, holds it in almost none.
+STALE_SHARE = 0.9
 
 
 def verify(
@@ -129,17 +143,18 @@ def _verifier_error(result: VerifyResult, task: Task, e: Exception) -> None:
     if isinstance(e, torch.OutOfMemoryError):
         result.limit = result.limit or "gpu_memory"
         result.fail(result.stage, (
-            f"limit gpu_memory: the verifier's side found no GPU memory for the reference "
-            f"at stage {result.stage} (this task's data beside the candidate's worker does "
-            f"not fit this GPU; run fewer jobs on it at once, or use a larger GPU): "
-            f"{str(e).splitlines()[0][:160]}"
+            f"limit gpu_memory: the verifier's side found no GPU memory at stage "
+            f"{result.stage} (for the reference's passes, comparing outputs or timing the "
+            f"reference alone: this task's data beside the candidate's worker does not fit "
+            f"this GPU; run fewer jobs on it at once, lower verify.gpu_memory_fraction, or "
+            f"use a larger GPU): {str(e).splitlines()[0][:160]}"
         ))  # fmt: skip
     elif isinstance(e, OSError) and e.errno == errno.ENOSPC:
         result.limit = result.limit or "disk"
         result.fail(result.stage, (
             f"limit disk: no space left to stage the input sets in {tempfile.gettempdir()} "
-            f"at stage {result.stage}: {e.strerror} (every set's inputs are on disk at "
-            f"once; point TMPDIR at a larger disk)"
+            f"at stage {result.stage}: {e.strerror} (a full-size problem's sets are on disk "
+            f"one at a time, a small problem's all at once; point TMPDIR at a larger disk)"
         ))  # fmt: skip
     else:
         log.exception("verifier error on %s", task.id)
@@ -190,18 +205,20 @@ def _run_prepared(prepared: Prepared, sessions: SessionFactory | None = None) ->
     sets, check = prepared.sets, prepared.check
     session_for = sessions if sessions is not None else FreshSessions()
     workdir = session_for.workdir()
+    every = sets + ([check] if check else [])
+    # the worker's memory limit and timeout grow with the task's data (sized before the
+    # inputs that are written are dropped)
+    sized = sized_config(config, every, result.device)
     try:
         with stage(result, "write"):
-            write_job(workdir, prepared.code, sets + ([check] if check else []))
+            staging = write_job(workdir, prepared.code, every)
         # A `with` statement, its start and its end timed as stages of their own.
         with stage(result, "start"):
-            # the worker's memory limit and timeout grow with the task's data
-            sized = sized_config(config, sets + ([check] if check else []), result.device)
             session = session_for(workdir, sized, result.device, file_mb_for(config, sets))
             session.__enter__()
         try:
             result.sandbox = {"enforced": session.enforced, "missing": session.missing}
-            _run_in_worker(session, task, sets, config, result, check)
+            _run_in_worker(session, task, sets, config, result, check, staging)
         finally:
             # The worker's CUDA context is torn down as it exits: GPU work as well.
             with stage(result, "teardown"), shared(session, config, "teardown")():
@@ -229,6 +246,8 @@ def _prepare_sets(
         state = next((s.state_dict for s in sets if s.spec.name == spec.refill_of), None)
         try:
             sets.append(prepare_set(task, spec, result.device, gpu, state))
+        except torch.OutOfMemoryError:  # the machine's limit, not the task's: named as such
+            raise
         except Exception as e:  # the task's own code failed: not the candidate's fault
             result.fail(
                 "compile", f"reference failed on input set {spec.name}: {type(e).__name__}: {e}"
@@ -239,8 +258,9 @@ def _prepare_sets(
 
 def _run_in_worker(
     session: Session, task: Task, sets, config: VerifyConfig, result: VerifyResult,
-    check: PreparedSet | None = None,
+    check: PreparedSet | None = None, staging: Staging | None = None,
 ):  # fmt: skip
+    staging = staging or Staging(session.workdir)
     result.stage = "compile"
 
     def gpu(label: str):  # the gate's shared side, its holds named `label`
@@ -268,11 +288,16 @@ def _run_in_worker(
     # Sets the worker must keep on its device after their run: those refilled in place
     # later, and the timed one (seed_a); the others' memory is freed for the next set.
     keep = {s.spec.refill_of for s in [*sets, check] if s is not None} | {"seed_a"}
+    held: dict[str, PreparedSet] = {}  # buffers -> the set whose data they hold
     for s in sets:
         stage_name = "tiny" if s.spec.name == "tiny" else "correctness"
+        with stage(result, "write"):  # a full-size set is written just before its run
+            staged = staging.stage(s.spec.name)
+        stale = held.get(s.spec.refill_of) if s.spec.refill_of else None
+        held[s.spec.refill_of or s.spec.name] = s
         with stage(result, stage_name), gpu(stage_name):
             try:
-                ok, detail = _check_set(session, s, result, s.spec.name in keep)
+                ok, detail = _check_set(session, s, result, s.spec.name in keep, staged, stale)
             except WorkerError as e:  # the worker died (or hung) on this set: it failed
                 result.input_sets.append(InputSetOutcome(s.spec.name, False, str(e)))
                 raise
@@ -303,30 +328,74 @@ def _run_in_worker(
         result.notes.append(not_timed(result.device))
     elif config.timing:
         result.stage = "performance"
-        time_phase(session, task, sets, check, config, result)
+        time_phase(session, task, sets, check, config, result, staging)
     result.stage = "done" if result.correct and not result.cheated else result.stage
 
 
 def _check_set(
-    session: Session, s: PreparedSet, result: VerifyResult, keep: bool = True
-) -> tuple[bool, str]:
-    cmd = {"op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of, "keep": keep}
+    session: Session, s: PreparedSet, result: VerifyResult, keep: bool = True,
+    staged: bool = False, stale: PreparedSet | None = None,
+) -> tuple[bool, str]:  # fmt: skip
+    """Run set `s` in the worker and compare its outputs with the reference's. `staged`:
+    its file was just written (the worker takes it). `stale`: the set whose data the
+    buffers `s` is written into held before (its answer is what a cached result holds).
+    A mismatch under GPU memory pressure raises the limit (a WorkerError)."""
+    cmd = {
+        "op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of, "keep": keep,
+        "staged": staged,
+    }  # fmt: skip
     reply = call(session, result, cmd)
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"
     if not out_path.is_file():
         return False, "no outputs were produced"
+    stale_in = None
     try:
         # Written by untrusted code: a weights-only header, the raw parts read a chunk at
         # a time as they are compared, never mapped (the worker could truncate them).
         got = tensorfile.load(out_path, lazy=True)
         reason = compare_outputs(s.expected, got)
+        if reason and stale is not None:
+            stale_in = stale_share(stale.expected, s.expected, got)
+    except torch.OutOfMemoryError:  # this side's GPU memory: a limit, not the candidate's
+        raise
     except Exception as e:
         return False, f"unreadable outputs: {type(e).__name__}"
-    for path in [out_path, *tensorfile.parts(out_path)]:  # a full-size set's are GB
-        path.unlink(missing_ok=True)
-    if reason and s.spec.refill_of:
-        reason += f" (inputs refilled in place after {s.spec.refill_of}: stale cached result?)"
+    finally:
+        for path in [out_path, *tensorfile.parts(out_path)]:  # a full-size set's are GB
+            path.unlink(missing_ok=True)
+    if reason and stale_in is not None and stale_in >= STALE_SHARE:
+        reason += (
+            f" ({stale_in:.0%} of the elements where its answer and {stale.spec.name}'s "
+            f"differ hold {stale.spec.name}'s: a stale cached result; inputs refilled in "
+            f"place after {s.spec.refill_of})"
+        )
         result.flag("output_caching", reason)
+    elif reason:
+        _pressure(session, reply, s, reason)
     return reason is None, reason or ("ok" + (f" ({s.note})" if s.note else ""))
+
+
+def _pressure(session: Session, reply: dict, s: PreparedSet, reason: str) -> None:
+    """Raise the `gpu_memory` limit for a wrong answer computed while the GPU ran out of
+    memory: allocations the CUDA caching allocator refused in the worker during the set
+    (`reply["ooms"]`, untrusted: it can only turn a wrong answer into a limit, which
+    earns no more) or here while the reference's outputs were made (`s.pressure`). A
+    library that catches one (cuDNN tries another engine, with another precision)
+    computes a different answer; that is the machine's limit, not the candidate's."""
+    worker = reply.get("ooms")
+    worker = worker if isinstance(worker, int) and worker > 0 else 0
+    if not worker and not s.pressure:
+        return
+    where = " and ".join(
+        x for x in (
+            f"{worker} in the worker" if worker else "",
+            f"{s.pressure} while the reference's outputs were made" if s.pressure else "",
+        ) if x
+    )  # fmt: skip
+    raise session.limit_error(
+        "gpu_memory",
+        f"input set {s.spec.name}: {reason}, while the GPU refused allocations ({where}): a "
+        "library may have computed it another way (run fewer jobs on this GPU at once)",
+    )

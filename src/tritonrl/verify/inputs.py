@@ -65,6 +65,10 @@ class PreparedSet:
     expected: Any  # reference outputs, CPU
     overrides: dict = field(default_factory=dict)
     note: str | None = None
+    # Allocations this process's CUDA caching allocator refused while the reference's
+    # outputs were made (any thread's: a library that catches one, as cuDNN does for a
+    # workspace, computes another way; a wrong answer on this set is then the GPU's limit)
+    pressure: int = 0
 
 
 def plan_input_sets(
@@ -188,6 +192,7 @@ def prepare_set(
     the same whatever another thread did to torch's global generator meanwhile."""
     if spec.refill_of and model_state is None:
         raise ValueError(f"input set {spec.name} refills {spec.refill_of}: pass its model_state")
+    ooms = cuda_ooms() if device == "cuda" else 0
     with TRUSTED_LOCK:
         inst = instantiate(task, spec.mode)
         init = inst.init_inputs()
@@ -218,7 +223,16 @@ def prepare_set(
     # The worker gets the inputs through a file and the verdict compares on the host:
     # both leave the device once, now.
     inputs, expected = to_device(inputs, "cpu"), _to_host(expected)
-    return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note)
+    pressure = cuda_ooms() - ooms if device == "cuda" else 0
+    return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note, pressure)
+
+
+def cuda_ooms() -> int:
+    """Allocations this process's CUDA caching allocator has refused on the current
+    device (raised as out-of-memory errors, caught or not); 0 before CUDA is used."""
+    if not torch.cuda.is_initialized():
+        return 0
+    return int(torch.cuda.memory_stats().get("num_ooms", 0))
 
 
 def _draw_inputs(inst, spec: InputSet, device: str) -> list:

@@ -1,12 +1,22 @@
 """One candidate's job in a worker: what the funnel and the timing phase both use.
 
 The work dir it is written to (`write_job`: the candidate's code and its input sets as
-tensor files), the worker's limits sized to the task's data (`sized_config`,
-`file_mb_for`), one command to the worker with its flags recorded (`call`), the stages
-a result's seconds are counted under (`stage`), and the shared side of a pooled
-session's GPU gate (`shared`, `gate_shared`). It runs nothing itself: the funnel
-(`tritonrl.verify.funnel`) and the timing phase (`tritonrl.verify.timing_phase`) drive
-the worker through it.
+tensor files; `Staging`: the sets written later, one at a time), the worker's limits
+sized to the task's data (`sized_config`, `file_mb_for`), the GPU memory a pool
+reserves for it (`gpu_estimate`), one command to the worker with its flags recorded
+(`call`), the stages a result's seconds are counted under (`stage`), and the shared side
+of a pooled session's GPU gate (`shared`, `gate_shared`). It runs nothing itself: the
+funnel (`tritonrl.verify.funnel`) and the timing phase (`tritonrl.verify.timing_phase`)
+drive the worker through it.
+
+Staging: the sets are written before the worker starts, in funnel order, while they
+come to at most `STAGE_AHEAD_BYTES` together (the worker reads them, and deletes their
+files, before the candidate is imported: docs/hacks.md #15); the rest, a full-size
+problem's GB-sized sets, are written one at a time just before the command that uses
+them, and the worker takes each (maps it and deletes its files) before any candidate
+code of that command runs and frees it when it is done with it, so the staging disk
+holds one such set at a time (and the timed set's parameters). A set that does not fit
+the disk raises OSError(ENOSPC) before a byte of it is written.
 """
 
 from __future__ import annotations
@@ -52,30 +62,85 @@ def gate_shared(gate: GpuGate | None, config: VerifyConfig, label: str):
     return partial(gate.shared, label)
 
 
-def write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> None:
-    """The candidate's code and each set's inputs, parameters and seeds in `workdir`
-    (the worker reads and deletes the sets before the candidate is imported); the
-    inputs of every set but the timed one are dropped here once written. Sets that
-    cannot fit the disk `workdir` is on raise OSError(ENOSPC) before a byte is written."""
-    need = sum(data_bytes(s.inputs) + data_bytes(s.state_dict) for s in sets)
+STAGE_AHEAD_BYTES = 1 << 30  # the sets written before the worker starts, at most
+
+
+def set_bytes(s: PreparedSet) -> int:
+    """What staging set `s` writes: its inputs and parameters."""
+    return data_bytes(s.inputs) + data_bytes(s.state_dict)
+
+
+def plan_staging(
+    sets: list[PreparedSet], ahead: int | None = None
+) -> tuple[list[PreparedSet], list[PreparedSet]]:
+    """(the sets written before the worker starts, those written one at a time later):
+    the longest run of sets, in order, that comes to at most `ahead` bytes
+    (STAGE_AHEAD_BYTES by default), then the rest."""
+    ahead = STAGE_AHEAD_BYTES if ahead is None else ahead
+    total = 0
+    for i, s in enumerate(sets):
+        total += set_bytes(s)
+        if total > ahead:
+            return sets[:i], sets[i:]
+    return list(sets), []
+
+
+def _room(workdir: Path, need: int, what: str) -> None:
     free = shutil.disk_usage(workdir).free
     if need > free:
-        raise OSError(
-            errno.ENOSPC, f"the input sets need {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
-        )
+        raise OSError(errno.ENOSPC, f"{what} need {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free")
+
+
+def _write_set(workdir: Path, s: PreparedSet) -> None:
+    payload = {
+        "init_inputs": s.init_inputs,
+        "inputs": s.inputs,
+        "state_dict": s.state_dict,
+        "seed": s.spec.param_seed,
+        "dtype": str(s.spec.dtype).removeprefix("torch.") if s.spec.dtype else None,
+    }
+    tensorfile.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
+    if s.spec.name != "seed_a":  # only the timed set's inputs are needed again
+        s.inputs = None
+
+
+class Staging:
+    """The sets of a job not written yet (`write_job`'s `later`): `stage(name)` writes
+    one just before the command that uses it, and says whether it did (the command then
+    tells the worker to take it: `"staged": true`). Each is checked against the free
+    disk first: OSError(ENOSPC) when it does not fit."""
+
+    def __init__(self, workdir: Path, later: list[PreparedSet] | None = None) -> None:
+        self.workdir = workdir
+        self.pending = {s.spec.name: s for s in later or []}
+
+    def stage(self, name: str | None) -> bool:
+        s = self.pending.pop(name, None) if name else None
+        if s is None:
+            return False
+        _room(self.workdir, set_bytes(s), f"input set {name} (written when it is run)")
+        _write_set(self.workdir, s)
+        return True
+
+
+def write_job(workdir: Path, code: str, sets: list[PreparedSet]) -> Staging:
+    """The candidate's code in `workdir`, and each set's inputs, parameters and seeds as
+    far as `plan_staging` writes them ahead (the worker reads and deletes those before
+    the candidate is imported); returns the `Staging` of the others. The inputs of every
+    set but the timed one are dropped here once written. Raises OSError(ENOSPC) before a
+    byte is written when the sets written ahead, and the largest of the others, do not
+    fit the disk `workdir` is on."""
+    now, later = plan_staging(sets)
+    need = sum(set_bytes(s) for s in now) + max((set_bytes(s) for s in later), default=0)
+    what = "the input sets" if not later else (
+        f"the input sets written ahead and the largest of {len(later)} written one at a time"
+    )  # fmt: skip
+    _room(workdir, need, what)
     (workdir / "candidate.py").write_text(code, encoding="utf-8")
     (workdir / "sets").mkdir()
-    for s in sets:
-        payload = {
-            "init_inputs": s.init_inputs,
-            "inputs": s.inputs,
-            "state_dict": s.state_dict,
-            "seed": s.spec.param_seed,
-            "dtype": str(s.spec.dtype).removeprefix("torch.") if s.spec.dtype else None,
-        }
-        tensorfile.save(payload, workdir / "sets" / f"{s.spec.name}.pt")
-        if s.spec.name != "seed_a":  # only the timed set's inputs are needed again
-            s.inputs = None
+    for s in now:
+        _write_set(workdir, s)
+    return Staging(workdir, later)
 
 
 def call(session: Session, result: VerifyResult, cmd: dict) -> dict:
@@ -102,6 +167,7 @@ def file_mb_for(config: VerifyConfig, sets) -> int:
 # the host side of a CUDA context.
 WORKER_BASE_MB = {False: 1024, True: 3072}
 SECONDS_PER_GB = 2.0  # the timeout's allowance per GB of inputs and outputs moved
+STAGE_SECONDS_PER_GB = 2.0  # and per GB of sets written while the worker runs
 
 
 def sized_config(config: VerifyConfig, sets, device: str) -> VerifyConfig:
@@ -116,10 +182,31 @@ def sized_config(config: VerifyConfig, sets, device: str) -> VerifyConfig:
         1 << 20
     )
     moved_gb = sum(data_bytes(s.inputs) + output_bytes(s.expected) for s in sets) / 1e9
-    timeout = config.timeout_s + round(SECONDS_PER_GB * moved_gb)  # whole seconds
+    staged_gb = sum(set_bytes(s) for s in plan_staging(sets)[1]) / 1e9  # inside the deadline
+    timeout = config.timeout_s + round(  # whole seconds
+        SECONDS_PER_GB * moved_gb + STAGE_SECONDS_PER_GB * staged_gb
+    )
     if need_mb <= config.memory_mb and timeout == config.timeout_s:
         return config
     return dataclasses.replace(config, memory_mb=max(config.memory_mb, need_mb), timeout_s=timeout)
+
+
+# A worker's GPU memory beside its data: its CUDA context, the timer's L2 flush buffer,
+# library workspaces.
+WORKER_GPU_BASE_BYTES = 1 << 30
+
+
+def gpu_estimate(sets, factor: float) -> int:
+    """The GPU memory a job needs, as a pool's budget reserves it
+    (`tritonrl.verify.budget`): `factor` times its largest set's inputs, parameters and
+    reference outputs, plus WORKER_GPU_BASE_BYTES; 0 for a job with no set (the funnel
+    ended before the worker). The worker holds the timed set beside the one it runs,
+    the timing phase a copy of the inputs and both outputs, the trusted side the
+    reference alone after it (docs: `verify.gpu_memory_factor`)."""
+    if not sets:
+        return 0
+    largest = max(set_bytes(s) + output_bytes(s.expected) for s in sets)
+    return WORKER_GPU_BASE_BYTES + int(factor * largest)
 
 
 def data_bytes(obj) -> int:

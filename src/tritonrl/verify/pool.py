@@ -12,7 +12,11 @@ CPU) take jobs from one queue and run the trusted side's half (`funnel.prepare`:
 extract, static checks, the input sets and their reference outputs); one thread per
 lane takes its GPU's prepared jobs and runs the candidate's half (`funnel.finish`) with
 the lane as its session factory. A lane thus does not wait for its next job's inputs; a
-few jobs per GPU wait prepared (`ahead_for`; their input sets held in memory).
+few jobs per GPU wait prepared (`ahead_for`; their input sets held in memory). Before
+a lane runs a job it reserves the job's GPU memory (`job.gpu_estimate`) from its GPU's
+budget (`tritonrl.verify.budget`: `verify.gpu_memory_fraction` of the GPU's memory, or
+`verify.gpu_memory_budget_mb`) and waits while the lanes running hold too much; a job
+larger than the budget runs alone.
 
 Lanes default to one per CPU core (`default_workers`; on CUDA at most `LANES_PER_GPU`
 per visible GPU, at least one), spread round-robin over the GPUs, each lane's sandbox
@@ -56,8 +60,10 @@ from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
+from tritonrl.verify.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
 from tritonrl.verify.funnel import finish, prepare
 from tritonrl.verify.gate import gate_for
+from tritonrl.verify.job import gpu_estimate
 from tritonrl.verify.lane import Lane
 from tritonrl.verify.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
@@ -141,6 +147,12 @@ class VerifierPool:
         # the queue of prepared jobs between them.
         groups = max(1, min(len(gpus), workers))  # the GPUs that have a lane
         self._gates = gates[:groups] or [None]
+        # Per group, the GPU-memory budget its lanes reserve their jobs from (None: none).
+        self.budgets: list[GpuBudget | None] = []
+        for g in range(groups):
+            capacity = capacity_for(self.config, g if gpus else None)
+            key = f"gpu{gpus[g]}" if gpus else "cpu"
+            self.budgets.append(budget_for(key, capacity) if capacity else None)
         lanes_of = [sum(1 for i in range(workers) if i % groups == g) for g in range(groups)]
         self._ready = [queue.Queue(maxsize=ahead_for(n)) for n in lanes_of]
         self._preparers = [
@@ -278,7 +290,11 @@ class VerifierPool:
                         future.set_exception(PoolClosed("the verifier pool was closed"))
                         continue
                     try:
-                        result = finish(prepared, sessions=lane)
+                        with self._reserved(group, prepared):
+                            result = finish(prepared, sessions=lane)
+                    except BudgetCancelled:  # the pool closed while the job waited for room
+                        future.set_exception(PoolClosed("the verifier pool was closed"))
+                        continue
                     except BaseException as e:  # noqa: BLE001 - finish() never raises, but
                         future.set_exception(e)
                         continue
@@ -289,6 +305,15 @@ class VerifierPool:
                         future.set_result(result)
             finally:
                 lane.stop()
+
+    def _reserved(self, group: int, prepared):
+        """The job's GPU memory held from its group's budget while it runs (waiting for
+        room first); a no-op without a budget or for a job that needs no worker."""
+        budget = self.budgets[group]
+        if budget is None:
+            return nullcontext()
+        need = gpu_estimate(prepared.sets, prepared.config.gpu_memory_factor)
+        return budget.reserve(need, cancelled=lambda: self._closed)
 
     @property
     def recycled(self) -> int:

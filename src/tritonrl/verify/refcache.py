@@ -3,10 +3,11 @@
 The key is the task (id and a hash of its source), the shapes (size overrides and
 dtype of the timed input set), the device name, the torch and triton versions and the
 CUDA-graph switch and the way it was measured (`METHOD`); the value is the timing
-summary of the reference `Model` alone, timed by its stream events (trusted code). The
-funnel uses it as a yardstick for the reference timed beside the candidate in the
-worker: a reference that ran much slower there than alone (something in the candidate's
-process slowed it) is not allowed to inflate the speedup.
+summary of the reference `Model` alone, timed by its stream events (trusted code), with
+the summary of its time with the launch inside under "launch". The funnel uses it as a
+yardstick for the reference timed beside the candidate in the worker, in both measures:
+a reference that ran much slower there than alone (something in the candidate's process
+slowed it, on the GPU or in its launch) is not allowed to inflate the speedup.
 
 The file (`$XDG_CACHE_HOME/tritonrl/ref_times.json` by default; `verify.ref_time_cache`
 names another, "off" disables it) is rewritten atomically under a lock; an unreadable
@@ -30,8 +31,9 @@ log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _TIMER = None  # one trusted Timer per process (it holds the L2 flush buffer)
 # How the entries were measured: 2 = stream events only, trials in which the host lost
-# the CPU thrown away (entries of 1 could be read late in a busy pool: measured again).
-METHOD = 2
+# the CPU thrown away (entries of 1 could be read late in a busy pool: measured again);
+# 3 = and the time with the launch inside (entries of 2 lack it: measured again).
+METHOD = 3
 
 
 def default_path() -> Path:
@@ -129,10 +131,18 @@ def reference_model(task, prepared, device: str):
     return model.to(device)
 
 
+BIG_BYTES = 256 << 20  # inputs this large leave this process's CUDA cache emptied after
+
+
 def _measure(task, prepared, options) -> dict:
+    """The reference's device-time summary, with its time with the launch inside under
+    "launch". No output is kept past its call, and after a large problem this process's
+    CUDA cache goes back to the device: the candidate's worker checks its outputs on the
+    same GPU next."""
     import torch
 
     from tritonrl.tasks.check import to_device
+    from tritonrl.verify.job import data_bytes
     from tritonrl.verify.stats import summarize
     from tritonrl.verify.timing import Timer
 
@@ -141,6 +151,13 @@ def _measure(task, prepared, options) -> dict:
         _TIMER = Timer()
     model = reference_model(task, prepared, "cuda")
     inputs = to_device(prepared.inputs, "cuda")
-    with torch.no_grad():
-        m = _TIMER.measure({"ref": lambda: model(*inputs)}, options, watch=())
-    return summarize(m["series"]["ref"]["times_ms"])
+    try:
+        with torch.no_grad():
+            m = _TIMER.measure({"ref": lambda: model(*inputs)}, options, watch=(), keep=())
+    finally:
+        model = inputs = None  # noqa: F841 - freed before the cache is emptied
+        if data_bytes(prepared.inputs) >= BIG_BYTES:
+            torch.cuda.empty_cache()
+    stats = summarize(m["series"]["ref"]["times_ms"])
+    launch = (m.get("launch") or {}).get("series", {}).get("ref")
+    return {**stats, **({"launch": summarize(launch["times_ms"])} if launch else {})}

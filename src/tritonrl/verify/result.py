@@ -36,8 +36,9 @@ CHEAT_FLAGS = frozenset(
 # clock (verify.timeout_s), host memory (verify.memory_mb: the memory cgroup's OOM kill,
 # or an allocation refused under RLIMIT_AS), the size of one file (RLIMIT_FSIZE), CPU
 # time (RLIMIT_CPU) and the number of processes and threads (verify.max_procs). Two
-# are the machine's, met on the trusted side: "gpu_memory" also when the reference's
-# passes find no room, and "disk" when the input sets cannot be staged.
+# are the machine's: "gpu_memory" (also when the reference's passes find no room, or a
+# wrong answer was computed while the GPU refused allocations), and "disk" when the
+# input sets cannot be staged or the worker's outputs do not fit beside them.
 LIMITS = ("timeout", "memory", "gpu_memory", "file_size", "cpu_time", "processes", "disk")
 
 

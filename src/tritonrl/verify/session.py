@@ -177,6 +177,11 @@ def limit_text(limit: str, sandbox: sb.SandboxConfig | None = None, pool: bool =
             "the GPU's memory (no sandbox limit: the device had no room for an allocation;"
             " other processes on this GPU use it too)"
         )
+    if limit == "disk":
+        return (
+            "the disk the job's files are on (no sandbox limit: the input sets and outputs "
+            "are written in TMPDIR; point TMPDIR at a larger disk)"
+        )
     name, key, value = {
         "timeout": ("wall-clock limit", "timeout_s", f"{box.timeout_s:g} s"),
         "memory": ("memory limit", "memory_mb", f"{box.memory_mb} MB"),
@@ -202,13 +207,15 @@ def timeout_error(timeout_s: float, sandbox: sb.SandboxConfig | None = None) -> 
 
 # What a message or the tail of stderr says when a limit was hit without a kill: a CUDA
 # allocation refused, an allocation refused under RLIMIT_AS, a write past RLIMIT_FSIZE
-# (SIGXFSZ is ignored by Python: the write fails with EFBIG), a thread or process the
-# pids limit refused.
+# (SIGXFSZ is ignored by Python: the write fails with EFBIG), a full disk (ENOSPC: the
+# worker writes its outputs beside its input sets), a thread or process the pids limit
+# refused.
 _LIMIT_MARKS = {
     # first: a CUDA allocation refused is the GPU's memory, not the sandbox's host limit
     "gpu_memory": ("CUDA out of memory", "OutOfMemoryError"),
     "memory": ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc"),
     "file_size": ("File too large",),
+    "disk": ("No space left on device",),
     "processes": ("can't start new thread", "Resource temporarily unavailable"),
 }
 

@@ -112,6 +112,7 @@ class Timer:
             else torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
         )
         self.overhead_ms: float | None = None  # calibrated by the first `measure`
+        self._keep: set[str] = set()  # the callables whose last result `measure` returns
         self.cycles_per_ms = 0.0
         self.preroll_cycles = 0
 
@@ -172,22 +173,27 @@ class Timer:
 
     def measure(
         self, fns: dict[str, Callable[[], Any]], options: TimingOptions,
-        watch: tuple[str, ...] | None = None,
+        watch: tuple[str, ...] | None = None, keep: tuple[str, ...] | None = None,
     ) -> dict:  # fmt: skip
         """Time each callable; returns per-name series and stats, the last result of each
-        callable, notes (graphs off, work off-stream, trials counted although the pre-roll
-        did not cover their launch or the host lost the CPU in them), the pre-roll, the
-        trials thrown away (`rerun` for the pre-roll, `interrupted` for the CPU), the
-        synchronisation's overhead held against each series' median lag (`sync_us`,
-        `lag_us`) and, in graph mode, the replay callable of each one captured (`graphed`).
-        `watch`: the names whose work off the timed stream counts (None: all); a series not
-        watched is always its stream events (trusted code: the reference, whose time read
-        late would inflate a speedup)."""
+        callable named in `keep` (None: all), notes (graphs off, work off-stream, trials
+        counted although the pre-roll did not cover their launch or the host lost the CPU
+        in them), the pre-roll, the trials thrown away (`rerun` for the pre-roll,
+        `interrupted` for the CPU), the synchronisation's overhead held against each
+        series' median lag (`sync_us`, `lag_us`) and, in graph mode, the replay callable
+        of each one captured (`graphed`). `watch`: the names whose work off the timed
+        stream counts (None: all); a series not watched is always its stream events
+        (trusted code: the reference, whose time read late would inflate a speedup).
+
+        At most one result of each callable is alive at a time (the last is dropped
+        before the next call), and none of a callable not kept: a full-size problem's
+        outputs are GBs each on the device."""
         notes: list[str] = []
         if self.overhead_ms is None:
             self.overhead_ms = self._calibrate()
         self.preroll_cycles = 0  # learnt again by each measurement
         watched = set(fns) if watch is None else set(watch)
+        self._keep = set(fns) if keep is None else set(keep)
         run = dict(fns)
         if options.graphs:
             for name, fn in fns.items():
@@ -205,18 +211,19 @@ class Timer:
         try:
             m = self._loop(fns, run, options, watched, notes)
             if options.launch:  # its calls come last: theirs are the last results
-                m["launch"] = self._launch_loop(run, options, notes, m["last"])
+                m["launch"] = self._launch_loop(run, options, notes, m["last"], watched)
             return m
         finally:
             if collecting:
                 _gc_enable()
 
-    def _launch_trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    def _launch_trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any, float, float]:
         """(ms from the start event to the end event with the GPU idle when the call
-        began, so the host's launch of the call is inside; ms the host thread was off the
-        CPU meanwhile; fn's result). What an eager `model(x)` costs: no pre-roll hides the
-        launch."""
-        start, end = self.Event(enable_timing=True), self.Event(enable_timing=True)
+        began, so the host's launch of the call is inside; ms from the start event to
+        one recorded after a device-wide synchronisation, so work on any stream is
+        inside; fn's result; ms the host thread was off the CPU while launching and while
+        synchronising). What an eager `model(x)` costs: no pre-roll hides the launch."""
+        start, end, synced = (self.Event(enable_timing=True) for _ in range(3))
         self.flush_buffer.zero_()
         self.sync()  # idle: the start event is reached as soon as it is recorded
         host_start, cpu_start = self.clock(), self.cpu_clock()
@@ -224,50 +231,74 @@ class Timer:
         out = fn()
         end.record()
         host_end, cpu_end = self.clock(), self.cpu_clock()
+        self.sync()  # device-wide: work left on any stream is waited for
+        synced.record()
+        host_synced, cpu_synced = self.clock(), self.cpu_clock()
         self.sync()
-        lost = ((host_end - host_start) - (cpu_end - cpu_start)) * 1e3
-        return start.elapsed_time(end), lost, out
+        lost_launch = ((host_end - host_start) - (cpu_end - cpu_start)) * 1e3
+        lost_sync = ((host_synced - host_end) - (cpu_synced - cpu_end)) * 1e3
+        return start.elapsed_time(end), start.elapsed_time(synced), out, lost_launch, lost_sync
 
-    def _launch_loop(self, run: dict, options: TimingOptions, notes: list, last: dict) -> dict:
+    def _launch_loop(
+        self, run: dict, options: TimingOptions, notes: list, last: dict, watched: set
+    ) -> dict:
         """Each callable timed with its launch inside (`_launch_trial`), interleaved in
         ABBA blocks like the device-time trials, at least `trials` each and more until
         each median's error meets `target_rse` (or the floor), within `max_trials` and
-        `max_seconds`. Trials in which the host lost the CPU timed the machine's load and
-        are thrown away (at most `max_trials`; past that they count and a note says so).
-        Work left on another stream is not looked for here: the device-time series
-        watches for it, and a reward that uses the lower speedup of the two sees it."""
-        times: dict[str, list[float]] = {name: [] for name in run}
+        `max_seconds`. Trials in which the host lost the CPU (while launching, or while
+        synchronising in a watched series) timed the machine's load and are thrown away
+        (at most `max_trials`; past that they count and a note says so). Work on any
+        stream counts as in the device-time series: where a watched series' work ran
+        past its stream's end event, its times are those to the device-wide
+        synchronisation, less its overhead (a kernel launched on a side stream would
+        otherwise read as its host's launch alone, and escape its own launch's cost)."""
+        events: dict[str, list[float]] = {name: [] for name in run}
+        synced: dict[str, list[float]] = {name: [] for name in run}
+        clean: dict[str, list[bool]] = {name: [] for name in run}
         order, started = list(run), self.clock()
         interrupted = lost = 0
         while True:
             for name in order:
                 for _ in range(options.block):
-                    ms, lost_ms, last[name] = self._launch_trial(run[name])
-                    if lost_ms > LOST_CPU_MS:
+                    last.pop(name, None)  # the previous result is not alive during the call
+                    ev, sv, out, lost_launch, lost_sync = self._launch_trial(run[name])
+                    if name in self._keep:
+                        last[name] = out
+                    del out
+                    if lost_launch > LOST_CPU_MS or (name in watched and lost_sync > LOST_CPU_MS):
                         if interrupted < options.max_trials:
                             interrupted += 1
                             continue
                         lost += 1
-                    times[name].append(ms)
+                    events[name].append(ev)
+                    synced[name].append(sv)
+                    clean[name].append(lost_sync <= LOST_CPU_MS)
             order.reverse()  # ABBA
-            done = min(len(v) for v in times.values())
+            done = min(len(v) for v in events.values())
             if done >= options.max_trials or self.clock() - started >= options.max_seconds:
                 break
             if done >= options.trials and converged(
-                [summarize(v) for v in times.values()], options.target_rse
+                [summarize(v) for v in events.values()], options.target_rse
             ):
                 break
-        for name, v in times.items():
+        for name, v in events.items():
             if not v:
                 raise RuntimeError(f"{name}: no launch-inclusive trial in {options.max_seconds} s")
         if lost:
             notes.append(
                 f"{lost} launch-inclusive trials counted although the host lost the CPU in them"
             )
-        return {
-            "series": {name: {"times_ms": v, "stats": summarize(v)} for name, v in times.items()},
-            "interrupted": interrupted,
-        }
+        sync_ms = self._sync_now(events, synced, clean, watched)
+        series = {}
+        for name in run:
+            times, off = self._series(events[name], synced[name], sync_ms, name in watched)
+            if off:
+                notes.append(
+                    f"{name}: with its launch inside, work finished after the timed stream's "
+                    "end event; timed to the device-wide synchronisation instead"
+                )
+            series[name] = {"times_ms": times, "stats": summarize(times), "off_stream": off}
+        return {"series": series, "interrupted": interrupted}
 
     def _loop(self, fns: dict, run: dict, options: TimingOptions, watched: set, notes: list):
         """The trials of `measure`, its statistics and its notes."""
@@ -281,8 +312,12 @@ class Timer:
         while True:
             for name in order:
                 for _ in range(options.block):
+                    last.pop(name, None)  # the previous result is not alive during the call
                     trial = self._trial(run[name])
-                    ev, sv, last[name], host_ms, preroll_ms, lost_launch, lost_sync = trial
+                    ev, sv, out, host_ms, preroll_ms, lost_launch, lost_sync = trial
+                    if name in self._keep:
+                        last[name] = out
+                    del trial, out
                     slow_launch = host_ms > preroll_ms  # the GPU waited for the launch
                     if (slow_launch and lost_launch > LOST_CPU_MS) or (
                         name in watched and lost_sync > LOST_CPU_MS

@@ -7,8 +7,12 @@ tampering), the last timed output and one call on fresh inputs against the trust
 references (`timing_phase`: a kernel that behaves only while checked, defers work across
 calls or returns cached results), the candidate's time against the time it takes to
 write its outputs at the device's peak bandwidth (`impossible_speed`), and the reference
-beside the candidate against its time alone (`tritonrl.verify.refcache`). It sets the
-speedup, its 95% interval and the noise-ruled `reward_speedup`.
+beside the candidate against its time alone (`tritonrl.verify.refcache`), in both
+measures: a reference slowed beside the candidate, on the GPU or in its launch, is
+replaced by its time alone. It sets the speedup, its 95% interval and the noise-ruled
+`reward_speedup`. A timed output that does not match while the GPU ran out of memory
+(allocations refused in the worker during the measurement or the check call) is the
+limit `gpu_memory`, not the flag `timing_phase`.
 
 `time_candidate` runs the timing phase alone, with no correctness verdict and no reward,
 for benchmarks of the timer itself (bench/timing_noise.py times copies of the reference).
@@ -31,6 +35,7 @@ from tritonrl.verify import refcache, tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device
 from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
 from tritonrl.verify.job import (
+    Staging,
     call,
     file_mb_for,
     output_bytes,
@@ -62,8 +67,9 @@ def not_timed(device: str) -> str:
 
 
 def time_phase(
-    session: Session, task: Task, sets, check, config: VerifyConfig, result: VerifyResult
-):
+    session: Session, task: Task, sets, check, config: VerifyConfig, result: VerifyResult,
+    staging: Staging | None = None,
+):  # fmt: skip
     """The calibrated timing phase; everything the worker reports is re-derived or
     bounded here (statistics from the raw times, totals against this side's clock,
     outputs compared with the trusted references, the reference against its time alone).
@@ -72,7 +78,8 @@ def time_phase(
     while the worker readies the timing (`time_prep`) and checks its outputs
     (`time_check`), and the exclusive side only while the worker times and this side
     times the reference alone (the stages `perf_prep`, `gpu_wait`, `performance`,
-    `perf_check`). Three steps: ready, measure (and check), score."""
+    `perf_check`). Three steps: ready, measure (and check), score. `staging`: where the
+    check set is written if it was not written ahead (`tritonrl.verify.job.Staging`)."""
     main = next(s for s in sets if s.spec.name == "seed_a")
     options = TimingOptions(
         warmup=config.warmup, trials=config.trials, max_trials=config.max_trials,
@@ -81,7 +88,8 @@ def time_phase(
     )  # fmt: skip
     if not _ready(session, task, main, config, result):
         return
-    measured = _measure_checked(session, task, sets, check, options, config, result)
+    staging = staging or Staging(session.workdir)
+    measured = _measure_checked(session, task, sets, check, options, config, result, staging)
     if measured is not None:
         _score(result, config, main, options, measured)
 
@@ -103,7 +111,7 @@ def _ready(session: Session, task: Task, main, config: VerifyConfig, result: Ver
 
 def _measure_checked(
     session: Session, task: Task, sets, check, options: TimingOptions, config: VerifyConfig,
-    result: VerifyResult,
+    result: VerifyResult, staging: Staging,
 ) -> dict | None:  # fmt: skip
     """One measurement with the GPU alone and its outputs checked, and the reference's
     time alone (cached, or measured in the same window); None when either failed.
@@ -115,8 +123,10 @@ def _measure_checked(
     then the time alone is used, so the speedup is never inflated."""
     main = next(s for s in sets if s.spec.name == "seed_a")
     time_cmd = {"op": "time", "options": options.to_dict()}
-    check_cmd = {"op": "time_check", "check": check and check.spec.name}
+    check_cmd = {"op": "time_check", "check": check and check.spec.name, "staged": False}
     gpu = shared(session, config, "perf_check")
+    with stage(result, "write"):  # the check set, written now unless it was ahead
+        check_cmd["staged"] = staging.stage(check and check.spec.name)
     # The timed buffers hold the data of the last set refilled into them (seed_b).
     timed = main
     for s in sets:
@@ -131,24 +141,51 @@ def _measure_checked(
             alone, cached = refcache.reference_time(task, main, options, cache)
     if m is None or not _check(session, result, check_cmd, timed, check, m, gpu):
         return None
-    used, tries = m["ref"], 1
-    if used["median"] > SLOWED * alone["median"] and not result.cheated:
-        slowed = used["median"] / alone["median"]
+    tries = 1
+    slowed = _slowed(m, alone)
+    if slowed and not result.cheated:
         with _exclusive(session, result):
             again = _measure(session, result, time_cmd)
         # the check call refilled the buffers with the check set: it is what is timed now
         retimed = check or timed
+        check_cmd["staged"] = False  # the worker keeps the check set it took
         if again is None or not _check(session, result, check_cmd, retimed, check, again, gpu):
             return None
-        m, used, tries = again, again["ref"], 2
+        m, tries = again, 2
         result.notes.append(
             f"the reference ran {slowed:.2f}x slower beside the candidate than alone; "
-            f"timed again: {used['median'] / alone['median']:.2f}x"
+            f"timed again: {_slowed(m, alone, 0.0):.2f}x"
         )
+    used, launch_ref = m["ref"], m["launch"][0]
     if used["median"] > SLOWED * alone["median"]:
         result.notes.append("the reference's time alone is used")
         used = alone
-    return {**m, "used": used, "alone": alone, "cached": cached, "tries": tries}
+    alone_launch = _launch_alone(alone)
+    if alone_launch and launch_ref["median"] > SLOWED * alone_launch["median"]:
+        result.notes.append("the reference's time alone with its launch inside is used")
+        launch_ref = alone_launch
+    return {
+        **m, "used": used, "launch": (launch_ref, m["launch"][1]), "alone": alone,
+        "cached": cached, "tries": tries,
+    }  # fmt: skip
+
+
+def _launch_alone(alone: dict) -> dict | None:
+    """The reference's time alone with its launch inside, where it was measured."""
+    launch = alone.get("launch")
+    return launch if isinstance(launch, dict) and launch.get("median", 0) > 0 else None
+
+
+def _slowed(m: dict, alone: dict, floor: float = SLOWED) -> float | None:
+    """How many times slower the reference ran beside the candidate than alone, in the
+    measure where it was slowed most (on the GPU, or with its launch inside where that
+    was measured alone), when that is more than `floor` (None otherwise)."""
+    ratios = [m["ref"]["median"] / alone["median"]]
+    launch = _launch_alone(alone)
+    if launch:
+        ratios.append(m["launch"][0]["median"] / launch["median"])
+    worst = max(ratios)
+    return worst if worst > floor else None
 
 
 def _score(result: VerifyResult, config: VerifyConfig, main, options, m: dict) -> None:
@@ -186,6 +223,8 @@ def _score(result: VerifyResult, config: VerifyConfig, main, options, m: dict) -
         "launch_trials": m["launch"][1]["n"],
         "launch_rse": round(max(m["launch"][0]["rse"], m["launch"][1]["rse"]), 5),
         "launch_interrupted": _number(reply.get("launch_interrupted")),
+        "launch_off_stream": m["launch_off_stream"],
+        "worker_gpu_mb": m["worker_gpu"],
         **({"shared_gpu": True} if result.timing.get("shared_gpu") else {}),
     }  # fmt: skip
     if result.cheated:
@@ -261,6 +300,9 @@ def _measure(session: Session, result: VerifyResult, cmd: dict) -> dict | None:
         "new": summarize(new_t), "ref": summarize(ref_t), "reply": reply, "wall_ms": wall_ms,
         "off_stream": bool(reply["series"]["new"].get("off_stream")),
         "launch": (summarize(launch_ref), summarize(launch_new)),
+        "launch_off_stream": bool(reply["launch"]["new"].get("off_stream")),
+        "ooms": _count(reply.get("ooms")),
+        "worker_gpu": _gpu_info(reply.get("gpu")),
     }  # fmt: skip
 
 
@@ -289,6 +331,7 @@ def _check(
         return False
     checks = [("timed", timed), ("timing_check", check)]
     checks += [("graph_check", check)] if "new" in (m["reply"].get("graphed") or []) else []
+    wrong = []
     for name, prepared in checks:
         if prepared is None:
             continue
@@ -299,8 +342,33 @@ def _check(
         except (OSError, ValueError) as e:  # the worker's file changed while it was read
             why = f"unreadable ({type(e).__name__})"
         if why:
-            result.flag("timing_phase", f"output of the {name.replace('_', ' ')} call: {why}")
+            wrong.append(f"output of the {name.replace('_', ' ')} call: {why}")
+    # Allocations refused (untrusted counts: they can only turn a flag into a limit,
+    # which earns no more): a library that caught one computed another way.
+    ooms = m["ooms"] + _count(reply.get("ooms"))
+    pressure = sum(p.pressure for _, p in checks if p is not None)
+    if wrong and (ooms or pressure):
+        raise session.limit_error(
+            "gpu_memory",
+            f"timing: {wrong[0]}, while the GPU refused allocations ({ooms} in the worker, "
+            f"{pressure} while the reference's outputs were made): a library may have "
+            "computed it another way (run fewer jobs on this GPU at once)",
+        )
+    for why in wrong:
+        result.flag("timing_phase", why)
     return True
+
+
+def _count(x) -> int:
+    """A non-negative count the worker reported (untrusted: anything else is 0)."""
+    return x if isinstance(x, int) and not isinstance(x, bool) and x > 0 else 0
+
+
+def _gpu_info(x) -> dict | None:
+    """The worker's GPU memory after a command (MB), for information only."""
+    if not isinstance(x, dict):
+        return None
+    return {k: v for k in ("allocated_mb", "peak_mb") if (v := _number(x.get(k))) is not None}
 
 
 def _number(x) -> float | None:
@@ -327,15 +395,17 @@ def time_candidate(
     session_for = sessions if sessions is not None else FreshSessions("tritonrl-time-")
     workdir = session_for.workdir()
     try:
-        write_job(workdir, code, [main, check])
         sized = sized_config(config, [main, check], "cuda")
+        staging = write_job(workdir, code, [main, check])
         with session_for(workdir, sized, "cuda", file_mb_for(config, [main])) as session:
             load = {"op": "load", "device": "cuda", "policy": "partial", "allowed": []}
             for cmd in (load, {"op": "run", "set": "seed_a"}):
+                if cmd["op"] == "run":
+                    cmd["staged"] = staging.stage("seed_a")
                 reply = session.call(cmd)
                 if not reply.get("ok"):
                     return result.fail("compile", str(reply.get("error")))
-            time_phase(session, task, [main], check, config, result)
+            time_phase(session, task, [main], check, config, result, staging)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result

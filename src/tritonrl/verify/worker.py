@@ -9,15 +9,34 @@ each gets one JSON line back on a private copy of the original stdout (the candi
 own prints go to stderr):
 
     {"op": "load", "device": "cpu", "policy": "strict", "allowed": []}
-    {"op": "run", "set": "seed_b", "refill_of": "seed_a"}   -> outputs in out/<set>.pt
+    {"op": "run", "set": "seed_b", "refill_of": "seed_a", "staged": false}
+         -> outputs in out/<set>.pt
     {"op": "time_prep", "set": "seed_a",
      "reference": {"path": "reference.py", "overrides": {...}, "origin": ...}}
          (CUDA only) -> the reference built, the timer's buffers made, each called once
     {"op": "time", "options": {...}}  -> interleaved times (the GPU should be quiet)
-    {"op": "time_check", "check": "timing_check"} -> out/timed.pt (the last timed
-         output), out/timing_check.pt (a call on the check set under the guards) and
-         out/graph_check.pt (the captured graph replayed on the check set)
+    {"op": "time_check", "check": "timing_check", "staged": false} -> out/timed.pt (the
+         last timed output), out/timing_check.pt (a call on the check set under the
+         guards) and out/graph_check.pt (the captured graph replayed on the check set)
     {"op": "exit"}
+
+Sets written before the worker starts are read (mapped) and their files deleted by
+`load`, before the candidate is imported. A full-size problem's sets are too large to
+be on disk all at once: the trusted side writes each of those just before the command
+that uses it (`"staged": true`), and the worker takes it (maps it, deletes its files)
+first thing in that command, before any candidate code of that command runs
+(`tritonrl.verify.job.Staging`); the audit hook flags a read of a staged file by
+anything else (`reference_access`).
+
+GPU memory: the worker keeps on the device only what later commands use. A set's inputs
+are copied from their mapped files (never held twice on the device: the input snapshot
+compares against the mapped host copy, a refill copies straight from the host), a set
+not needed again is dropped with its model and outputs and the CUDA cache emptied, the
+timing phase's reference inputs exist only while `time_prep` and `time` run and only the
+candidate's last timed output outlives `time`. CUDA replies carry `gpu` (MB allocated and
+peak during the command) and `ooms`, the allocations the CUDA caching allocator refused
+during the command (a library such as cuDNN may catch one and compute another way: the
+trusted side then reads a wrong output as the GPU's memory, not as a cheat).
 
 The guards (`tritonrl.verify.guards`) are installed BEFORE the candidate is imported.
 What this worker reports is NOT trusted: the candidate shares its process and could
@@ -87,17 +106,91 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _take_sets() -> dict[str, dict]:
-    from tritonrl.verify import tensorfile
+def _take_set(path: Path) -> dict:
+    """One set file, mapped, and its files deleted. Mapped, not read: a full-size set's
+    GB stay file pages until moved to the device (the mapping outlives the unlinked name,
+    and so does its disk space: it is freed when the set's host tensors are dropped)."""
+    from tritonrl.verify import guards, tensorfile
 
-    sets = {}
-    for path in sorted(Path("sets").glob("*.pt")):
-        # Mapped, not read: a full-size set's GB stay file pages until moved to the
-        # device (the mapping outlives the unlinked name).
-        sets[path.stem] = tensorfile.load(path, mmap=True)
+    with guards.taking_sets():
+        data = tensorfile.load(path, mmap=True)
         for name in [path, *tensorfile.parts(path)]:
             name.unlink()
-    return sets
+    return data
+
+
+def _take_sets() -> dict[str, dict]:
+    return {path.stem: _take_set(path) for path in sorted(Path("sets").glob("*.pt"))}
+
+
+# The functions the worker frees and measures GPU memory with, bound by `load` before the
+# candidate is imported (a candidate that replaces torch's later does not reach them).
+_MEMORY: dict[str, Any] = {}
+
+
+def _bind_memory_functions() -> None:
+    import gc
+
+    import torch
+
+    cuda = torch.cuda
+    _MEMORY.update(
+        collect=gc.collect, initialized=cuda.is_initialized, empty_cache=cuda.empty_cache,
+        stats=cuda.memory_stats, allocated=cuda.memory_allocated,
+        peak=cuda.max_memory_allocated, reset_peak=cuda.reset_peak_memory_stats,
+    )  # fmt: skip
+
+
+def _gpu_memory(reset: bool = False) -> dict[str, float] | None:
+    """This process's CUDA memory: MB allocated now, peak since the last reset, and the
+    allocations the caching allocator refused so far (`ooms`); None without CUDA (or
+    before `load`). `reset`: the peak starts again from now (after reading)."""
+    if not _MEMORY or not _MEMORY["initialized"]():
+        return None
+    try:  # a failure here says nothing, and what it reports can only lower the verdict
+        now = {
+            "allocated_mb": round(_MEMORY["allocated"]() / 2**20, 1),
+            "peak_mb": round(_MEMORY["peak"]() / 2**20, 1),
+            "ooms": int(_MEMORY["stats"]().get("num_ooms", 0)),
+        }
+        if reset:
+            _MEMORY["reset_peak"]()
+    except Exception:  # noqa: BLE001
+        return None
+    return now
+
+
+def _nbytes(obj: Any) -> int:
+    """Bytes of the tensors in `obj` (nested lists and tuples)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(x) for x in obj)
+    return 0
+
+
+def _release(big: bool = True) -> None:
+    """Hand what this process no longer uses back to the device: tensors in reference
+    cycles collected (when `big`: a collection costs milliseconds), the CUDA cache
+    emptied. The trusted side's reference passes and other lanes' workers share the GPU."""
+    if not _MEMORY:
+        return
+    if big:
+        _MEMORY["collect"]()
+    if _MEMORY["initialized"]():
+        _MEMORY["empty_cache"]()
+
+
+BIG_BYTES = 64 << 20  # a set whose inputs are this large is worth a collection when dropped
+
+
+def _copies(inputs: list) -> list:
+    """The reference's own copy of the candidate's inputs (tensors cloned)."""
+    import torch
+
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 class Worker:
@@ -135,6 +228,7 @@ class Worker:
             except Exception as e:  # noqa: BLE001 - the machine's fault, said as such
                 return {"ok": False, "error": f"the worker has no usable GPU: {_short_error(e)}"}
         # Everything a candidate could tamper with is captured before it is imported.
+        _bind_memory_functions()
         self.timers = guards.capture_timers()
         self.launches = guards.LaunchCounter()
         self.launches.install()
@@ -162,22 +256,53 @@ class Worker:
         return {"ok": True, "seconds": time.perf_counter() - start, "flags": flags}
 
     def run(self, cmd: dict) -> dict:
+        name = cmd["set"]
+        try:
+            data = self._set(name, cmd.get("staged"))
+        except Exception as e:  # noqa: BLE001 - a set file that cannot be read: a verdict
+            return {"ok": False, "error": f"input set {name}: {_short_error(e)}"}
+        keep = cmd.get("keep", True)  # a later set is refilled into it, or it is timed
+        big = _nbytes(data.get("inputs")) >= BIG_BYTES
+        try:
+            return self._run(name, data, cmd.get("refill_of"), keep)
+        finally:
+            if not keep:  # its memory (and its file's disk space) is free for the next set
+                self.sets.pop(name, None)
+            elif self.device != "cpu":  # on the device now: the mapped host copy goes
+                data["inputs"] = None
+            del data
+            if self.device != "cpu":
+                _release(big)
+
+    def _set(self, name: str, staged: bool | None) -> dict:
+        """Set `name`'s data: its file taken now when the trusted side staged it just
+        before this command (before any candidate code of the command runs), else what
+        `load` took."""
+        if staged:
+            data = _take_set(Path("sets") / f"{name}.pt")
+            if not isinstance(data, dict):  # not the trusted side's (it was replaced)
+                raise ValueError("the set file holds no set")
+            self.sets[name] = data
+        return self.sets[name]
+
+    def _run(self, name: str, data: dict, refill_of: str | None, keep: bool) -> dict:
         import torch
 
         from tritonrl.tasks.check import to_device
         from tritonrl.verify import guards, tensorfile
 
-        name = cmd["set"]
-        data = self.sets[name]
         audit = None
         try:
-            if cmd.get("refill_of"):
-                model, inputs = self.cache[cmd["refill_of"]]
-                guards.refill_(inputs, to_device(data["inputs"], self.device))
+            if refill_of:
+                model, inputs = self.cache[refill_of]
+                guards.refill_(inputs, data["inputs"])  # straight from the mapped file
             else:
                 model = self._build(data)
                 inputs = to_device(data["inputs"], self.device)
-            before = guards.snapshot_inputs(inputs)
+            # On a GPU the mapped host copy is the snapshot: the inputs are not held twice
+            # on the device while the candidate runs.
+            host = data["inputs"] if self.device != "cpu" else None
+            before = guards.snapshot_inputs(inputs, host)
             self.launches.reset()
             audit = guards.OpAudit(self.launches, policy=self.policy, allowed=self.allowed)
             with torch.no_grad(), audit:
@@ -197,16 +322,15 @@ class Worker:
             flags["no_launch"] = "forward launched no Triton kernel"
         flags.update(self._fallback_flags(audit))
         mutated = guards.inputs_mutated(before, inputs)
+        del before
         if mutated:
             flags["input_mutation"] = "; ".join(mutated)
         for problem in guards.check_output_types(out, inputs):
             key = "output_aliases_input" if "alias" in problem else "output_type"
             flags[key] = problem
         flags.update(self._common_flags())
-        if cmd.get("keep", True):  # a later set is refilled into it, or it is timed
+        if keep:
             self.cache[name] = (model, inputs)
-        else:  # its device memory is free for the next set's
-            self.sets.pop(name, None)
         Path("out").mkdir(exist_ok=True)
         if "output_type" not in flags:
             tensorfile.save(_plain(out), Path("out") / f"{name}.pt")
@@ -216,50 +340,60 @@ class Worker:
         """Ready the timing phase: the reference built with the candidate's parameters,
         the timer built from the timers captured before the import, and one call of each
         (first calls load libraries and kernels). Nothing here is timed, so the pool runs
-        it while other lanes use the GPU."""
+        it while other lanes use the GPU. The reference's inputs are a copy made for the
+        call and dropped after it (`time` makes its own)."""
         import torch
 
         name = cmd["set"]
         model, inputs = self.cache[name]
         try:
             reference = self._reference(cmd["reference"], self.sets[name])
-            ref_inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             if self.timer is None:
                 t = self.timers  # the loop as imported before the candidate loaded
                 self.timer = t["tritonrl.verify.timing.Timer"](
                     t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"],
                     t["torch.cuda._sleep"], cpu_clock=t["time.thread_time"],
                 )  # fmt: skip
-            fns = {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)}
             with torch.no_grad():
-                for fn in fns.values():
-                    fn()
+                model(*inputs)
+                reference(*_copies(inputs))
             self.timer.sync()
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
-        self.timed, self.measured = {"set": name, "fns": fns}, None
+        finally:
+            _release()
+        self.timed, self.measured = {"set": name, "reference": reference}, None
         return {"ok": True, "flags": self._common_flags()}
 
     def time(self, cmd: dict) -> dict:
-        """Time the candidate and the reference interleaved (after `time_prep`)."""
+        """Time the candidate and the reference interleaved (after `time_prep`), the
+        reference on a copy of the inputs made for this measurement. Only the candidate's
+        last output outlives it (`time_check` saves it): the trusted side times the
+        reference alone next, on the same GPU, and a full-size problem's copies and
+        outputs are GBs each."""
         import torch
 
         if self.timed is None:
             return {"ok": False, "error": "time before time_prep", "flags": {}}
+        model, inputs = self.cache[self.timed["set"]]
+        reference = self.timed["reference"]
+        self.measured = None  # a second measurement's outputs replace the first's
         try:
             options = self.timers["tritonrl.verify.timing.TimingOptions"](**cmd.get("options", {}))
+            ref_inputs = _copies(inputs)
+            fns = {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)}
             with torch.no_grad():
-                m = self.timer.measure(self.timed["fns"], options, watch=("new",))
+                m = self.timer.measure(fns, options, watch=("new",), keep=("new",))
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
+            _release()
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
-        # Only the candidate's last output is checked (`time_check`): the reference's
-        # would hold a full-size problem's GB of device memory until then.
-        m["last"] = {"new": m["last"].get("new")}
+        graphed = sorted(m["graphed"])
+        # The reference's copies and graph (and the outputs it holds) go; the
+        # candidate's graph is replayed on the check set (`time_check`).
+        m["graphed"] = {k: v for k, v in m["graphed"].items() if k == "new"}
+        fns = ref_inputs = None  # noqa: F841 - the closures' copies are freed now
+        _release()
         self.measured = m
-        # What the timed calls left in this process's CUDA cache goes back to the device:
-        # the trusted side times the reference alone next, in the same window, and a
-        # full-size problem's cache here is tens of GB.
-        torch.cuda.empty_cache()
         series = {
             k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"], "lag_us": v["lag_us"]}
             for k, v in m["series"].items()
@@ -268,10 +402,13 @@ class Worker:
         return {
             "ok": True,
             "series": series,
-            "launch": {k: {"times_ms": v["times_ms"]} for k, v in launch["series"].items()},
+            "launch": {
+                k: {"times_ms": v["times_ms"], "off_stream": v.get("off_stream", False)}
+                for k, v in launch["series"].items()
+            },
             "launch_interrupted": launch["interrupted"],
             "notes": m["notes"],
-            "graphed": sorted(m["graphed"]),
+            "graphed": graphed,
             "preroll_us": m["preroll_us"],
             "rerun": m["rerun"],
             "interrupted": m["interrupted"],
@@ -285,7 +422,6 @@ class Worker:
         what was timed is shown to compute the right thing."""
         import torch
 
-        from tritonrl.tasks.check import to_device
         from tritonrl.verify import guards, tensorfile
 
         m, timed = self.measured, self.timed
@@ -294,11 +430,13 @@ class Worker:
         flags: dict[str, str] = {}
         try:
             Path("out").mkdir(exist_ok=True)
-            tensorfile.save(_plain(m["last"]["new"]), Path("out") / "timed.pt")
-            check = self.sets.get(cmd.get("check") or "")
+            last = m["last"].pop("new", None)
+            tensorfile.save(_plain(last), Path("out") / "timed.pt")
+            del last  # saved: its device memory is free for the check call
+            check = self._set(cmd["check"], cmd.get("staged")) if cmd.get("check") else None
             if check is not None:
                 model, inputs = self.cache[timed["set"]]
-                guards.refill_(inputs, to_device(check["inputs"], self.device))
+                guards.refill_(inputs, check["inputs"])  # straight from the mapped file
                 self.launches.reset()
                 audit = guards.OpAudit(self.launches, policy=self.policy, allowed=self.allowed)
                 with torch.no_grad(), audit:
@@ -308,12 +446,16 @@ class Worker:
                     flags["no_launch"] = "the call after timing launched no Triton kernel"
                 flags.update(self._fallback_flags(audit))
                 tensorfile.save(_plain(out), Path("out") / "timing_check.pt")
+                del out
                 if "new" in m["graphed"]:  # what was timed is the graph: replay it too
                     out = m["graphed"]["new"]()
                     torch.cuda.synchronize()
                     tensorfile.save(_plain(out), Path("out") / "graph_check.pt")
+                    del out
         except BaseException as e:  # noqa: BLE001 - a failure while checking is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
+        finally:
+            _release()
         flags.update(self._common_flags())
         return {"ok": True, "flags": flags}
 
@@ -430,7 +572,12 @@ def main() -> None:
         if cmd.get("op") != "load" and worker.module is None:
             reply(channel, ok=False, error="no candidate loaded")
             continue
+        before = _gpu_memory(reset=True)
         answer = handler(cmd)
+        after = _gpu_memory()
+        if after is not None:  # what the command cost the GPU, and allocations refused
+            answer["gpu"] = {k: after[k] for k in ("allocated_mb", "peak_mb")}
+            answer["ooms"] = after["ooms"] - (before["ooms"] if before else 0)
         log_flags(answer.get("flags") or {})
         reply(channel, **answer)
     channel.close()

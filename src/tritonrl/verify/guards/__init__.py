@@ -72,7 +72,7 @@ from typing import Any
 
 import torch
 
-from tritonrl.verify.guards.audit import audit_findings
+from tritonrl.verify.guards.audit import audit_findings, taking_sets
 from tritonrl.verify.guards.hooks import LaunchCounter, hooks_intact, install_hooks
 from tritonrl.verify.guards.host import SCALAR_READ_BUDGET
 from tritonrl.verify.guards.inout import (
@@ -129,6 +129,7 @@ __all__ = [
     "refill_",
     "run_guarded",
     "snapshot_inputs",
+    "taking_sets",
     "thread_snapshot",
     "timers_intact",
     "warm_runtime",

@@ -19,6 +19,14 @@ with a `dir_fd`. Writes are watched while Triton's launch machinery runs too (a 
 argument's methods are candidate code called from there); Triton's own writes go to
 the work dir and the cache.
 
+A read of an input-set file in the work dir's `sets/` by anything but the worker's own
+read of it (`taking_sets`) is `reference_access` (docs/hacks.md #15): a full-size
+problem's sets are written there one at a time while the candidate is loaded, and taken
+by the worker before any candidate code of the command that uses them runs; code the
+candidate left to run in between (a signal handler, a trace or gc callback, a thread)
+that opens one (`open`, `os.open`, `torch.from_file`, `UntypedStorage.from_file`) is
+caught here.
+
 What it does NOT do: block anything (the sandbox does that); watch processes, ctypes or
 introspection while Triton's own launch machinery runs; see writes by native code it
 does not wrap (`torch.jit.save`, a C extension: the sandbox blocks them, unflagged).
@@ -29,8 +37,10 @@ on the trusted side).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 import torch
 
@@ -86,6 +96,42 @@ _FS_EVENTS = {
     "sqlite3.connect": ((0, None),),
 }  # fmt: skip
 _WRITES = frozenset({"open", "os.symlink", *_FS_EVENTS})
+
+
+_TAKING = [0]  # > 0 while the worker itself reads an input-set file (`taking_sets`)
+
+
+@contextlib.contextmanager
+def taking_sets() -> Iterator[None]:
+    """The worker's own read of its input-set files: not flagged."""
+    _TAKING[0] += 1
+    try:
+        yield
+    finally:
+        _TAKING[0] -= 1
+
+
+def _staged_set(path) -> str | None:
+    """`path` resolved, when it names a file in the work dir's `sets/` (None otherwise)."""
+    if not _AUDIT_ROOT or not isinstance(path, (str, bytes, os.PathLike)):
+        return None
+    full = os.path.realpath(os.fsdecode(path))
+    sets = os.path.join(os.path.realpath(_AUDIT_ROOT[0]), "sets")
+    return full if full.startswith(sets + os.sep) else None
+
+
+def _report_staged_read(what: str, path) -> None:
+    if _TAKING[0]:
+        return
+    try:
+        name = _staged_set(path)
+    except Exception:  # a check must never break the call it guards
+        return
+    if name:
+        audit_finding(
+            f"reference_access: read the input-set file {os.path.basename(name)} outside the "
+            f"worker's own read of it ({what}; docs/hacks.md #15)"
+        )
 
 
 def audit_finding(problem: str) -> None:
@@ -205,6 +251,8 @@ def _audit_hook(event: str, args: tuple) -> None:
             problem = _write_problem(event, args)
             if problem:
                 audit_finding(f"sandbox_violation: {problem}")
+            if event == "open" and args:
+                _report_staged_read("open", args[0])
         except Exception:  # an audit hook must never break the audited call
             pass
         return
@@ -242,13 +290,18 @@ def _path_arg(args: tuple, kwargs: dict, index: int, name: str):
     return args[index] if len(args) > index else kwargs.get(name)
 
 
-def _wrap_path_writer(what: str, index: int, name: str, shared: int | None = None):
+def _wrap_path_writer(
+    what: str, index: int, name: str, shared: int | None = None, reads: bool = False
+):
     """A wrapper for `what`, which writes at its path argument (`index` or `name`)
     without an audit event (native code); with `shared`, only when that argument (the
-    `shared=` of `from_file`) is true."""
+    `shared=` of `from_file`) is true. `reads`: it also reads there (a staged input-set
+    file read is reported)."""
 
     def make(original):
         def call(*args, **kwargs):
+            if reads:
+                _report_staged_read(what, _path_arg(args, kwargs, index, name))
             if shared is None or _path_arg(args, kwargs, shared, "shared"):
                 _report_write(what, _path_arg(args, kwargs, index, name), kwargs.get("dir_fd"))
             return original(*args, **kwargs)
@@ -278,13 +331,17 @@ def _install_write_hooks() -> None:
         for name in ("mkfifo", "mknod"):
             patch(module, name, _wrap_path_writer(f"os.{name}", 0, "path"))
     patch(torch._C, "PyTorchFileWriter", _wrap_path_writer("torch.save", 0, "file_name"))
-    patch(torch, "from_file", _wrap_path_writer("torch.from_file", 0, "filename", shared=1))
+    patch(
+        torch,
+        "from_file",
+        _wrap_path_writer("torch.from_file", 0, "filename", shared=1, reads=True),
+    )
     storage = torch.UntypedStorage
     bound = storage.from_file  # a classmethod of torch's C storage: kept bound
     patch(
         storage,
         "from_file",
-        lambda _: _wrap_path_writer("UntypedStorage.from_file", 0, "filename", 1)(bound),
+        lambda _: _wrap_path_writer("UntypedStorage.from_file", 0, "filename", 1, True)(bound),
     )
 
 

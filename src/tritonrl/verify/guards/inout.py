@@ -43,25 +43,57 @@ def _meta(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), t.stride(), t.dtype, t.device, t.data_ptr(), t.storage_offset())
 
 
-def snapshot_inputs(inputs: Any) -> list[_Saved]:
-    """Copies of the inputs to compare with after the call (docs/hacks.md #6, input mutation)."""
+def snapshot_inputs(inputs: Any, host: Any = None) -> list[_Saved]:
+    """Copies of the inputs to compare with after the call (docs/hacks.md #6, input mutation).
+
+    `host`: the inputs' source on the host, shaped like `inputs` (the data the worker
+    just copied onto the device). A device tensor whose source has its shape and dtype
+    is saved as that source, not as a clone on the device: a full-size problem's input
+    is GBs that the device would otherwise hold twice while the candidate runs."""
+    sources = [x for _, x in nested_leaves(host)] if host is not None else []
+    leaves = list(nested_leaves(inputs))
+    if len(sources) != len(leaves):
+        sources = [None] * len(leaves)
     saved = []
-    for path, x in nested_leaves(inputs):
+    for (path, x), src in zip(leaves, sources, strict=True):
         if isinstance(x, torch.Tensor):
-            saved.append(_Saved(path, x.detach().clone(), _meta(x)))
+            value = src if _host_copy_of(src, x) else x.detach().clone()
+            saved.append(_Saved(path, value, _meta(x)))
         else:
             saved.append(_Saved(path, copy.deepcopy(x), None))
     return saved
 
 
+def _host_copy_of(src: Any, x: torch.Tensor) -> bool:
+    """Can `src` stand for `x`'s values (same shape and dtype, on the host, `x` not)?"""
+    return (
+        isinstance(src, torch.Tensor)
+        and src.device.type == "cpu"
+        and x.device.type != "cpu"
+        and src.shape == x.shape
+        and src.dtype == x.dtype
+    )
+
+
+SAME_BITS_CHUNK = 64 << 20  # bytes compared at a time across devices
+
+
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equality; across devices a chunk at a time (`b` is never copied to
+    `a`'s device whole)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:
         return True
     a8 = a.detach().contiguous().reshape(-1).view(torch.uint8)
-    b8 = b.detach().contiguous().reshape(-1).view(torch.uint8).to(a8.device)
-    return bool(torch.equal(a8, b8))
+    b8 = b.detach().contiguous().reshape(-1).view(torch.uint8)
+    if a8.device == b8.device:
+        return bool(torch.equal(a8, b8))
+    for start in range(0, a8.numel(), SAME_BITS_CHUNK):
+        chunk = slice(start, start + SAME_BITS_CHUNK)
+        if not torch.equal(a8[chunk], b8[chunk].to(a8.device)):
+            return False
+    return True
 
 
 def inputs_mutated(snapshot: list[_Saved], inputs: Any) -> list[str]:
@@ -114,7 +146,7 @@ def refill_(inputs: Any, source: Any) -> Any:
     with torch.no_grad():
         for x, value in zip(targets, new, strict=True):
             if _refillable(x) and isinstance(value, torch.Tensor):
-                x.copy_(value.to(x.device))
+                x.copy_(value)  # straight from the host: no second copy on the device
     return inputs
 
 

@@ -1,0 +1,144 @@
+"""The pool's GPU-memory budget (`tritonrl.verify.budget`): reservations never pass the
+capacity, are served in order (a large job is not starved), a job larger than the budget
+runs alone, a waiter can be given up, nothing deadlocks; and a pool's lanes reserve their
+jobs' estimates from it. No CUDA needed: the budget is given in bytes (or MB to a pool).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from tritonrl.config import VerifyConfig
+from tritonrl.verify.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
+
+MB = 1 << 20
+
+
+def _run_all(budget: GpuBudget, sizes: list[int], hold_s: float = 0.01) -> dict:
+    """Each size reserved from its own thread, held `hold_s`; what was held at once."""
+    held, most, order = [0], [0], []
+    lock = threading.Lock()
+
+    def job(i: int, n: int) -> None:
+        with budget.reserve(n) as got:
+            with lock:
+                held[0] += got
+                most[0] = max(most[0], held[0])
+                order.append(i)
+            time.sleep(hold_s)
+            with lock:
+                held[0] -= got
+
+    threads = [threading.Thread(target=job, args=(i, n)) for i, n in enumerate(sizes)]
+    for t in threads:
+        t.start()
+        time.sleep(0.002)  # asked in this order
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a reservation never came (deadlock)"
+    return {"most": most[0], "order": order}
+
+
+def test_reservations_never_pass_the_capacity_and_all_are_served():
+    rng = random.Random(7)
+    budget = GpuBudget(100 * MB)
+    sizes = [rng.randint(1, 100) * MB for _ in range(60)]
+    seen = _run_all(budget, sizes, hold_s=0.005)
+    assert seen["most"] <= budget.capacity
+    assert sorted(seen["order"]) == list(range(60)) and budget.used() == 0
+    stats = budget.stats()
+    assert stats["reserved"] == 60 and stats["peak"] <= budget.capacity and stats["waited"] > 0
+
+
+def test_requests_are_served_in_order_so_a_large_one_is_not_starved():
+    # 70 MB asked for while small jobs keep coming: the small ones asked after it wait.
+    budget = GpuBudget(100 * MB)
+    seen = _run_all(budget, [40 * MB, 70 * MB] + [10 * MB] * 8, hold_s=0.05)
+    assert seen["order"][:2] == [0, 1], seen["order"]
+
+
+def test_a_job_larger_than_the_budget_runs_alone():
+    budget = GpuBudget(100 * MB)
+    inside = threading.Event()
+    others: list[int] = []
+
+    def big() -> None:
+        with budget.reserve(500 * MB) as got:
+            assert got == budget.capacity
+            inside.set()
+            time.sleep(0.1)
+            others.append(budget.used())
+
+    t = threading.Thread(target=big)
+    t.start()
+    assert inside.wait(5)
+    start = time.monotonic()
+    with budget.reserve(10 * MB):  # waits for the big one to end
+        assert time.monotonic() - start > 0.05
+    t.join()
+    assert others == [budget.capacity] and budget.stats()["alone"] == 1
+
+
+def test_a_waiter_given_up_raises_and_does_not_block_the_next():
+    budget = GpuBudget(100 * MB)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    with budget.reserve(80 * MB):
+
+        def waiter() -> None:
+            try:
+                with budget.reserve(50 * MB, cancelled=stop.is_set):
+                    pass
+            except BudgetCancelled as e:
+                errors.append(e)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.05)
+        stop.set()
+        t.join(5)
+        assert errors and not t.is_alive()
+        with budget.reserve(20 * MB):  # fits beside the 80: the cancelled one is gone
+            pass
+
+
+def test_nothing_needs_nothing():
+    budget = GpuBudget(1 * MB)
+    with budget.reserve(1 * MB), budget.reserve(0) as got:  # would wait if it counted
+        assert got == 0
+
+
+def test_capacity_comes_from_the_config():
+    assert capacity_for(VerifyConfig(gpu_memory_budget_mb=1500), None) == 1500 * MB
+    assert capacity_for(VerifyConfig(), None) is None  # a CPU pool: nothing to budget
+    assert budget_for("gpuX", 10 * MB) is budget_for("gpuX", 10 * MB)
+    with pytest.raises(ValueError, match="gpu_memory_fraction"):
+        VerifyConfig(gpu_memory_fraction=0)
+    with pytest.raises(ValueError, match="gpu_memory_factor"):
+        VerifyConfig(gpu_memory_factor=0)
+
+
+def test_a_pools_lanes_reserve_their_jobs_and_wait_for_room():
+    # Each job's estimate is the worker's base (1 GB) plus a few KB: a budget of 1.5 GB
+    # holds one at a time, so two lanes take turns; one of 0.5 GB is smaller than every
+    # job, which then runs alone. Every verdict comes, and equals a lone verify's.
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify import verify
+    from tritonrl.verify.pool import VerifierPool
+
+    task = load_builtin("level1/1_ReLU").tasks[0]
+    wrong = task.solution.replace("tl.maximum(x, 0.0)", "x")
+    alone = verify(task, wrong, VerifyConfig(device="cpu"))
+    for budget_mb, alone_jobs in ((1536, 0), (512, 3)):
+        config = VerifyConfig(device="cpu", gpu_memory_budget_mb=budget_mb)
+        with VerifierPool(config, workers=2) as pool:
+            results = pool.verify_many([(task, task.solution), (task, wrong), (task, wrong + " ")])
+            stats = pool.budgets[0].stats()
+        assert [r.correct for r in results] == [True, False, False]
+        assert results[1].error.split(":")[0] == alone.error.split(":")[0] == "input set tiny"
+        assert stats["reserved"] == 3 and stats["peak"] <= budget_mb * MB, stats
+        assert stats["alone"] == alone_jobs and stats["waited"] >= 1, stats
