@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from tritonrl.config import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run, RunError
+from tritonrl.runs.checkpoint import seal
 from tritonrl.tasks import load_builtin
 from tritonrl.verify.pool import close_shared_pools
 
@@ -198,6 +199,7 @@ def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, 
     state = json.loads(state_file.read_text())
     state["share"] = 0.3
     state_file.write_text(json.dumps(state))
+    seal(checkpoint)  # an edited file breaks the seal, and resume would take an older one
     from tritonrl.config_loader import override_config
     from tritonrl.train.rl import run_rl
 

@@ -74,8 +74,19 @@ def host_processes_with(token: str) -> list[int]:
     return found
 
 
+_EARLIER: set[str] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children() -> None:
+    """Children this process had before the test (a session's S3 server) are not its own."""
+    _EARLIER.clear()
+    _EARLIER.update(line.split()[0] for line in my_children())
+
+
 def my_children() -> list[str]:
-    """Lines 'pid state' of this process's children (zombies included)."""
+    """Lines 'pid state' of this process's children (zombies included), except those
+    it had before the test began."""
     children = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -85,7 +96,7 @@ def my_children() -> list[str]:
         except OSError:
             continue
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if fields.get("PPid", "").strip() == str(os.getpid()):
+        if fields.get("PPid", "").strip() == str(os.getpid()) and entry.name not in _EARLIER:
             children.append(f"{entry.name} {fields.get('State', '?').strip()}")
     return children
 
