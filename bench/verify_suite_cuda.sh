@@ -3,7 +3,7 @@
 #
 #   bash bench/verify_suite_cuda.sh STAGE ...
 #
-# STAGE: check, tests, timing, pool, noise, noise-graphs, contention, throughput,
+# STAGE: check, tests, gpu, timing, pool, noise, noise-graphs, contention, throughput,
 #        startup, scaling, lanes, jobcpu, contexts, churn, hostile, sft, launch, batch,
 #        kbfull (in the order given).
 #
@@ -41,6 +41,9 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     tests)
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_funnel.py \
         tests/verify/test_adapters.py 2>&1 | tee "$OUT/pytest_funnel_cuda.txt" | tail -15 || rc=1 ;;
+    gpu)  # every gpu-marked verifier test
+      python3 -m pytest -v --durations=15 -p no:cacheprovider -m gpu tests/verify 2>&1 \
+        | tee "$OUT/pytest_gpu_cuda.txt" | tail -25 || rc=1 ;;
     timing)
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_timing.py ${TIMING_K:+-k "$TIMING_K"} 2>&1 \
         | tee "$OUT/pytest_timing_cuda.txt" | tail -25 || rc=1 ;;

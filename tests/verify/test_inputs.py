@@ -7,7 +7,7 @@ import threading
 import torch
 
 from tritonrl.config import VerifyConfig
-from tritonrl.tasks.loaders import load_builtin
+from tritonrl.tasks.loaders import load_builtin, load_source
 from tritonrl.verify import refcache
 from tritonrl.verify.funnel import prepare
 from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
@@ -86,3 +86,43 @@ def test_timing_check_set_keeps_the_main_sets_parameters():
     check = prepare_set(task, timing_check_set(main.spec), "cpu", model_state=main.state_dict)
     for k, v in main.state_dict.items():
         assert torch.equal(v, check.state_dict[k])
+
+
+LOG_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.log(x)
+
+
+batch_size = 4
+dim = 64
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim) + 0.1]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_shifted_set_the_reference_cannot_take_is_the_drawn_set_scaled(tmp_path):
+    """A shifted set flips signs; log(x) of a negative is NaN, so the set falls back to
+    the same draw times 3 (the drawn inputs are redrawn from the seed, not kept beside
+    the shifted ones: on a GPU a full-size set is then held twice, not three times)."""
+    path = tmp_path / "1_Log.py"
+    path.write_text(LOG_TASK)
+    task = load_source(str(path)).tasks[0]
+    plain = prepare_set(task, InputSet("seed_b", "small", 11), "cpu")
+    shifted = prepare_set(task, InputSet("shifted", "small", 11, shift=True), "cpu")
+    assert shifted.note and "x3" in shifted.note
+    assert torch.equal(shifted.inputs[0], plain.inputs[0] * 3.0)
+    assert torch.allclose(shifted.expected, torch.log(plain.inputs[0] * 3.0))
+    assert torch.isfinite(shifted.expected).all()

@@ -57,7 +57,6 @@ from tritonrl.verify.inputs import (
 from tritonrl.verify.job import (
     Staging,
     call,
-    data_bytes,
     file_mb_for,
     gate_shared,
     shared,
@@ -71,7 +70,7 @@ from tritonrl.verify.static import static_check
 from tritonrl.verify.timing_phase import not_timed, time_phase
 
 log = logging.getLogger(__name__)
-BIG_SET_BYTES = 256 << 20  # a set this large leaves the trusted side's CUDA cache emptied
+BIG_SET_BYTES = 256 << 20  # the trusted side's CUDA cache unused beyond this is given back
 # A refill set's wrong outputs that hold the refilled set's answer in at least this share
 # of the elements where the two answers differ are a stale cached result (output_caching);
 # a kernel that computes the new inputs, however inexactly, holds it in almost none.
@@ -194,10 +193,16 @@ def _prepare(prepared: Prepared, candidate, gpu_gate: GpuGate | None) -> None:
                 task, timing_check_set(seed_a.spec), result.device, gpu, seed_a.state_dict
             )
     prepared.code, prepared.sets, prepared.check = code, sets, check
-    if result.device == "cuda" and any(data_bytes(s.expected) > BIG_SET_BYTES for s in sets):
+    if result.device == "cuda" and unused_cuda_cache() > BIG_SET_BYTES:
         # The reference's passes of a full-size problem left GBs in this process's CUDA
-        # cache, which the candidate's worker needs on the same GPU.
+        # cache (inputs drawn and cloned, however small the output), which the
+        # candidate's worker needs on the same GPU.
         torch.cuda.empty_cache()
+
+
+def unused_cuda_cache() -> int:
+    """Bytes this process's CUDA caching allocator holds and no tensor uses."""
+    return torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
 
 
 def _run_prepared(prepared: Prepared, sessions: SessionFactory | None = None) -> None:

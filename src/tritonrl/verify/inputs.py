@@ -203,12 +203,15 @@ def prepare_set(
         inputs = _draw_inputs(inst, spec, device)
     note = None
     if spec.shift:
-        shifted = _float_tensors_map(inputs, _shift)
+        # the drawn inputs go before the reference's pass, which clones its arguments: a
+        # full-size problem's set is then on the device twice, not three times
+        inputs = _float_tensors_map(inputs, _shift)
         with gpu():
-            expected = _forward(model.to(device), shifted)
-        if _finite(expected):
-            inputs = shifted
-        else:  # e.g. log/sqrt tasks: keep the signs, change magnitudes only
+            expected = _forward(model.to(device), inputs)
+        if not _finite(expected):  # e.g. log/sqrt tasks: keep the signs, scale magnitudes
+            del inputs, expected
+            with gpu() if device == "cuda" else contextlib.nullcontext(), TRUSTED_LOCK:
+                inputs = _draw_inputs(inst, spec, device)  # the same draw: the same seed
             inputs = _float_tensors_map(inputs, lambda t: t * 3.0)
             note = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
             with TRUSTED_LOCK:  # a fresh model: the first forward may have changed its state
