@@ -41,9 +41,12 @@ for r in bad: print('FAIL', r['task'], r['error'])" ;;
     tests)
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_funnel.py \
         tests/verify/test_adapters.py 2>&1 | tee "$OUT/pytest_funnel_cuda.txt" | tail -15 || rc=1 ;;
-    gpu)  # every gpu-marked verifier test
-      python3 -m pytest -v --durations=15 -p no:cacheprovider -m gpu tests/verify 2>&1 \
-        | tee "$OUT/pytest_gpu_cuda.txt" | tail -25 || rc=1 ;;
+    gpu)  # every gpu-marked verifier test, a file at a time (each file's failures are
+      # printed when it ends; GPU_TEST_TIMEOUT seconds a file, 300 by default)
+      for f in $(grep -l "mark.gpu\|^gpu = pytest.mark.gpu" tests/verify/test_*.py); do
+        timeout "${GPU_TEST_TIMEOUT:-300}" python3 -m pytest -v --tb=short --durations=5 \
+          -p no:cacheprovider -m gpu "$f" 2>&1 | tee -a "$OUT/pytest_gpu_cuda.txt" | tail -8 || rc=1
+      done ;;
     timing)
       python3 -m pytest -q -p no:cacheprovider tests/verify/test_timing.py ${TIMING_K:+-k "$TIMING_K"} 2>&1 \
         | tee "$OUT/pytest_timing_cuda.txt" | tail -25 || rc=1 ;;
