@@ -30,6 +30,8 @@ from pathlib import Path
 
 ACCESS_KEY = "tritonrl-test"
 SECRET_KEY = "tritonrl-test-secret"
+READER_KEY = "tritonrl-reader"  # a key that may list and read, never write
+READER_SECRET = "tritonrl-reader-secret"
 
 
 def _weed() -> str:
@@ -94,6 +96,10 @@ class S3Server:
             "name": "test",
             "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
             "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }, {
+            "name": "reader",
+            "credentials": [{"accessKey": READER_KEY, "secretKey": READER_SECRET}],
+            "actions": ["Read", "List"],
         }]}))  # fmt: skip
         master, volume, filer, s3 = _ports(4)
         cmd = [

@@ -103,3 +103,36 @@ def test_the_readme_pipeline_on_the_embedded_default(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     for stage in ("prepare", "tiny_model", "sft", "rl", "eval"):
         assert f"{stage}: done, skipped" in again.stdout
+
+
+def test_a_stopped_stage_says_how_to_go_on_and_a_failed_one_names_its_failure(tmp_path):
+    from tritonrl.pipeline import StageFailed
+
+    log = tmp_path / "sft.log"
+    stopped = StageFailed("sft", log, 143)
+    assert stopped.stopped and "stopped by SIGTERM" in str(stopped) and "failed" not in str(stopped)
+    assert "same pipeline command" in str(stopped) and str(log) in str(stopped)
+    assert StageFailed("rl", log, 130).stopped
+    failed = StageFailed("sft", log, 1)
+    assert not failed.stopped and str(failed) == f"stage sft failed (exit 1); its log: {log}"
+
+
+def test_the_pipeline_says_when_its_store_does_not_hold_the_last_state(tmp_path):
+    """The final sync's failure (recorded by the real sync in RUN/.sync/status.json)
+    is named, with the store, the error and how to push again; a good push clears it."""
+    from tritonrl.pipeline import _unsynced
+    from tritonrl.runs import Run
+    from tritonrl.runs.sync import StoreSync
+
+    run = Run.create(tmp_path / "demo", {"x": 1})
+    assert _unsynced(run.path) is None  # no store: nothing to say
+    blocker = tmp_path / "store"
+    blocker.write_text("a file where the store's folder should be")
+    url = (blocker / "demo").as_uri()
+    run.set_fields(store=url)
+    assert not StoreSync(run.path, url, 0).sync_now()
+    said = _unsynced(run.path)
+    assert said and url in said and "last sync: never" in said and "again to push" in said
+    blocker.unlink()
+    assert StoreSync(run.path, url, 0).sync_now()
+    assert _unsynced(run.path) is None

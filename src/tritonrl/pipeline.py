@@ -47,10 +47,26 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 STAGES = ("prepare", "tiny_model", "sft", "rl", "eval", "report")
 
 
+# A stage's exit when it was asked to stop (it checkpointed and synced first).
+STOPPED = {130: "SIGINT", 143: "SIGTERM or a spot notice"}
+
+
 class StageFailed(RuntimeError):
+    """A stage's process ended non-zero: failed, or stopped (`STOPPED`: it checkpointed
+    and synced first, and the same pipeline command goes on from there)."""
+
     def __init__(self, stage: str, log: Path, code: int):
-        super().__init__(f"stage {stage} failed (exit {code}); its log: {log}")
+        if code in STOPPED:
+            text = (
+                f"stage {stage} stopped by {STOPPED[code]} after its checkpoint (exit {code}); "
+                "run the same pipeline command to go on from it, or `tritonrl resume --store "
+                f"URL` on another machine; its log: {log}"
+            )
+        else:
+            text = f"stage {stage} failed (exit {code}); its log: {log}"
+        super().__init__(text)
         self.stage, self.log, self.code = stage, log, code
+        self.stopped = code in STOPPED
 
 
 def _command(stage: str, run_dir: Path, config, argv: list[str]) -> list[str]:
@@ -157,7 +173,7 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
     if url:
         from tritonrl.runs.store import open_store
 
-        open_store(url)  # unreachable: an error naming the URL, before any stage runs
+        open_store(url, write=True)  # unreachable or read-only: an error, before any stage
         if run.store != url:
             run.set_fields(store=url)
     if run.data.get("driver") != "pipeline":
@@ -234,10 +250,30 @@ def pipeline(
     except StageFailed as e:
         err.print(f"[red]pipeline stopped:[/red] {escape(str(e))}")
         tail = e.log.read_text(errors="replace").splitlines()[-15:] if e.log.is_file() else []
-        for line in tail:
+        for line in [] if e.stopped else tail:
             err.print(f"  {escape(line)}")
         raise typer.Exit(e.code if e.code > 128 else 2 if e.code == 2 else 1) from None
     out.print(f"pipeline done: report in {report}", markup=False)
+    unsynced = _unsynced(run_dir)
+    if unsynced:
+        err.print(f"[red]error:[/red] {escape(unsynced)}")
+        raise typer.Exit(1)
+
+
+def _unsynced(run_dir: Path) -> str | None:
+    """Why the run's store does not hold its last state, when it has one and its last
+    push failed (the final sync is the pipeline's last step); None otherwise."""
+    from tritonrl.runs import Run
+    from tritonrl.runs.sync import store_status
+
+    url = Run.open(run_dir).store
+    status = store_status(run_dir) if url else None
+    if not url or not status or not status.get("last_error"):  # cleared by a good push
+        return None
+    last_sync = (status.get("last_sync") or {}).get("at")
+    return (f"the store {url} does not hold the run's last state (last sync: "
+            f"{last_sync or 'never'}; last error: {status['last_error']['error']}); the run "
+            f"is complete here: run the same pipeline command again to push it")  # fmt: skip
 
 
 def report(

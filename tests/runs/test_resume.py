@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from s3server import READER_KEY, READER_SECRET
+
 pytestmark = pytest.mark.slow  # trains the tiny model on the CPU
 
 
@@ -168,17 +170,23 @@ def test_a_spot_notice_checkpoints_syncs_and_exits_then_resume_goes_on_from_that
     assert status["resumed_from"]["stage"] == "sft" and status["resumed_from"]["step"] == step
 
 
+@pytest.mark.parametrize("problem", ["missing bucket", "read-only key"])
 @pytest.mark.parametrize("command", ["pipeline", "sft"])
 def test_a_store_that_cannot_be_reached_stops_the_command_before_any_stage(
-    s3, s3_bucket, env, tmp_path, command
+    s3, s3_bucket, env, tmp_path, command, problem
 ):
-    store = f"s3://{s3_bucket}-missing/runs"  # the endpoint answers; the bucket is not there
+    if problem == "missing bucket":  # the endpoint answers; the bucket is not there
+        store, said = f"s3://{s3_bucket}-missing/runs", "does not exist"
+    else:  # the bucket lists, but the key may not write: no checkpoint would ever sync
+        store, said = f"s3://{s3_bucket}/runs", "can be read but not written"
+        env = {**env, "AWS_ACCESS_KEY_ID": READER_KEY, "AWS_SECRET_ACCESS_KEY": READER_SECRET}
     run_dir = tmp_path / "run"
     args = (["pipeline", "--run-dir", str(run_dir), "--store", store] if command == "pipeline"
             else ["sft", "--run", str(run_dir), "--run.store", store])  # fmt: skip
     r = _tritonrl(*args, env=env, timeout=120)
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert store in r.stderr and "AWS_ENDPOINT_URL" in r.stderr and "Traceback" not in r.stderr
+    assert said in r.stderr, r.stderr[-2000:]
     manifest = run_dir / "manifest.json"
     stages = json.loads(manifest.read_text())["stages"] if manifest.exists() else {}
     assert all(s["status"] == "pending" for s in stages.values()), stages

@@ -78,7 +78,7 @@ def stage_services(run: Run, config, stop=None) -> Iterator[object | None]:
             from tritonrl.runs.store import open_store
             from tritonrl.runs.sync import StoreSync
 
-            open_store(url)  # unreachable: StoreError naming the URL and the variables
+            open_store(url, write=True)  # unreachable or read-only: StoreError naming why
             if run.store != url:
                 run.set_fields(store=url)
             sync = stack.enter_context(StoreSync(run.path, url, config.run.sync_interval_s))

@@ -77,7 +77,7 @@ def restore(store_url: str, run_dir: str | Path | None) -> tuple[Run, list]:
     already there; and the checkpoints the fetch skipped, with why."""
     from tritonrl.runs.store import open_store, pull
 
-    open_store(store_url)
+    open_store(store_url, write=True)  # the resumed run syncs there
     url = run_url(store_url)
     run_dir = Path(run_dir) if run_dir else Path("runs") / url.rstrip("/").rsplit("/", 1)[-1]
     if (run_dir / MANIFEST).exists():

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 SYNC_DIR = ".sync"  # in the run dir: the sync's own records, never uploaded
 STATE = "state.json"
 PUSH_LOCK = "push.lock"
+PROBE = ".tritonrl-write-probe"  # the object `Store.probe_write` writes and deletes
 CREDENTIALS = {  # what to check when a store cannot be reached, by protocol
     "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, "
     "AWS_ENDPOINT_URL (a non-AWS S3 server), AWS_DEFAULT_REGION",
@@ -198,7 +199,21 @@ class Store:
         except FileNotFoundError:
             raise FileNotFoundError(f"bucket {bucket!r} does not exist (create it first)") from None
         except PermissionError:
-            pass  # a key scoped to the prefix may not list the bucket; writes will tell
+            pass  # a key scoped to the prefix may not list the bucket; the write probe tells
+
+    def probe_write(self) -> None:
+        """Raise (any exception) unless an object can be written under the root, read
+        back and deleted: a store that lists but refuses writes (a read-only key, a
+        bucket encryption the server cannot serve) would otherwise take no checkpoint."""
+        path = self.path(f"{PROBE}-{os.getpid()}-{time.time_ns()}")
+        body = b"tritonrl write probe\n"
+        self.fs.pipe_file(path, body)
+        try:
+            if self.fs.cat_file(path) != body:
+                raise OSError(f"{path} read back other bytes than were written")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(path)
 
 
 @contextlib.contextmanager
@@ -214,9 +229,10 @@ def _beside(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-def open_store(url: str) -> Store:
-    """The store at `url` (an fsspec URL or a local path), checked to be reachable; a
-    `StoreError` naming the URL and the variables or package to check if not."""
+def open_store(url: str, write: bool = False) -> Store:
+    """The store at `url` (an fsspec URL or a local path), checked to be reachable, and
+    with `write` to take an object (`Store.probe_write`); a `StoreError` naming the URL
+    and the variables or package to check if not."""
     import fsspec.core
 
     url = _normal(url)
@@ -235,6 +251,15 @@ def open_store(url: str) -> Store:
         store.probe()
     except Exception as e:
         raise StoreError(f"cannot reach the store {url}: {_short(e)}; {_hint(url)}") from None
+    if write:
+        try:
+            store.probe_write()
+        except Exception as e:
+            raise StoreError(
+                f"the store {url} can be read but not written: {_short(e)}; {_hint(url)}, "
+                "that they may write there (s3:PutObject, s3:DeleteObject), and that the "
+                "bucket's default encryption is one the server supports"
+            ) from None
     return store
 
 
