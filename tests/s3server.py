@@ -109,8 +109,11 @@ class S3Server:
             "-master.volumeSizeLimitMB=64", "-volume.max=200",
             "-s3.port.iceberg=0", "-s3.port.lance=0",  # fixed ports: two servers would clash
         ]  # fmt: skip
+        # SSE-S3 needs a key on SeaweedFS (buckets with default encryption refuse writes
+        # without one, as `bucket create`'s write test shows); SSE-KMS has no provider here.
+        env = {**os.environ, "WEED_S3_SSE_KEY": "tritonrl-test-sse-key"}
         with open(self.root / "weed.log", "wb") as log:  # the child keeps its own copy
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)  # fmt: skip
         self.endpoint = f"http://127.0.0.1:{s3}"
         deadline = time.monotonic() + 60

@@ -12,11 +12,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from s3server import READER_KEY, READER_SECRET
 from tritonrl.runs.bucket import (
     NOT_SUPPORTED,
     RULE_ID,
     BucketError,
     check_name,
+    check_writes,
     create_bucket,
     lifecycle_rule,
     register,
@@ -221,3 +223,34 @@ def test_the_command_prints_each_step_and_exits_0_then_1_on_an_error(name, monke
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     r = CliRunner().invoke(app, ["bucket", "create", name], terminal_width=200)
     assert r.exit_code == 1 and "error:" in r.output and "AWS_SECRET_ACCESS_KEY" in r.output
+    assert "bucket ready" not in r.output
+
+
+def test_a_bucket_whose_encryption_the_server_cannot_serve_is_not_called_ready(name):
+    """The settings go through, but no object can go in: SSE-KMS, which this server
+    cannot serve (it has no KMS). An error naming the write test and why, the steps
+    shown, and "bucket ready" never printed."""
+    r = CliRunner().invoke(_cli(), ["bucket", "create", name, "--kms-key", KMS_KEY],
+                           terminal_width=200)  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert "encryption: SSE-KMS" in r.output and "error: write test:" in r.output, r.output
+    assert "encryption may be one this server cannot serve" in r.output
+    assert "bucket ready" not in r.output
+
+
+def test_the_write_test_names_the_permission_a_read_only_key_lacks(s3, name):
+    """A bucket set up by a key that may write; the write test with a key that may only
+    read and list names the permission it lacks."""
+    import boto3
+
+    r = CliRunner().invoke(_cli(), ["bucket", "create", name], terminal_width=200)
+    assert r.exit_code == 0 and "write test: an object written" in r.output, r.output
+    reader = boto3.client(
+        "s3", endpoint_url=s3.endpoint, region_name="us-east-1",
+        aws_access_key_id=READER_KEY, aws_secret_access_key=READER_SECRET,
+    )  # fmt: skip
+    with pytest.raises(BucketError) as e:
+        check_writes(name, client=reader)
+    assert "write test: access denied" in str(e.value) and "s3:PutObject" in str(e.value)
+    assert check_writes(name, client=s3.client()).startswith("an object written")
+    assert s3.client().list_objects_v2(Bucket=name).get("KeyCount", 0) == 0  # nothing left

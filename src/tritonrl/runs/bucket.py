@@ -12,7 +12,8 @@ can be recovered), default encryption (SSE-S3 AES256, or SSE-KMS with `--kms-key
 bucket key on; a bucket already on KMS is kept on it), a lifecycle rule
 `tritonrl-noncurrent-versions` (noncurrent versions expire after 30 days, their leftover
 delete markers go, incomplete multipart uploads are aborted after 7 days; the bucket's
-other rules are kept), and all four public access blocks on.
+other rules are kept), and all four public access blocks on. Then `bucket create` writes,
+reads back and deletes one object (`check_writes`): "bucket ready" only when that works.
 
 Credentials, region and endpoint come from the standard AWS variables (AWS_ENDPOINT_URL
 for a non-AWS S3 server). A step the store answers NotImplemented (SeaweedFS does for the
@@ -28,6 +29,7 @@ rules, an existing KMS encryption), except its own lifecycle rule, which it rewr
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from collections.abc import Callable
@@ -51,7 +53,9 @@ PERMISSIONS = {
     "encryption": ("s3:PutEncryptionConfiguration", "s3:GetEncryptionConfiguration"),
     "lifecycle": ("s3:PutLifecycleConfiguration", "s3:GetLifecycleConfiguration"),
     "public access block": ("s3:PutBucketPublicAccessBlock", "s3:GetBucketPublicAccessBlock"),
+    "write test": ("s3:PutObject", "s3:GetObject"),
 }
+PROBE = ".tritonrl-write-probe"  # the object the write test writes, reads and deletes
 _DENIED = {"AccessDenied", "AllAccessDisabled", "403", "Forbidden"}
 _BAD_CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
                     "InvalidToken", "TokenRefreshRequired", "InvalidClientTokenId"}  # fmt: skip
@@ -326,6 +330,36 @@ def create_bucket(
     return steps
 
 
+def check_writes(name: str, region: str | None = None, client=None) -> str:
+    """Write an object to bucket `name` with its settings, read it back and delete it
+    (the version too): a bucket is fit for runs only when a checkpoint can go in (a
+    default encryption the server cannot serve refuses every write). The outcome, or a
+    BucketError naming the refusal."""
+    import uuid
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = client if client is not None else _client(region)
+    key, body = f"{PROBE}-{uuid.uuid4().hex}", b"tritonrl write test\n"
+    try:
+        put = client.put_object(Bucket=name, Key=key, Body=body)
+        try:
+            if client.get_object(Bucket=name, Key=key)["Body"].read() != body:
+                raise BucketError("write test: the object read back is not what was written")
+        finally:
+            version = {"VersionId": put["VersionId"]} if put.get("VersionId") else {}
+            with contextlib.suppress(ClientError):  # may write, may not delete: writes count
+                client.delete_object(Bucket=name, Key=key, **version)
+    except ClientError as e:
+        why = _explain("write test", name, e)
+        if _code(e) not in _DENIED | _BAD_CREDENTIALS:
+            why += " (the bucket's default encryption may be one this server cannot serve)"
+        raise BucketError(why) from None
+    except BotoCoreError as e:
+        raise BucketError(f"write test: {e} (endpoint {client.meta.endpoint_url})") from None
+    return "an object written, read back and deleted"
+
+
 # -- the command ------------------------------------------------------------------------
 
 out = Console(highlight=False, soft_wrap=True)
@@ -352,10 +386,13 @@ def create(
     """A bucket for run stores: versioning, encryption, lifecycle, no public access.
 
     An existing bucket is brought up to date; running it again changes nothing."""
+    steps: list[tuple[str, str]] = []
     try:
         steps = create_bucket(name, region=region, kms_key=kms_key)
+        steps.append(("write test", check_writes(check_name(name), region)))
     except (BucketError, ValueError) as e:
-        _show(getattr(e, "steps", []))
+        steps = getattr(e, "steps", None) or steps
+        _show(steps)
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     _show(steps)
