@@ -13,7 +13,7 @@ from tritonrl.verify.pool import close_shared_pools
 @pytest.fixture
 def server():
     """The base URL of a running Teacher (http://127.0.0.1:PORT/v1)."""
-    Teacher.calls = []
+    Teacher.calls, Teacher.bodies, Teacher.chars_per_token = [], [], 0
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Teacher)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"

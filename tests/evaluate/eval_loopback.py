@@ -18,19 +18,25 @@ class Teacher(BaseHTTPRequestHandler):
     prose for anything else. `calls` records (path, model) of every request."""
 
     calls: list = []
+    bodies: list = []  # every request's body
+    chars_per_token = 0  # > 0: honour max_tokens, cutting the answer (finish_reason "length")
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = body["messages"][-1]["content"]
         Teacher.calls.append((self.path, body["model"]))
+        Teacher.bodies.append(body)
         if OTHERS[0].source.strip() in prompt:
             text = f"```python\n{OTHERS[0].solution}```"
         elif RELU.source.strip() in prompt:
             text = CHEAT
         else:
             text = "I cannot write this kernel."
+        finish, room = "stop", self.chars_per_token * body.get("max_tokens", 0)
+        if self.chars_per_token and len(text) > room:
+            text, finish = text[:room], "length"
         answer = {"choices": [{"message": {"role": "assistant", "content": text},
-                               "finish_reason": "stop"}]}  # fmt: skip
+                               "finish_reason": finish}]}  # fmt: skip
         data = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -34,7 +34,9 @@ def test_the_tiny_run_on_two_builtin_tasks(evals):
     assert o["n"] == 4 and set(summary["metrics"]["levels"]) == {"1"}
     assert {"pass@1", "pass@2", "valid", "compiled", "correct", "flags"} <= set(o)
     assert o["fast_1"] is None and summary["versions"] and summary["config"]["verify"]
-    assert len((out / "samples.jsonl").read_text().splitlines()) == 4
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(isinstance(row["truncated"], bool) for row in rows)
+    assert summary["truncated"] == sum(row["truncated"] for row in rows)
     assert "eval of run/sft: 2 tasks x 2" in r.output and "note: " in r.output
 
 
@@ -71,3 +73,37 @@ def test_compare_puts_evaluations_side_by_side(evals, server, tmp_path):
     assert rows[str(out)]["n"] == 4 and rows[str(out)]["correct L1"] == 0.0
     r = CliRunner().invoke(app, ["eval", "--compare", str(tmp_path)])
     assert r.exit_code == 2 and "no summary.json" in r.output
+
+
+def test_an_api_model_gets_room_to_answer_and_cut_answers_are_counted(server, tmp_path):
+    """The config's completion length is its own model's (64 tokens in tiny-cpu): an
+    openai: model gets API_MAX_TOKENS unless --max-tokens says otherwise, and answers the
+    server cut at the limit (finish_reason "length") are marked, counted and warned of."""
+    from eval_loopback import Teacher
+
+    from tritonrl.evaluate.commands import API_MAX_TOKENS
+
+    Teacher.chars_per_token = 4  # this server honours max_tokens
+    args = ["eval", "--model", f"openai:teacher@{server}", "--tasks", "builtin:level1/1_ReLU",
+            "--verify.device", "cpu"]  # fmt: skip
+    r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "room")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert [b["max_tokens"] for b in Teacher.bodies] == [API_MAX_TOKENS]
+    summary = json.loads((tmp_path / "room" / "summary.json").read_text())
+    assert summary["truncated"] == 0 and "token limit" not in r.output
+    assert summary["config"]["max_completion_length"] == API_MAX_TOKENS
+    assert summary["metrics"]["overall"]["flagged"] == 1  # the whole cheat came back
+
+    out = tmp_path / "cut"
+    r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--out", str(out)],
+                           terminal_width=200)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert Teacher.bodies[-1]["max_tokens"] == 8
+    (row,) = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert row["truncated"] and len(row["completion"]) == 32
+    assert json.loads((out / "summary.json").read_text())["truncated"] == 1
+    assert "1 of 1 answers stopped at the token limit (8 new tokens)" in r.output
+    assert "--max-tokens" in r.output
+    r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--rl.max_completion_length", "9",
+                                 "--out", str(tmp_path / "both")])  # fmt: skip
+    assert r.exit_code == 2 and "give one of them" in r.output

@@ -14,8 +14,11 @@ run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
 endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
 
 Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`;
-at most `rl.max_completion_length` new tokens. Local models see the tokenizer's chat
-template (plain turns without one); API models get the messages.
+at most `rl.max_completion_length` new tokens (`tritonrl eval --max-tokens`). Local
+models see the tokenizer's chat template (plain turns without one); API models get the
+messages. `generate` also says of each answer whether it stopped at that limit
+(`Answer.truncated`: a local answer that ends in neither EOS nor padding, an API or vLLM
+answer whose finish_reason is "length"); `answers` gives the texts alone.
 
 vLLM: with `backend="vllm"` (or "auto" on CUDA when `import vllm` works) a full model
 directory generates through `vllm.LLM`. That path is small and is not tested here (no
@@ -33,6 +36,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 from tritonrl.config import Config
 
@@ -41,7 +45,22 @@ API_IN_FLIGHT = 8  # concurrent requests to an OpenAI-compatible endpoint
 BACKENDS = ("auto", "transformers", "vllm")
 
 
-class LocalModel:
+class Answer(NamedTuple):
+    text: str
+    truncated: bool  # it stopped at the token limit, not by itself
+
+
+class _Answers:
+    """`answers`, the texts of `generate` (which each model defines)."""
+
+    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
+        raise NotImplementedError
+
+    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+        return [[a.text for a in answers] for answers in self.generate(prompts, n, config)]
+
+
+class LocalModel(_Answers):
     """A transformers model on this machine, generating a batch of prompts at once."""
 
     def __init__(self, model, tokenizer, name: str):
@@ -61,7 +80,7 @@ class LocalModel:
             messages, tokenize=False, add_generation_prompt=True
         )
 
-    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
         import torch
 
         texts = [self._text(p) for p in prompts]
@@ -73,12 +92,17 @@ class LocalModel:
             ids = self.model.generate(**batch, **sampling, num_return_sequences=n,
                                       max_new_tokens=config.rl.max_completion_length,
                                       pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
-        done = self.tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :],
-                                           skip_special_tokens=True)  # fmt: skip
-        return [done[i * n : (i + 1) * n] for i in range(len(prompts))]
+        new = ids[:, batch["input_ids"].shape[1] :]
+        done = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        # A sequence that ended by itself has EOS or padding last (ended early in a batch).
+        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id}
+        cut = [new.shape[1] >= config.rl.max_completion_length and int(row[-1]) not in ends
+               for row in new]  # fmt: skip
+        answers = [Answer(t, c) for t, c in zip(done, cut, strict=True)]
+        return [answers[i * n : (i + 1) * n] for i in range(len(prompts))]
 
 
-class VllmModel:
+class VllmModel(_Answers):
     """A full model directory served by vLLM in this process (CUDA; not tested here)."""
 
     def __init__(self, path: Path, name: str):
@@ -86,16 +110,17 @@ class VllmModel:
 
         self.llm, self.name = LLM(model=str(path)), name
 
-    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
         from vllm import SamplingParams
 
         params = SamplingParams(n=n, temperature=config.rl.temperature if n > 1 else 0.0,
                                 max_tokens=config.rl.max_completion_length)  # fmt: skip
         outputs = self.llm.chat(prompts, params, use_tqdm=False)
-        return [[c.text for c in o.outputs] for o in outputs]
+        return [[Answer(c.text, c.finish_reason == "length") for c in o.outputs]
+                for o in outputs]  # fmt: skip
 
 
-class ApiModel:
+class ApiModel(_Answers):
     """An OpenAI-compatible chat endpoint (`openai:MODEL@URL`), a few requests in flight."""
 
     def __init__(self, model: str, url: str):
@@ -105,13 +130,15 @@ class ApiModel:
         self.client = ChatClient(url, model, api_key=os.environ.get("OPENAI_API_KEY"),
                                  rate_limit_per_s=None)  # fmt: skip
 
-    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
+    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
         params = {"max_tokens": config.rl.max_completion_length,
                   "temperature": config.rl.temperature if n > 1 else 0.0}  # fmt: skip
         with ThreadPoolExecutor(API_IN_FLIGHT) as pool:
             jobs = [[pool.submit(self.client.chat, p, **params) for _ in range(n)]
                     for p in prompts]  # fmt: skip
-            return [[j.result()["content"] or "" for j in js] for js in jobs]
+            replies = [[j.result() for j in js] for js in jobs]
+        return [[Answer(r["content"] or "", r.get("finish_reason") == "length") for r in rs]
+                for rs in replies]  # fmt: skip
 
 
 def _api_spec(spec: str) -> tuple[str, str]:

@@ -6,15 +6,19 @@
     tritonrl eval --compare evals/base evals/sft evals/rl [--json]
 
 `--config` and `--section.key value` overrides as for every stage (the verifier's
-`verify.*`, sampling's `rl.temperature` and `rl.max_completion_length`; no `eval` section
-of its own). An eval into a folder that holds part of the same model's evaluation
-continues it (more --samples or tasks add to it); one that is finished says so and exits
-0; a folder of another model's is refused. `--backend vllm` generates with vLLM (CUDA).
+`verify.*`, sampling's `rl.temperature` and `rl.max_completion_length`, which
+`--max-tokens` sets; no `eval` section of its own). An `openai:` model gets at least
+API_MAX_TOKENS new tokens unless one of those says otherwise, and answers that stop at the
+limit are marked `truncated` in samples.jsonl, counted in the summary and warned about.
+An eval into a folder that holds part of the same model's evaluation continues it (more
+--samples or tasks add to it); one that is finished says so and exits 0; a folder of
+another model's is refused. `--backend vllm` generates with vLLM (CUDA).
 Exit 0 on success, 2 for bad input, 1 when the evaluation fails.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -27,6 +31,7 @@ from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+API_MAX_TOKENS = 4096  # an openai: model's new tokens per answer unless --max-tokens says
 COLUMNS = ("n", "valid", "compiled", "correct", "fast_1", "fast_2", "geomean_speedup", "flagged")
 
 
@@ -95,13 +100,25 @@ def eval_command(
         [], "--compare", help="Finished eval folders to put side by side."
     ),
     as_json: bool = typer.Option(False, "--json", help="With --compare: JSON."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="New tokens per answer (short for "
+        f"--rl.max_completion_length; default: the config's, {API_MAX_TOKENS} for openai:).",
+    ),
     config: str | None = CONFIG,
-) -> None:
+) -> None:  # fmt: skip
     """Evaluate a model's kernels with the verifier (or compare evaluations)."""
     if compare_dirs:
         compare(compare_dirs + [Path(a) for a in ctx.args], as_json)
         return
-    cfg, rest = command_config(ctx, config, "verify", max_args=None)
+    shortcut = {"--max-tokens": ("rl.max_completion_length", max_tokens)}
+    cfg, rest = command_config(ctx, config, "verify", shortcut, max_args=None)
+    if (
+        (model or "").startswith("openai:")
+        and max_tokens is None
+        and not any(a.startswith("--rl.max_completion_length") for a in ctx.args)
+    ):  # the config's length is its own model's (64 in tiny-cpu); an API model writes more
+        length = max(cfg.rl.max_completion_length, API_MAX_TOKENS)
+        cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, max_completion_length=length))
     tasks = tasks + rest  # --tasks A B: click gives the first, the rest are positional
     if model is None or not tasks or out_dir is None:
         err.print("[red]error:[/red] give --model, --tasks and --out (or --compare DIR...)")
@@ -174,6 +191,12 @@ def _report(summary: dict, out_dir: Path) -> None:
     )
     for note in summary.get("notes", []):
         out.print(f"note: {note}", markup=False)
+    cut = summary.get("truncated", 0)
+    if cut:
+        limit = summary.get("config", {}).get("max_completion_length")
+        err.print(f"[yellow]warning:[/yellow] {cut} of {summary['tasks'] * summary['samples']} "
+                  f"answers stopped at the token limit ({limit} new tokens) before they ended; "
+                  "raise it with --max-tokens (samples.jsonl marks them truncated)")  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -97,12 +97,13 @@ def _ask(model, batch: list[Task], samples: int, config: Config) -> list[dict]:
     prompts = [build_messages(t.source, include_example=config.data.include_example,
                               policy=verify.policy, allowed_torch_ops=verify.allowed_torch_ops)
                for t in batch]  # fmt: skip
-    answers = model.answers(prompts, samples, config)
-    pairs = [(t, a) for t, texts in zip(batch, answers, strict=True) for a in texts]
+    answers = model.generate(prompts, samples, config)
+    cut = [a.truncated for per_task in answers for a in per_task]
+    pairs = [(t, a.text) for t, per_task in zip(batch, answers, strict=True) for a in per_task]
     results = shared_pool(verify).verify_many(pairs, verify)
     return [{"model": model.name, "task": task.id, "level": task.level, "sample": i % samples,
-             "prompt": prompts[i // samples], "completion": text, "verdict": r.to_dict(),
-             "reward": reward_for(r, verify)}
+             "prompt": prompts[i // samples], "completion": text, "truncated": cut[i],
+             "verdict": r.to_dict(), "reward": reward_for(r, verify)}
             for i, ((task, text), r) in enumerate(zip(pairs, results, strict=True))]  # fmt: skip
 
 
@@ -111,7 +112,9 @@ def _summary(model, tasks: list[Task], samples: int, rows: list[dict], config: C
     from tritonrl.runs.manifest import versions
 
     metrics = summarize(rows, k_values(samples))
+    truncated = sum(bool(r.get("truncated")) for r in rows)
     return {"model": model.name, "tasks": len(tasks), "samples": samples,
+            "truncated": truncated,
             "metrics": {k: metrics[k] for k in ("overall", "levels")},
             "notes": metrics["notes"], "versions": versions(),
             "config": {"verify": json.loads(json.dumps(config.verify.__dict__, default=str)),
