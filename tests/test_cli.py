@@ -203,6 +203,23 @@ def test_every_stage_command_takes_config_and_overrides():
         assert r.exit_code == 0 and "--config" in r.output and "FILE|NAME" in r.output, command
 
 
+def test_rl_help_names_every_section_and_key_a_resumed_rl_may_change():
+    import re
+
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+    from tritonrl.train.rl import RL_FREE_KEYS, RL_SECTIONS
+
+    r = CliRunner().invoke(app, ["rl", "--help"], terminal_width=400)
+    text = re.sub(r"[\s│]+", " ", r.output)  # the help box's wrapping and borders
+    for section in RL_SECTIONS:
+        assert f" {section}" in text, section
+    for section, keys in RL_FREE_KEYS.items():
+        for key in keys:
+            assert f"{section}.{key}" in text, key
+
+
 def test_verify_config_and_overrides_set_the_verifiers_timeout(tmp_path):
     """A kernel that hangs at import is killed at the configured wall-clock limit: the
     file's verify.timeout_s, then the override's, given before the positional arguments."""

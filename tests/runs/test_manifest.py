@@ -110,6 +110,29 @@ def test_resumed_from_is_read_from_the_stage_that_resumed(tmp_path):
     assert Run.open(run.path).resumed_from() is None
 
 
+def test_a_run_restored_into_a_stage_without_a_checkpoint_says_so(tmp_path):
+    """sft resumed from a checkpoint on the first machine; the run was then restored from
+    the store while rl had no checkpoint yet: rl, from the store, not sft's old resume."""
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.set_info("sft", resumed_from_checkpoint="sft/checkpoints/checkpoint-14")
+    run.finish_stage("sft")
+    run.set_fields(restored_from={"store": "s3://b/runs/r", "stage": "rl", "step": 0,
+                                  "at": "2026-11-25T00:00:00+00:00"})  # fmt: skip
+    run.start_stage("rl")
+    assert Run.open(run.path).resumed_from() == {
+        "stage": "rl",
+        "step": 0,
+        "checkpoint": None,
+        "store": "s3://b/runs/r",
+    }
+    run.set_info("rl", resumed_from_checkpoint="rl/checkpoints/checkpoint-4")  # later
+    assert Run.open(run.path).resumed_from() == {
+        "stage": "rl", "step": 4, "checkpoint": "rl/checkpoints/checkpoint-4",
+        "store": "s3://b/runs/r",
+    }  # fmt: skip
+
+
 def test_replace_config(tmp_path):
     run = Run.create(tmp_path / "r", {"sft": {"max_steps": 20}})
     run.replace_config({"sft": {"max_steps": 25}})
@@ -120,6 +143,10 @@ def test_a_new_stage_is_added_when_it_starts(tmp_path):
     run = Run.create(tmp_path / "r")
     run.start_stage("best_of_n")
     assert Run.open(run.path).stages["best_of_n"]["status"] == "running"
+    run.start_stage("tiny_model")
+    run.start_stage("zeta")  # a stage of no known place goes last
+    assert list(Run.open(run.path).stages) == [
+        "prepare", "tiny_model", "sft", "best_of_n", "rl", "eval", "zeta"]  # fmt: skip
     with pytest.raises(RunError, match="not valid"):
         run.start_stage("../escape")
 
@@ -311,3 +338,23 @@ def test_status_table_and_errors(tmp_path):
     missing = CliRunner().invoke(_app(), ["status", str(tmp_path / "none")])
     assert missing.exit_code == 2
     assert "not a run directory" in missing.output
+
+
+def test_a_stage_whose_process_was_killed_is_shown_as_such(tmp_path):
+    """A process that marks sft running and is then gone without a word (as a SIGKILL
+    leaves it): status says so, in JSON and in the table, with what to do."""
+    import subprocess
+    import sys
+
+    run = Run.create(tmp_path / "r")
+    code = f"from tritonrl.runs import Run; Run.open({str(run.path)!r}).start_stage('sft')"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    again = Run.open(run.path)
+    assert again.stage("sft")["status"] == "running" and again.orphaned("sft")
+    stages = again.status_dict()["stages"]
+    assert stages["sft"]["process_gone"] and "process_gone" not in stages["prepare"]
+    table = CliRunner().invoke(_app(), ["status", str(run.path)], env={"COLUMNS": "300"})
+    assert "running? (its process is gone)" in table.stdout
+    assert "run the same command" in table.stdout
+    run.start_stage("rl")  # this process: alive
+    assert not Run.open(run.path).orphaned("rl")

@@ -45,14 +45,14 @@ def _table(run: Run) -> Table:
         table.add_column(column, overflow="fold")
     for name, record in run.stages.items():
         status = record["status"]
+        shown = f"[{_STYLE.get(status, '')}]{status}[/]"
+        error = escape(record.get("error") or "")
+        if run.orphaned(name):
+            shown = "[yellow]running? (its process is gone)[/]"
+            error = (f"process {record['owner']['pid']} ended without a word (killed?); "
+                     "run the same command to go on from the last checkpoint")  # fmt: skip
         artifacts = ", ".join(f"{k}={v}" for k, v in record["artifacts"].items())
-        table.add_row(
-            name,
-            f"[{_STYLE.get(status, '')}]{status}[/]",
-            str(record["step"]),
-            artifacts or "-",
-            escape(record.get("error") or ""),
-        )
+        table.add_row(name, shown, str(record["step"]), artifacts or "-", error)
     return table
 
 
@@ -84,8 +84,9 @@ def _summary(data: dict) -> list[str]:
     lines = ["resumed from: none"]
     if resumed:
         where = f" (restored from {resumed['store']})" if resumed.get("store") else ""
+        checkpoint = resumed["checkpoint"] or "no checkpoint (the stage started over)"
         lines = [f"resumed from: {resumed['stage']} step {resumed['step']}, "
-                 f"{resumed['checkpoint']}{where}"]  # fmt: skip
+                 f"{checkpoint}{where}"]  # fmt: skip
     store = data.get("store")
     if not store:
         lines.append("store: none (this run is kept only here; set run.store to sync it)")

@@ -54,6 +54,8 @@ FORMAT = 1
 STATUSES = ("pending", "running", "done", "failed", "interrupted")
 # The stages a new run lists as pending; a stage not listed here is added when it starts.
 PIPELINE = ("prepare", "sft", "rl", "eval")
+# The order stages run in: one added when it starts goes to its place, not last.
+ORDER = ("prepare", "tiny_model", "sft", "best_of_n", "rl", "eval", "report")
 VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
 RUN_FIELDS = ("store", "driver", "restored_from")  # run-level fields besides stages
 RESUMED = "resumed_from_checkpoint"  # the stage info key a resumed stage records
@@ -118,6 +120,13 @@ def _alive_elsewhere(owner: dict) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _in_order(stages: dict) -> dict:
+    """`stages` in the order they run (`ORDER`); others after them, as they were."""
+    rank = {name: i for i, name in enumerate(ORDER)}
+    names = sorted(stages, key=lambda n: (rank.get(n, len(ORDER)), list(stages).index(n)))
+    return {n: stages[n] for n in names}
 
 
 def _check_stage_name(name: str) -> None:
@@ -291,21 +300,38 @@ class Run:
         """Where the run last resumed: `{"stage", "step", "checkpoint"}` (plus `"store"`
         when the run was restored from an object store), read from the stage info that
         records it (`resumed_from_checkpoint`, run-relative), the latest started stage
-        first; None when no stage resumed."""
+        first; a run restored into a stage that had no checkpoint yet gives that stage,
+        its step and checkpoint None; None when no stage resumed."""
         from tritonrl.runs.checkpoint import step_of
 
-        started = [(n, r) for n, r in self.stages.items() if r.get("info", {}).get(RESUMED)]
+        restored = self.data.get("restored_from") or {}
+        into = self.stages.get(restored.get("stage"), {})
+        if restored.get("stage") and not into.get("info", {}).get(RESUMED):
+            # restored where its stage had no checkpoint: it started over, from the store
+            return {"stage": restored["stage"], "step": restored.get("step") or 0,
+                    "checkpoint": None, "store": restored.get("store")}  # fmt: skip
+        started = [(r.get("started_at") or "", i, n, r)  # a tie: the later stage
+                   for i, (n, r) in enumerate(self.stages.items())
+                   if r.get("info", {}).get(RESUMED)]  # fmt: skip
         if not started:
             return None
-        name, record = max(started, key=lambda item: item[1].get("started_at") or "")
+        _, _, name, record = max(started, key=lambda item: item[:2])
         checkpoint = record["info"][RESUMED]
         step = step_of(checkpoint)
         found = {"stage": name, "step": record["step"] if step is None else step,
                  "checkpoint": checkpoint}  # fmt: skip
-        restored = self.data.get("restored_from") or {}
         if restored.get("stage") == name:
             found["store"] = restored.get("store")
         return found
+
+    def orphaned(self, name: str) -> bool:
+        """Whether stage `name` is recorded running by a process of this host that is
+        gone (killed without a word: SIGKILL, the machine's OOM killer)."""
+        record = self.stages.get(name) or {}
+        owner = record.get("owner") or {}
+        if record.get("status") != "running" or owner.get("host") != socket.gethostname():
+            return False
+        return owner.get("pid") not in (None, os.getpid()) and not _alive_elsewhere(owner)
 
     @property
     def store(self) -> str | None:
@@ -314,8 +340,12 @@ class Run:
 
     def status_dict(self) -> dict:
         """`{"stages": {name: {"status", "step", ...}}, "resumed_from": ..., "store": ...}`;
-        `store` is None for a run kept only here, else its URL, last sync and last error."""
+        `store` is None for a run kept only here, else its URL, last sync and last error;
+        a stage recorded running whose process on this host is gone has `process_gone`."""
         stages = {name: dict(record) for name, record in self.stages.items()}
+        for name, record in stages.items():
+            if self.orphaned(name):
+                record["process_gone"] = True  # recorded running; its process is not
         store = None
         if self.store:
             from tritonrl.runs.sync import store_status
@@ -347,7 +377,9 @@ class Run:
         _check_stage_name(name)
 
         def change(data: dict) -> None:
-            record = data["stages"].setdefault(name, _new_stage())
+            if name not in data["stages"]:
+                data["stages"] = _in_order({**data["stages"], name: _new_stage()})
+            record = data["stages"][name]
             if record["status"] == "done" and not reopen:
                 raise RunError(
                     f"stage {name!r} of run {self.path} is already done; start a new run "
