@@ -89,7 +89,18 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app):
     transformers.AutoModelForCausalLM.from_pretrained(final)
 
     again = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "2"])
-    assert again.exit_code == 2 and "already done" in again.output
+    assert again.exit_code == 2 and "is done (2 steps)" in again.output, again.output
+    assert "raise --rl.max_steps above 2" in again.output
+
+    # A raised budget goes on from the last checkpoint, as sft's does.
+    more = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "3"])
+    assert more.exit_code == 0, more.output
+    rl = Run.open(run_dir).stage("rl")
+    assert rl["status"] == "done" and rl["step"] == 3
+    assert rl["info"]["resumed_from_checkpoint"] == "rl/checkpoints/checkpoint-2"
+    assert [r["step"] for r in _rows(run_dir)] == [0] * 4 + [1] * 4 + [2] * 4
+    history = json.loads(Run.open(run_dir).artifact("rl", "log_history").read_text())
+    assert [h["step"] for h in history if "loss" in h] == [1, 2, 3]
 
 
 def test_one_rloo_step(sft_run, train_app):

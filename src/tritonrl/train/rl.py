@@ -208,6 +208,31 @@ def resume_point(run: Run) -> str | None:
     return str(checkpoint)
 
 
+def budget_raised(run: Run, config: Config) -> bool:
+    """Whether a done `rl` stage is to go on: its budget (`rl.max_steps`, or
+    `best_of_n.rounds` for best-of-n and rwsft) is above the steps it did, and it has a
+    consistent checkpoint to go on from. False for a stage not done; a RunError that
+    says what to do for a done stage whose budget was not raised."""
+    if run.status(STAGE) != "done":
+        return False
+    done = run.stage(STAGE)["step"]
+    rounds = config.rl.algo not in ("grpo", "rloo")
+    budget, name = ((config.best_of_n.rounds, "best_of_n.rounds") if rounds
+                    else (config.rl.max_steps, "rl.max_steps"))  # fmt: skip
+    if budget <= done:
+        raise RunError(
+            f"stage 'rl' of run {run.path} is done ({done} steps); raise --{name} above "
+            f"{done} to train on from its last checkpoint, or start a new run directory"
+        )
+    if consistent_checkpoint(run, STAGE) is None:
+        raise RunError(
+            f"stage 'rl' of run {run.path} is done but holds no consistent checkpoint to "
+            "train on from; start a new run directory"
+        )
+    log.info("raising the RL budget of %s: %s %d -> %d", run.path, name, done, budget)
+    return True
+
+
 def _train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     if config.rl.algo in ("grpo", "rloo"):
         from tritonrl.train.grpo import train
@@ -230,9 +255,11 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
     run = Run.open(run_dir)
     require_sft(run)
     check_against_run(run, config)
+    extend = budget_raised(run, config)
     device = rl_device(config)
     with StopSignals() as stop, quiet_progress(), stage_services(run, config, stop):
-        run.start_stage(STAGE)  # after the store answered; its last sync sees the outcome
+        # after the store answered; its last sync sees the outcome
+        run.start_stage(STAGE, reopen=extend)
         # RL's own sections, from the start: what `tritonrl resume` goes on with.
         run.set_info(STAGE, config={k: config_to_dict(config)[k] for k in RL_SECTIONS})
         try:
