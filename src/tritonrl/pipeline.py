@@ -186,7 +186,7 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
 
 def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Path:
     from tritonrl.evaluate.report import write_report
-    from tritonrl.runs import Run
+    from tritonrl.runs import RESUMED, Run
 
     logs = run_dir / "logs"
     for stage in STAGES:
@@ -210,7 +210,9 @@ def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Pat
             report = write_report([run_dir])
         else:
             _run_process(stage, _command(stage, run_dir, config, argv), log)
-        say(f"{stage}: done in {time.monotonic() - started:.0f}s")
+        resumed = Run.open(run_dir).stages.get(stage, {}).get("info", {}).get(RESUMED)
+        went_on = f" (went on from {resumed})" if resumed else ""
+        say(f"{stage}: done in {time.monotonic() - started:.0f}s{went_on}")
         if stage in ("prepare", "tiny_model"):  # sft and rl sync themselves
             _sync(run_dir, url, say)
     return report

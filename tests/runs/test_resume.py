@@ -96,6 +96,7 @@ def test_a_pipeline_killed_with_sigkill_resumes_from_the_bucket_in_a_fresh_direc
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     said = r.stdout + r.stderr
     assert f"checkpoint-{newest}" in said and "skipp" in said.lower(), said[-3000:]
+    assert f"(went on from sft/checkpoints/checkpoint-{previous})" in r.stdout, r.stdout
 
     status = json.loads(_tritonrl("status", str(second), "--json", env=env).stdout)
     assert all(s["status"] == "done" for s in status["stages"].values()), status["stages"]
