@@ -64,6 +64,9 @@ def test_what_cannot_be_evaluated_is_named(tmp_path):
     (tmp_path / "m" / "adapter_config.json").write_text("{}")
     with pytest.raises(ValueError, match="names no base_model_name_or_path"):
         open_model(str(tmp_path / "m"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no config.json .* or manifest.json"):
+        open_model(str(tmp_path / "empty"))
     with pytest.raises(ValueError, match="--backend vllm"):
         open_model(str(tmp_path / "m"), backend="vllm")
 

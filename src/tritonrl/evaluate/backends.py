@@ -194,6 +194,12 @@ def _local_model(path: Path):
     from tritonrl.train.models import load_causal_lm, load_tokenizer
 
     config = path / "adapter_config.json"
+    if path.is_dir() and not config.is_file() and not (path / "config.json").is_file():
+        raise ValueError(
+            f"--model {path}: the folder holds no config.json (a model), adapter_config.json "
+            "(an adapter) or manifest.json (a run); give one of those, a .gguf file, or "
+            "openai:MODEL@URL"
+        )
     if not config.is_file():
         return load_causal_lm(str(path)), load_tokenizer(str(path))
     base = json.loads(config.read_text()).get("base_model_name_or_path")

@@ -201,8 +201,9 @@ class Run:
         if not file.is_file():
             what = "does not exist" if not path.exists() else f"has no {MANIFEST}"
             raise RunError(
-                f"{path} {what}: it is not a run directory (create one with `tritonrl sft "
-                "--run DIR` or Run.create)"
+                f"{path} {what}: it is not a run directory (runs are made by `tritonrl "
+                "pipeline --run-dir DIR`, `tritonrl prepare --run DIR` or `tritonrl sft --run "
+                "DIR`)"
             )
         try:
             data = json.loads(file.read_text())
