@@ -63,7 +63,11 @@ def test_compare_puts_evaluations_side_by_side(evals, server, tmp_path):
     assert r.exit_code == 0, r.output
     cells = [[c.strip() for c in x.split("│")[1:-1]] for x in r.output.splitlines()]
     table = {c[0]: c[1:] for c in cells if c}
-    assert table["n"] == ["4", "2"] and table["flagged"] == ["0", "2"]
+    assert table["answers (n)"] == ["4", "2"] and table["flagged"] == ["0", "2"]
+    assert table["tasks"] == ["2", "1"] and table["samples per task"] == ["2", "2"]
+    assert "asked different tasks (run: 2, api: 1;" in r.output  # not the same questions
+    same = CliRunner().invoke(app, ["eval", "--compare", str(out), str(out)], terminal_width=250)
+    assert same.exit_code == 0 and "different tasks" not in same.output
     assert table["flag torch_compute"] == ["0", "2"]  # by category
     assert "pass@2" in table and "correct" in table and table["fast_1"] == ["-", "-"]
     assert "run/sft" in r.output and "openai:teacher" in r.output

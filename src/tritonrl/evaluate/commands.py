@@ -32,6 +32,7 @@ from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 API_MAX_TOKENS = 4096  # an openai: model's new tokens per answer unless --max-tokens says
+LABELS = {"samples": "samples per task", "n": "answers (n)"}  # the table's names of keys
 COLUMNS = ("n", "valid", "compiled", "correct", "fast_1", "fast_2", "geomean_speedup", "flagged")
 
 
@@ -51,11 +52,28 @@ def compare(dirs: list[Path], as_json: bool) -> None:
         summary = json.loads(path.read_text())
         levels = {f"correct L{lv}": m["correct"] for lv, m in summary["metrics"]["levels"].items()}
         rows[str(d)] = {"model": summary["model"], "samples": summary["samples"],
-                        **summary["metrics"]["overall"], **levels}  # fmt: skip
+                        "tasks": summary["tasks"], **summary["metrics"]["overall"],
+                        **levels}  # fmt: skip
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
     out.print(_table(rows))
+    asked = {str(d): _task_ids(Path(d)) for d in dirs}
+    if len({frozenset(ids) for ids in asked.values()}) > 1:
+        common = set.intersection(*asked.values())
+        sizes = ", ".join(f"{Path(d).name or d}: {len(ids)}" for d, ids in asked.items())
+        err.print(
+            f"[yellow]warning:[/yellow] these evaluations asked different tasks ({sizes}; "
+            f"{len(common)} in common): their rates are not of the same questions"
+        )
+
+
+def _task_ids(eval_dir: Path) -> set[str]:
+    """The tasks an evaluation's samples.jsonl holds answers to."""
+    path = eval_dir / "samples.jsonl"
+    if not path.is_file():
+        return set()
+    return {json.loads(line)["task"] for line in path.read_text().splitlines() if line.strip()}
 
 
 def _table(rows: dict[str, dict]) -> Table:
@@ -67,8 +85,9 @@ def _table(rows: dict[str, dict]) -> Table:
     table.add_column("metric")
     for d in rows:
         table.add_column(Path(d).name or d, overflow="fold")
-    for metric in ("model", "samples", *COLUMNS, *passes, *levels):
-        table.add_row(metric, *(_cell(r.get(metric)) for r in rows.values()))
+    for metric in ("model", "tasks", "samples", *COLUMNS, *passes, *levels):
+        label = LABELS.get(metric, metric)
+        table.add_row(label, *(_cell(r.get(metric)) for r in rows.values()))
     for f in flags:
         table.add_row(f"flag {f}", *(_cell(r.get("flags", {}).get(f, 0)) for r in rows.values()))
     return table
