@@ -46,6 +46,7 @@ def _run(tmp_path, verdicts):
           for s in (1, 2)]  # fmt: skip
     run.stage_dir("sft"), run.stage_dir("rl")  # created on first use
     (run.path / "sft" / "log_history.json").write_text(json.dumps(sft))
+    run.add_artifact("sft", "log_history", run.path / "sft" / "log_history.json")
     (run.path / "rl" / "log_history.json").write_text(json.dumps(rl))
     good, bad, cheat, junk = verdicts
     rows = [{"step": 0, **v} for v in (good, bad, cheat, junk, junk)]
@@ -84,6 +85,8 @@ def test_a_run_report_has_its_stages_curves_funnel_and_config(tmp_path, verdicts
     assert "RL completions verified: 5." in text
     assert "| 5 | 3 | 2 | 2 | 1 | 1 |" in text  # the funnel, from completions.jsonl
     assert "algo: grpo" in text  # the recorded config
+    assert f"relative to the run directory `{run.path}`" in text
+    assert "- sft log_history: `sft/log_history.json`" in text  # as the manifest names it
     for png in ("run_sft_loss.png", "run_rl_reward.png", "run_rl_funnel.png"):
         assert f"]({png})" in text
         width, height = _png_size(path.parent / png)

@@ -198,6 +198,7 @@ def _run_sections(src: Source, plots: _Plots) -> list[str]:
     rows = [[name, st.get("status"), st.get("step"), (st.get("error") or "")[:80]]
             for name, st in m.get("stages", {}).items()]  # fmt: skip
     lines += _table(["stage", "status", "step", "error"], rows) + [""]
+    lines += _run_files(src)
     sft = _history(src.path / "sft" / "log_history.json")
     if sft:
         curves = {"train loss": _series(sft, "loss"), "eval loss": _series(sft, "eval_loss")}
@@ -223,6 +224,18 @@ def _run_sections(src: Source, plots: _Plots) -> list[str]:
         lines += [f"RL completions verified: {len(rows)}.", ""]
         lines += _table(list(counts), [list(counts.values())]) + ["", f"![RL funnel]({name})", ""]
     return lines
+
+
+def _run_files(src: Source) -> list[str]:
+    """Where the run's files are: each stage's artifacts as its manifest names them
+    (run-relative), and the stages' logs."""
+    lines = [f"Files, relative to the run directory `{src.path}`:", ""]
+    for stage, record in src.manifest.get("stages", {}).items():
+        for name, rel in (record.get("artifacts") or {}).items():
+            lines.append(f"- {stage} {name}: `{rel}`")
+    if (src.path / "logs").is_dir():
+        lines.append("- the stages' logs: `logs/`")
+    return lines + [""] if len(lines) > 2 else []
 
 
 def _metrics_rows(sources: list[Source]) -> list[list[Any]]:
