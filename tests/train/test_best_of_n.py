@@ -98,6 +98,14 @@ def test_one_round_through_tritonrl_rl(sft_run, train_app, honest_first_samples,
     changed = [n for (n, a), b in zip(sft_model.named_parameters(), rl_model.parameters(),
                                       strict=True) if not (a == b).all()]  # fmt: skip
     assert changed  # it was fine-tuned on the kept kernels
+    if algo == "best-of-n":  # a raised budget goes on from the last round's checkpoint
+        more = CliRunner().invoke(train_app, [*args, "--run.report_to", report,
+                                              "--best_of_n.rounds", "2"])  # fmt: skip
+        assert more.exit_code == 0, more.output
+        rl = Run.open(sft_run).stage("rl")
+        assert rl["status"] == "done" and rl["step"] == 2
+        assert rl["info"]["resumed_from_checkpoint"].endswith("round-1")
+        assert len(_samples(sft_run, 2)) == 3 * 2 and len(_samples(sft_run)) == 3 * 2
 
 
 @pytest.mark.slow  # trains a model
