@@ -294,7 +294,8 @@ def test_a_cuda_pool_agrees_with_fresh_workers_and_times_one_candidate_at_a_time
     for r in pooled[:3]:
         assert r.device == "cuda" and r.speedup and r.timing["trials"] >= 50, r.notes
         assert r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1]
-    assert len(spans) == 3
+    # a reference slowed beside its candidate is timed again, in a second window
+    assert len(spans) == sum(r.timing["tries"] for r in pooled[:3])
     spans.sort()
     for (gpu_a, _, a_end), (gpu_b, b_start, _) in zip(spans, spans[1:], strict=False):
         assert gpu_a != gpu_b or a_end <= b_start, spans
