@@ -143,3 +143,47 @@ def test_seeds_make_inputs_and_parameters_reproducible():
     a, b = inst.inputs(seed=3)[0], inst.inputs(seed=3)[0]
     assert torch.equal(a, b)
     assert not torch.equal(a, inst.inputs(seed=4)[0])
+
+
+TIED = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    # the output's width (2 * width) must equal out_channels for the LayerNorm: the two
+    # sizes are tied only at the written values, and halving them together breaks that
+    # once width reaches the smallest size that is scaled
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.up = nn.ConvTranspose3d(in_channels, out_channels, 4, stride=2, padding=1)
+        self.norm = nn.LayerNorm(out_channels)
+
+    def forward(self, x):
+        return self.norm(self.up(x))
+
+batch_size = 32
+in_channels = 32
+out_channels = 64
+depth, height, width = 16, 32, 32
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, depth, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels]
+"""
+
+
+@pytest.mark.parametrize("mode", ["tiny", "small", "odd"])
+def test_sizes_tied_only_at_the_written_values_are_shrunk_to_sizes_the_reference_runs(mode):
+    # Halving every size together reached width 8 (the floor) beside out_channels 8: the
+    # plan was kept because its footprint could be measured, then the reference refused
+    # it; tiny and small fell back to the full size and odd kept the refused plan, so the
+    # reference itself failed its odd input set (KernelBench's
+    # 34_ConvTranspose3d_LayerNorm_GELU_Scaling on an H100).
+    inst = instantiate(TIED, mode)
+    assert inst.forward_ok(), inst.overrides
+    assert inst.overrides, "the written sizes were kept"
+    with torch.no_grad():
+        out = inst.model(0)(*inst.inputs(0))
+    assert out.shape[-1] == inst.overrides.get("out_channels", 64) < 64

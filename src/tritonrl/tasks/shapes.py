@@ -225,6 +225,11 @@ class TaskInstance:
     def footprint(self, with_output: bool = True) -> int | None:
         """Elements in inputs + parameters (+ outputs), measured without allocating
         (fake tensors, else the meta device). None when the task cannot be built so."""
+        return self.measure(with_output)[0]
+
+    def measure(self, with_output: bool = True) -> tuple[int | None, bool]:
+        """`footprint`, and whether the reference's forward ran on fake tensors (False
+        also for an op without a fake kernel: the inputs and parameters still count)."""
         for kind in ("fake", "meta"):
             try:
                 with _no_alloc(kind):
@@ -233,16 +238,18 @@ class TaskInstance:
                     model = self.model()
                     total += sum(p.numel() for p in model.parameters())
                     total += sum(b.numel() for b in model.buffers())
+                    ran = False
                     if with_output:
                         try:
                             with torch.no_grad():
                                 total += sum(t.numel() for t in _tensors(model(*inputs)))
+                            ran = kind == "fake"
                         except Exception:  # an op without a fake kernel; inputs still count
                             pass
-                return total
+                return total, ran
             except Exception as e:
                 log.debug("%s footprint failed for %s: %s", kind, self.module.__file__, e)
-        return None
+        return None, False
 
     def forward_ok(self) -> bool:
         """Does the reference accept these sizes? Fake tensors first, then a real CPU run."""
@@ -299,16 +306,21 @@ def _shrink(source: str, where: str, budget: int) -> dict[str, SizeValue]:
     First every size together (the task keeps its proportions); when a plan is rejected
     (a group count no longer dividing the channels), each remaining size alone, round by
     round, keeping only halvings the reference accepts. If nothing fits, the smallest
-    plan that builds is used, with a warning.
+    plan that builds is used, with a warning. Where the reference's forward runs on fake
+    tensors at the written sizes, a plan it does not run on is rejected too (sizes tied
+    only at the written values: `LayerNorm(out_channels)` over a width that must equal it).
     """
     consts = {k: v for k, v in size_constants(source, where).items() if is_scalable(k, v)}
+    must_run = False
 
     def footprint(shifts: dict[str, int]) -> int | None:
         overrides = _plan(consts, shifts)
-        return TaskInstance(build_module(source, overrides, where), "plan", overrides).footprint()
+        inst = TaskInstance(build_module(source, overrides, where), "plan", overrides)
+        n, ran = inst.measure()
+        return None if must_run and not ran else n
 
     shifts = dict.fromkeys(consts, 0)
-    size = footprint(shifts)
+    size, must_run = TaskInstance(build_module(source, {}, where), "plan", {}).measure()
     if size is None:
         raise ShapeError(
             f"{where}: the task cannot be built on the meta device; use shape mode "
@@ -356,10 +368,11 @@ def plan_shapes(
         return {}
     budget = budget or DEFAULT_BUDGETS[mode]
     base = _shrink(source, where, budget)
+    if not TaskInstance(build_module(source, base, where), mode, base).forward_ok():
+        # sizes tied in a way halving breaks (LayerNorm(channels) over the last dim)
+        log.warning("%s: shrunk sizes %s rejected by the reference; using full", where, base)
+        base = {}
     if mode != "odd":
-        if not TaskInstance(build_module(source, base, where), mode, base).forward_ok():
-            log.warning("%s: shrunk sizes %s rejected by the reference; using full", where, base)
-            return {}
         return base
     consts = size_constants(source, where)
     current = {k: base.get(k, v) for k, v in consts.items()}
