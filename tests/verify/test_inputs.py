@@ -4,13 +4,19 @@ generator, and the worker's memory and file limits follow the sets' sizes."""
 
 import threading
 
+import pytest
 import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.loaders import load_builtin, load_source
-from tritonrl.verify import refcache
+from tritonrl.verify import refcache, verify
 from tritonrl.verify.funnel import prepare
-from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
+from tritonrl.verify.inputs import (
+    InputSet,
+    NondeterministicReference,
+    prepare_set,
+    timing_check_set,
+)
 
 
 def _gemm_task():
@@ -126,3 +132,52 @@ def test_a_shifted_set_the_reference_cannot_take_is_the_drawn_set_scaled(tmp_pat
     assert torch.equal(shifted.inputs[0], plain.inputs[0] * 3.0)
     assert torch.allclose(shifted.expected, torch.log(plain.inputs[0] * 3.0))
     assert torch.isfinite(shifted.expected).all()
+
+
+DROPOUT_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.drop = nn.Dropout(p)  # left in training mode: a new mask every call
+
+    def forward(self, x):
+        return torch.softmax(self.drop(x * 2.0), dim=1)
+
+
+batch_size = 16
+dim = 256
+p = 0.25
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [p]
+"""
+
+
+def test_a_reference_that_disagrees_with_itself_is_named_as_the_task_fault(tmp_path):
+    """A reference whose outputs are random (dropout in training mode) fails every input
+    set for every candidate, its own copy included (KernelBench's
+    66_Matmul_Dropout_Softmax on an H100): the tiny set runs it twice and says why."""
+    path = tmp_path / "1_Dropout_Softmax.py"
+    path.write_text(DROPOUT_TASK)
+    task = load_source(str(path)).tasks[0]
+    with pytest.raises(NondeterministicReference, match="not deterministic.*self.eval"):
+        prepare_set(task, InputSet("tiny", "tiny", 3), "cpu")
+    prepare_set(task, InputSet("seed_a", "small", 3), "cpu")  # the other sets run it once
+    # through the funnel, before any candidate code runs: the task's fault, named
+    config = VerifyConfig(device="cpu", static_checks=False)  # the reference as candidate
+    result = verify(task, "class ModelNew(Model):\n    pass\n", config)
+    assert not result.correct and not result.compiled
+    assert "reference failed on input set tiny" in result.error
+    assert "not deterministic" in result.error
+    fixed = DROPOUT_TASK.replace("self.drop = nn.Dropout(p)", "self.drop = nn.Dropout(p)\n"
+                                 "        self.eval()")  # fmt: skip
+    path.write_text(fixed)
+    prepare_set(load_source(str(path)).tasks[0], InputSet("tiny", "tiny", 3), "cpu")

@@ -33,6 +33,7 @@ from tritonrl.astlock import AST_LOCK
 from tritonrl.tasks.check import to_device
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.tasks.task import Task
+from tritonrl.verify.compare import compare_outputs
 
 log = logging.getLogger(__name__)
 
@@ -223,11 +224,26 @@ def prepare_set(
     else:
         with gpu():
             expected = _forward(model.to(device), inputs)
+    if spec.mode == "tiny":  # the cheap first set: the reference must agree with itself
+        with gpu():
+            again = _forward(model, inputs)
+        if (why := compare_outputs(expected, again)) is not None:
+            raise NondeterministicReference(
+                f"the task's reference is not deterministic: run twice on the same inputs it "
+                f"gave different outputs ({why}). A random op in training mode (nn.Dropout, "
+                "torch.rand in forward) cannot be checked by comparing outputs: make the "
+                "model deterministic (self.eval() in __init__, or dropout p=0)"
+            )
+        del again
     # The worker gets the inputs through a file and the verdict compares on the host:
     # both leave the device once, now.
     inputs, expected = to_device(inputs, "cpu"), _to_host(expected)
     pressure = cuda_ooms() - ooms if device == "cuda" else 0
     return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note, pressure)
+
+
+class NondeterministicReference(ValueError):
+    """The task's reference gave two outputs for one input: no output can be verified."""
 
 
 def cuda_ooms() -> int:
