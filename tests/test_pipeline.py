@@ -2,6 +2,7 @@
 fixture, and the builtin suite) -> tiny-model -> sft -> status, through the real CLI."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 FIXTURE = Path(__file__).parent / "data" / "fixtures" / "kernelbook_fixture.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def tritonrl(*args: str) -> subprocess.CompletedProcess:
@@ -99,11 +101,17 @@ def test_the_readme_pipeline_on_the_embedded_default(tmp_path):
     for stage in ("prepare", "sft", "rl", "eval"):
         assert (run / "logs" / f"{stage}.log").stat().st_size > 0
 
-    again = subprocess.run([sys.executable, "-m", "tritonrl", "pipeline"], cwd=tmp_path,
+    # again through run_pipeline.sh, with this environment's tritonrl on the PATH
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    again = subprocess.run([str(ROOT / "run_pipeline.sh")], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]
     for stage in ("prepare", "tiny_model", "sft", "rl", "eval"):
         assert f"{stage}: done, skipped" in again.stdout
+    assert f"pipeline done: report in {report}" in again.stdout
+    bad = subprocess.run([str(ROOT / "run_pipeline.sh"), "--config", "no-such-config"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "no-such-config" in bad.stdout + bad.stderr
 
 
 def test_a_stopped_stage_says_how_to_go_on_and_a_failed_one_names_its_failure(tmp_path):
