@@ -126,6 +126,32 @@ def test_a_stopped_stage_says_how_to_go_on_and_a_failed_one_names_its_failure(tm
     assert not failed.stopped and str(failed) == f"stage sft failed (exit 1); its log: {log}"
 
 
+def test_a_stage_that_ends_says_why_in_the_pipelines_own_words(tmp_path):
+    """What stopped a stage is in its manifest entry, and what failed it in its log: the
+    pipeline's line says which signal (not "SIGTERM or a spot notice") and the error (a
+    stage refused by the store's write check said only "failed (exit 2)")."""
+    from tritonrl.pipeline import StageFailed, _why
+    from tritonrl.runs import Run
+
+    run = Run.create(tmp_path / "demo", {"x": 1})
+    log = run.path / "logs" / "sft.log"
+    log.parent.mkdir()
+    run.start_stage("sft")
+    run.interrupt_stage("sft", "spot-notice")
+    stopped = StageFailed("sft", log, 143, _why("sft", log, 143))
+    assert "stopped by spot-notice after its checkpoint" in str(stopped)
+    log.write_text("$ python -m tritonrl rl ...\nstore: probing s3://b/demo\n"
+                   "error: store s3://b/demo refuses writes (No writable volumes); check ...\n"
+                   "Aborted.\n")  # fmt: skip
+    failed = StageFailed("rl", log, 2, _why("rl", log, 2))
+    assert str(failed) == ("stage rl failed (exit 2): error: store s3://b/demo refuses writes "
+                           f"(No writable volumes); check ...; its log: {log}")  # fmt: skip
+    log.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                   "    raise ValueError('bad rows')\nValueError: bad rows\n")  # fmt: skip
+    assert _why("eval", log, 1) == "ValueError: bad rows"
+    assert _why("eval", tmp_path / "missing.log", 1) is None
+
+
 def test_the_pipeline_says_when_its_store_does_not_hold_the_last_state(tmp_path):
     """The final sync's failure (recorded by the real sync in RUN/.sync/status.json)
     is named, with the store, the error and how to push again; a good push clears it."""

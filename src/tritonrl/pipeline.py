@@ -28,6 +28,7 @@ parallel, and it does not watch for a spot notice itself (sft and rl do).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -53,20 +54,45 @@ STOPPED = {130: "SIGINT", 143: "SIGTERM or a spot notice"}
 
 class StageFailed(RuntimeError):
     """A stage's process ended non-zero: failed, or stopped (`STOPPED`: it checkpointed
-    and synced first, and the same pipeline command goes on from there)."""
+    and synced first, and the same pipeline command goes on from there). `why`: what
+    stopped it (the manifest's record), or the last error its log holds."""
 
-    def __init__(self, stage: str, log: Path, code: int):
+    def __init__(self, stage: str, log: Path, code: int, why: str | None = None):
         if code in STOPPED:
             text = (
-                f"stage {stage} stopped by {STOPPED[code]} after its checkpoint (exit {code}); "
-                "run the same pipeline command to go on from it, or `tritonrl resume --store "
-                f"URL` on another machine; its log: {log}"
+                f"stage {stage} stopped by {why or STOPPED[code]} after its checkpoint (exit "
+                f"{code}); run the same pipeline command to go on from it, or `tritonrl resume "
+                f"--store URL` on another machine; its log: {log}"
             )
         else:
-            text = f"stage {stage} failed (exit {code}); its log: {log}"
+            said = f": {why}" if why else ""
+            text = f"stage {stage} failed (exit {code}){said}; its log: {log}"
         super().__init__(text)
         self.stage, self.log, self.code = stage, log, code
         self.stopped = code in STOPPED
+
+
+def _why(stage: str, log: Path, code: int) -> str | None:
+    """What ended a stage: the signal (`spot-notice`, `SIGTERM`, ...) or the error its
+    manifest entry records, else the last error line of its log."""
+    try:  # the run's manifest: RUN/logs/STAGE.log -> RUN/manifest.json
+        manifest = json.loads((log.parent.parent / "manifest.json").read_text())
+        entry = manifest["stages"][stage]
+        recorded = entry.get("signal") if code in STOPPED else entry.get("error")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        recorded = None
+    if recorded or code in STOPPED:
+        return str(recorded)[:300] if recorded else None
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    errors = [ln.strip() for ln in lines if ln.startswith("error:")] or [
+        ln.strip() for ln in lines if ln and not ln[0].isspace() and "Error" in ln.split(":")[0]
+    ]  # the CLI's own `error: ...` lines first, else a traceback's last line
+    return errors[-1][:300] if errors else None
 
 
 def _command(stage: str, run_dir: Path, config, argv: list[str]) -> list[str]:
@@ -99,7 +125,7 @@ def _run_process(stage: str, cmd: list[str], log: Path) -> None:
         with _forwarding(child):
             code = child.wait()
     if code != 0:
-        raise StageFailed(stage, log, code)
+        raise StageFailed(stage, log, code, _why(stage, log, code))
 
 
 @contextlib.contextmanager

@@ -191,3 +191,23 @@ def test_a_store_that_cannot_be_reached_stops_the_command_before_any_stage(
     manifest = run_dir / "manifest.json"
     stages = json.loads(manifest.read_text())["stages"] if manifest.exists() else {}
     assert all(s["status"] == "pending" for s in stages.values()), stages
+
+
+def test_a_store_holding_no_run_says_where_runs_are_stored(tmp_path):
+    # A run stored with `--store URL --run-dir X` sits at URL/X: a user who gave the run's
+    # name in both was told only "no runs" when listing or resuming from the bucket.
+    from tritonrl.runs import Run
+
+    Run.create(tmp_path / "store" / "runA" / "runA", {"x": 1})  # one level too deep
+    url = (tmp_path / "store").as_uri()
+    env = dict(os.environ)
+    listed = _tritonrl("runs", "list", "--store", url, env=env, timeout=120)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    said = " ".join(listed.stdout.split())  # the console may wrap
+    assert f"no runs in {url}" in said and "puts it at s3://B/P/X" in said, said
+    r = _tritonrl("resume", "--store", url, "--run-dir", str(tmp_path / "restored"), env=env,
+                  timeout=120)  # fmt: skip
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert f"no run in {url}" in said and "puts it at s3://B/P/X" in said, said
+    assert not (tmp_path / "restored" / "manifest.json").exists()

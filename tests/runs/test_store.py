@@ -293,6 +293,7 @@ def test_an_unreachable_store_is_an_error_naming_the_url_and_the_variables(
     with pytest.raises(StoreError, match="does not exist") as e:
         open_store("s3://no-such-bucket-here/runs")
     assert "s3://no-such-bucket-here/runs" in str(e.value)
+    assert "tritonrl bucket create no-such-bucket-here" in str(e.value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_closed_port()}")
     with pytest.raises(StoreError) as e:
         open_store(f"s3://{bucket}/runs")

@@ -157,7 +157,12 @@ def runs_list(
         )
         table.add_row(item["name"], str(item.get("updated_at") or ""), stages, item["url"])
     console = Console(highlight=False, soft_wrap=True)
-    console.print(table if found else f"no runs in {store}")
+    if found:
+        console.print(table)
+    else:
+        from tritonrl.runs.resume import LAYOUT
+
+        console.print(f"no runs in {store} (it and one level below). {LAYOUT}")
 
 
 def register(app: typer.Typer) -> None:

@@ -35,6 +35,12 @@ log = logging.getLogger(__name__)
 TRAINING = ("sft", "rl")
 RESUME_CONFIG = "resume-config.yaml"  # in RUN/logs: the recorded config the stages get
 
+# Where `--store URL` puts a run: how a run that is not found may have been stored.
+LAYOUT = (
+    "A run is stored under its store at the run directory's name: `--store s3://B/P "
+    "--run-dir X` puts it at s3://B/P/X; give that URL, or its parent s3://B/P"
+)
+
 
 def run_url(store_url: str) -> str:
     """The URL of the one run `store_url` names: itself when it holds a manifest, else its
@@ -49,7 +55,9 @@ def run_url(store_url: str) -> str:
     if len(runs) == 1:
         return runs[0]["url"]
     if not runs:
-        raise RunError(f"no run in {store_url}: no manifest.json there or one level below")
+        raise RunError(
+            f"no run in {store_url}: no manifest.json there or one level below. {LAYOUT}"
+        )
     names = ", ".join(r["url"] for r in runs)
     raise RunError(f"{store_url} holds {len(runs)} runs ({names}): give --store one of them")
 

@@ -197,7 +197,10 @@ class Store:
         try:
             self.fs.ls(bucket, refresh=True)
         except FileNotFoundError:
-            raise FileNotFoundError(f"bucket {bucket!r} does not exist (create it first)") from None
+            raise FileNotFoundError(
+                f"bucket {bucket!r} does not exist: create it with `tritonrl bucket create "
+                f"{bucket}` (versioned, encrypted, private), or name another"
+            ) from None
         except PermissionError:
             pass  # a key scoped to the prefix may not list the bucket; the write probe tells
 
