@@ -82,7 +82,7 @@ def _why(stage: str, log: Path, code: int) -> str | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         recorded = None
     if recorded or code in STOPPED:
-        return str(recorded)[:300] if recorded else None
+        return " ".join(str(recorded).split())[:300] if recorded else None
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
