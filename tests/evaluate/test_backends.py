@@ -99,3 +99,23 @@ def test_a_gguf_file_is_a_model(lora_run, tmp_path):
     with torch.no_grad():  # the same weights (the test writer's tokenizer marks fewer
         assert torch.equal(model.model(ids).logits, reference.model(ids).logits)  # specials)
     assert [len(a) for a in model.answers(PROMPTS, 2, SHORT)] == [2, 2]
+
+
+@pytest.mark.gpu
+def test_vllm_answers_for_a_full_model_directory(lora_run):
+    # `--backend vllm` (and `auto` on CUDA once vLLM is installed) serves a full model
+    # directory through vllm.LLM: n answers a prompt, cut at max_completion_length (8
+    # tokens here, which a tiny model's answers reach) and marked so. Runs only where vLLM
+    # is installed (its own extra).
+    pytest.importorskip("vllm")
+    from tritonrl.evaluate.backends import VllmModel
+
+    base = Run.open(lora_run).artifact("tiny_model", "model")
+    model = open_model(str(base), device="cuda")  # auto: vLLM for a full model on CUDA
+    assert isinstance(model, VllmModel) and model.name == base.name
+    answers = model.generate(PROMPTS, 2, SHORT)
+    assert [len(a) for a in answers] == [2, 2]
+    assert all(isinstance(a.text, str) for per_prompt in answers for a in per_prompt)
+    assert any(a.truncated for per_prompt in answers for a in per_prompt)
+    greedy = model.answers(PROMPTS[:1], 1, SHORT)
+    assert greedy == model.answers(PROMPTS[:1], 1, SHORT)  # one answer: temperature 0

@@ -21,8 +21,9 @@ messages. `generate` also says of each answer whether it stopped at that limit
 answer whose finish_reason is "length"); `answers` gives the texts alone.
 
 vLLM: with `backend="vllm"` (or "auto" on CUDA when `import vllm` works) a full model
-directory generates through `vllm.LLM`. That path is small and is not tested here (no
-vLLM on CPU); adapters and `.gguf` files always use transformers.
+directory generates through `vllm.LLM`. That path is small; its test is GPU-only and
+skips where vLLM is not installed (no vLLM on CPU). Adapters and `.gguf` files always
+use transformers.
 
 What it does NOT do: no multi-turn refinement, no tool use, no batching of API calls
 beyond a few in flight at once.
@@ -103,7 +104,7 @@ class LocalModel(_Answers):
 
 
 class VllmModel(_Answers):
-    """A full model directory served by vLLM in this process (CUDA; not tested here)."""
+    """A full model directory served by vLLM in this process (CUDA only)."""
 
     def __init__(self, path: Path, name: str):
         from vllm import LLM
