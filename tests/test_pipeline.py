@@ -67,7 +67,8 @@ def test_a_failing_pipeline_stage_is_named_with_its_log(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr  # the stage's own exit: bad usage
     log = run / "logs" / "prepare.log"
     assert "pipeline stopped: stage prepare failed" in r.stderr and str(log) in r.stderr
-    assert "failed (exit 2): missing.jsonl: no such file" in r.stderr  # the cause, said
+    missing = tmp_path / "missing.jsonl"
+    assert f"failed (exit 2): {missing}: no such file" in r.stderr  # the cause, said
     assert "missing.jsonl" in log.read_text()  # the stage's own error, in its log
     status = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
     assert status["prepare"]["status"] == "failed" and status["sft"]["status"] == "pending"
