@@ -379,6 +379,8 @@ def _check_set(
         result.flag("output_caching", reason)
     elif reason:
         _pressure(session, reply, s, reason)
+        if s.random_reference:
+            reason += f" ({s.random_reference})"
     return reason is None, reason or ("ok" + (f" ({s.note})" if s.note else ""))
 
 

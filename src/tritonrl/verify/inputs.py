@@ -70,6 +70,9 @@ class PreparedSet:
     # outputs were made (any thread's: a library that catches one, as cuDNN does for a
     # workspace, computes another way; a wrong answer on this set is then the GPU's limit)
     pressure: int = 0
+    # Why the reference disagreed with itself on this set (tiny sets are checked): a
+    # mismatch is then the task's fault, and its verdict says so
+    random_reference: str | None = None
 
 
 def plan_input_sets(
@@ -224,26 +227,26 @@ def prepare_set(
     else:
         with gpu():
             expected = _forward(model.to(device), inputs)
-    if spec.mode == "tiny":  # the cheap first set: the reference must agree with itself
+    random = None
+    if spec.mode == "tiny":  # the cheap first set: does the reference agree with itself?
         with gpu():
             again = _forward(model, inputs)
         if (why := compare_outputs(expected, again)) is not None:
-            raise NondeterministicReference(
+            random = (
                 f"the task's reference is not deterministic: run twice on the same inputs it "
-                f"gave different outputs ({why}). A random op in training mode (nn.Dropout, "
-                "torch.rand in forward) cannot be checked by comparing outputs: make the "
-                "model deterministic (self.eval() in __init__, or dropout p=0)"
+                f"gave different outputs ({why}), so no candidate can match it. A random op "
+                "in forward (nn.Dropout in training mode, torch.randn) is the task's fault: "
+                "make the model deterministic (self.eval() in __init__, dropout p=0, or its "
+                "random tensors from get_inputs)"
             )
         del again
     # The worker gets the inputs through a file and the verdict compares on the host:
     # both leave the device once, now.
     inputs, expected = to_device(inputs, "cpu"), _to_host(expected)
     pressure = cuda_ooms() - ooms if device == "cuda" else 0
-    return PreparedSet(spec, init, inputs, state, expected, dict(inst.overrides), note, pressure)
-
-
-class NondeterministicReference(ValueError):
-    """The task's reference gave two outputs for one input: no output can be verified."""
+    return PreparedSet(
+        spec, init, inputs, state, expected, dict(inst.overrides), note, pressure, random
+    )
 
 
 def cuda_ooms() -> int:
