@@ -146,7 +146,7 @@ def test_a_stage_that_ends_says_why_in_the_pipelines_own_words(tmp_path):
                    "error: store s3://b/demo refuses writes (No writable volumes); check ...\n"
                    "Aborted.\n")  # fmt: skip
     failed = StageFailed("rl", log, 2, _why("rl", log, 2))
-    assert str(failed) == ("stage rl failed (exit 2): error: store s3://b/demo refuses writes "
+    assert str(failed) == ("stage rl failed (exit 2): store s3://b/demo refuses writes "
                            f"(No writable volumes); check ...; its log: {log}")  # fmt: skip
     log.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                    "    raise ValueError('bad rows')\nValueError: bad rows\n")  # fmt: skip

@@ -89,7 +89,7 @@ def _why(stage: str, log: Path, code: int) -> str | None:
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return None
-    errors = [ln.strip() for ln in lines if ln.startswith("error:")] or [
+    errors = [ln.removeprefix("error:").strip() for ln in lines if ln.startswith("error:")] or [
         ln.strip() for ln in lines if ln and not ln[0].isspace() and "Error" in ln.split(":")[0]
     ]  # the CLI's own `error: ...` lines first, else a traceback's last line
     return errors[-1][:300] if errors else None

@@ -227,12 +227,12 @@ def prepare_set(
     else:
         with gpu():
             expected = _forward(model.to(device), inputs)
-    random = None
+    disagrees = None
     if spec.mode == "tiny":  # the cheap first set: does the reference agree with itself?
         with gpu():
             again = _forward(model, inputs)
         if (why := compare_outputs(expected, again)) is not None:
-            random = (
+            disagrees = (
                 f"the task's reference is not deterministic: run twice on the same inputs it "
                 f"gave different outputs ({why}), so no candidate can match it. A random op "
                 "in forward (nn.Dropout in training mode, torch.randn) is the task's fault: "
@@ -245,7 +245,7 @@ def prepare_set(
     inputs, expected = to_device(inputs, "cpu"), _to_host(expected)
     pressure = cuda_ooms() - ooms if device == "cuda" else 0
     return PreparedSet(
-        spec, init, inputs, state, expected, dict(inst.overrides), note, pressure, random
+        spec, init, inputs, state, expected, dict(inst.overrides), note, pressure, disagrees
     )
 
 
