@@ -71,6 +71,7 @@ def _row(task, result, seconds: float, gb: float) -> dict:
         "limit": getattr(result, "limit", None), "error": result.error,
         "flags": sorted(set(result.flags) - EXPECTED_FLAGS),
         "sets": {s.name: s.ok for s in result.input_sets},
+        "mismatch": next((f"{s.name}: {s.detail}" for s in result.input_sets if not s.ok), None),
         "speedups": {k: round(v["speedup"], 3) for k, v in result.speedups.items()},
         "stage_times": {k: round(v, 2) for k, v in result.stage_times.items()},
         "worker_gpu_mb": result.timing.get("worker_gpu_mb"),
