@@ -52,6 +52,23 @@ def test_an_adapter_directory_and_a_model_directory(lora_run):
     assert len(plain.answers(PROMPTS, 1, SHORT)) == 2
 
 
+def test_a_models_own_generation_config_does_not_change_how_it_is_sampled(lora_run):
+    # Every backend samples the whole distribution at rl.temperature, as GRPO (TRL: top_k 0,
+    # top_p 1) and vLLM do: a generation_config.json's top_k (transformers' default is 50)
+    # or repetition penalty must not narrow it. top_k 1 would make all 8 samples one.
+    import torch
+
+    plain = open_model(str(Run.open(lora_run).artifact("tiny_model", "model")))
+    config = load_config(None, ["--rl.max_completion_length", "16"])
+    greedy = plain.answers(PROMPTS[:1], 1, config)
+    plain.model.generation_config.top_k = 1
+    plain.model.generation_config.repetition_penalty = 5.0
+    torch.manual_seed(0)
+    samples = plain.answers(PROMPTS[:1], 8, config)[0]
+    assert len(set(samples)) > 1, samples
+    assert plain.answers(PROMPTS[:1], 1, config) == greedy
+
+
 def test_what_cannot_be_evaluated_is_named(tmp_path):
     with pytest.raises(ValueError, match="openai:MODEL@URL"):
         open_model("openai:gpt-4o")

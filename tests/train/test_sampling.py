@@ -63,3 +63,26 @@ def test_a_round_draws_distinct_tasks_of_the_level_without_the_curriculum():
     assert len(sampling.level_pool(tasks, 1)) == level1
     with pytest.raises(ValueError, match=r"best_of_n.level is 4 .* set --best_of_n.level"):
         sampling.level_pool(tasks, 4)
+
+
+def test_a_rounds_samples_come_from_the_whole_distribution_whatever_the_model_says(
+    sft_run_template,
+):
+    # best-of-n and rwsft sample at rl.temperature with no top-k or top-p, as GRPO does;
+    # a generation_config.json (or transformers' default top-k of 50) must not narrow it:
+    # with its top_k of 1 the 8 samples would be one.
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tritonrl.runs import Run
+
+    path = Run.open(sft_run_template).artifact("tiny_model", "model")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    model.generation_config.top_k = 1
+    config = load_config(None, ["--best_of_n.samples", "8", "--rl.max_completion_length", "16"])
+    torch.manual_seed(0)
+    prompt = [{"role": "user", "content": "Write a Triton ReLU kernel."}]
+    samples = sampling.generate(model, AutoTokenizer.from_pretrained(path), [prompt], config)
+    assert len(samples) == 1 and len(samples[0]) == 8
+    assert len(set(samples[0])) > 1, samples
+    assert sampling.sampling_kwargs(None) == {"do_sample": False, "repetition_penalty": 1.0}

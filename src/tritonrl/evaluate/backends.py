@@ -13,17 +13,21 @@ its manifest names: rl's when that stage is done, else sft's; an adapter goes on
 run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
 endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
 
-Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`;
-at most `rl.max_completion_length` new tokens (`tritonrl eval --max-tokens`). Local
-models see the tokenizer's chat template (plain turns without one); API models get the
-messages. `generate` also says of each answer whether it stopped at that limit
-(`Answer.truncated`: a local answer that ends in neither EOS nor padding, an API or vLLM
-answer whose finish_reason is "length"); `answers` gives the texts alone.
+Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`
+from the whole distribution on every backend (no top-k, top-p or repetition penalty,
+whatever the model's generation_config.json says; `train.sampling.sampling_kwargs`), as
+GRPO samples; at most `rl.max_completion_length` new tokens (`tritonrl eval
+--max-tokens`). Local models see the tokenizer's chat template (plain turns without one);
+API models get the messages. `generate` also says of each answer whether it stopped at
+that limit (`Answer.truncated`: a local answer that ends in neither EOS nor padding, an
+API or vLLM answer whose finish_reason is "length"); `answers` gives the texts alone.
 
 vLLM: with `backend="vllm"` (or "auto" on CUDA when `import vllm` works) a full model
-directory generates through `vllm.LLM`. That path is small; its test is GPU-only and
-skips where vLLM is not installed (no vLLM on CPU). Adapters and `.gguf` files always
-use transformers.
+directory generates through `vllm.LLM` (its defaults: bf16 for a float32 checkpoint,
+torch.compile and CUDA graphs, 0.9 of the GPU's memory), answers for every prompt at
+once. Its test is GPU-only and skips where vLLM is not installed (no vLLM on CPU); it
+runs on an H100 with vLLM 0.26.0 (bench/carry_vllm.sh takes vLLM there). Adapters and
+`.gguf` files always use transformers.
 
 What it does NOT do: no multi-turn refinement, no tool use, no batching of API calls
 beyond a few in flight at once.
@@ -84,11 +88,12 @@ class LocalModel(_Answers):
     def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
         import torch
 
+        from tritonrl.train.sampling import sampling_kwargs
+
         texts = [self._text(p) for p in prompts]
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         batch = batch.to(self.model.device)
-        sampling = {"do_sample": True, "temperature": config.rl.temperature} if n > 1 else {
-            "do_sample": False}  # fmt: skip
+        sampling = sampling_kwargs(config.rl.temperature if n > 1 else None)
         with torch.no_grad():
             ids = self.model.generate(**batch, **sampling, num_return_sequences=n,
                                       max_new_tokens=config.rl.max_completion_length,

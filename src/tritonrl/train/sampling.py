@@ -71,10 +71,24 @@ def level_pool(tasks: dict, level: int | None) -> list[str]:
     return pool
 
 
+def sampling_kwargs(temperature: float | None) -> dict:
+    """transformers `generate` arguments: greedy for None, else the model's whole
+    distribution at `temperature`, as TRL's GRPO (top_k 0, top_p 1) and vLLM (its
+    SamplingParams defaults) sample. Set explicitly, because otherwise generate narrows it
+    with transformers' default top-k of 50 and whatever the model's generation_config.json
+    says (Qwen2.5-Coder's: top_p 0.8, top_k 20, repetition_penalty 1.05), so the same
+    model would be sampled differently by each trainer and eval backend."""
+    if temperature is None:
+        return {"do_sample": False, "repetition_penalty": 1.0}
+    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+            "repetition_penalty": 1.0}  # fmt: skip
+
+
 def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]:
     """`best_of_n.samples` sampled completions for each prompt (chat messages), rendered
     with the tokenizer's chat template as TRL does, `generation_batch_size` prompts at a
-    time (left-padded), temperature `rl.temperature`, `rl.max_completion_length` tokens."""
+    time (left-padded), temperature `rl.temperature` (`sampling_kwargs`),
+    `rl.max_completion_length` tokens."""
     import torch
 
     bon, rl = config.best_of_n, config.rl
@@ -91,7 +105,7 @@ def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]
             batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             batch = batch.to(model.device)
             with torch.no_grad():
-                ids = model.generate(**batch, do_sample=True, temperature=rl.temperature,
+                ids = model.generate(**batch, **sampling_kwargs(rl.temperature),
                                      max_new_tokens=rl.max_completion_length,
                                      num_return_sequences=bon.samples,
                                      pad_token_id=tokenizer.pad_token_id)  # fmt: skip
