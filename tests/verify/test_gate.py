@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tritonrl.verify.gate import GpuGate
 
 
@@ -94,6 +96,31 @@ def test_one_gate_per_gpu_for_the_whole_process():
     from tritonrl.verify.gate import gate_for
 
     assert gate_for("0") is gate_for("0") and gate_for("0") is not gate_for("1")
+
+
+@pytest.mark.gpu
+def test_verify_calls_from_several_threads_time_one_at_a_time_on_their_gpus_gate():
+    # A lone `verify` on CUDA (no pool) holds its GPU's gate like a pool's lane does: 3
+    # threads verifying at once get 3 timing phases through one gate, one at a time, and
+    # the same verdicts as alone. Without it they timed over each other (on the H100 a
+    # copy of the reference then read 0.22x).
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tritonrl.config import VerifyConfig
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify import verify
+    from tritonrl.verify.gate import current_gate
+
+    task = load_builtin("level1/1_ReLU").tasks[0]
+    config = VerifyConfig(device="cuda", ref_time_cache="off")
+    gate = current_gate()
+    gate.stats(reset=True)
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: verify(task, task.solution, config), range(3)))
+    assert all(r.correct and r.speedup is not None for r in results), results
+    stats = gate.stats()
+    assert stats["timings"] >= 3 and stats["shared"], stats
+    assert all(not r.timing.get("shared_gpu") for r in results)
 
 
 def test_preparing_a_set_holds_the_gate_only_around_the_reference_passes():

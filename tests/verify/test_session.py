@@ -278,6 +278,7 @@ def test_a_fresh_worker_and_a_pool_lanes_job_are_both_sessions(tmp_path) -> None
     job = lane(lane.workdir(), config, "cpu")
     assert isinstance(worker, WorkerSession) and isinstance(job, PooledSession)
     assert isinstance(worker, Session) and isinstance(job, Session)
-    # one attribute for the gate: none for a fresh worker, the lane's for its jobs
+    # one attribute for the gate: none for a fresh worker on the CPU (on CUDA, its GPU's
+    # gate: tests/verify/test_gate.py), the lane's for its jobs
     assert fresh.gpu_gate is None and worker.gpu_gate is None
     assert job.gpu_gate is gate and lane.gpu_gate is gate

@@ -46,7 +46,7 @@ from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device, stale_share
 from tritonrl.verify.findings import read_findings
-from tritonrl.verify.gate import GpuGate
+from tritonrl.verify.gate import GpuGate, current_gate
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,
     PreparedSet,
@@ -111,11 +111,14 @@ def prepare(
 ) -> Prepared:
     """The trusted side's half of `verify`: needs no worker, so the pool runs it ahead of
     the lanes (`tritonrl.verify.pool`). `gpu_gate`: the GPU gate whose shared side the
-    reference's passes hold (`tritonrl.verify.gate`; none outside a pool). Never raises."""
+    reference's passes hold (`tritonrl.verify.gate`; None: on CUDA, `current_gate()`).
+    Never raises."""
     config = config or VerifyConfig()
     result = VerifyResult(task=task.id, device=resolve_device(config.device))
     prepared = Prepared(task, config, result)
     try:
+        if gpu_gate is None and result.device == "cuda":  # a lone verify: its GPU's gate
+            gpu_gate = current_gate()
         _prepare(prepared, candidate, gpu_gate)
     except Exception as e:  # a verifier bug must still give a verdict, never a traceback
         _verifier_error(prepared.result, task, e)

@@ -24,7 +24,9 @@ deadline; the exclusive side waits at most `drain_s` for the holders to leave an
 times anyway, and says so: `exclusive.acquire()` returns False, the funnel notes it in
 the result (`timing["shared_gpu"]`), a reader can discount that timing.
 
-`gate_for(gpu)` gives every pool and lane of this process the same gate for one GPU.
+`gate_for(gpu)` gives every pool and lane of this process the same gate for one GPU;
+`current_gate()` gives a lone `verify` on CUDA (its reference's passes and its fresh
+worker) the gate of the GPU it uses, so threads calling `verify` at once share it too.
 `VerifyConfig.exclusive_timing = False` makes a job skip the shared side: its runs then
 neither wait for timing phases nor are waited for (faster, and its timing is exposed to
 the other lanes' work; docs/benchmarks.md has both).
@@ -42,8 +44,9 @@ seconds, the timing phases in them and the seconds those held the GPU.
 What it does NOT do: stop GPU work that outlives a run or runs between a worker's
 commands (a kernel still spinning after its reply, a thread the candidate started: the
 lane kills the worker at its deadline, and the thread is flagged), or order the GPU use
-of other processes (two trainer processes with pools on one GPU do not see each other's
-gates). The shared side is not re-entrant: a holder must not take it again.
+of other processes (two trainer processes with pools on one GPU, or two `tritonrl
+verify` commands, do not see each other's gates). The shared side is not re-entrant: a
+holder must not take it again.
 """
 
 from __future__ import annotations
@@ -63,6 +66,18 @@ def gate_for(gpu: str) -> GpuGate:
     """This process's gate for the GPU that CUDA_VISIBLE_DEVICES names `gpu`."""
     with _GATES_LOCK:
         return _GATES.setdefault(gpu, GpuGate())
+
+
+def current_gate() -> GpuGate:
+    """This process's gate for the GPU torch uses now (its current CUDA device): the one
+    a pool's lanes on that GPU hold, so `verify` calls made from several threads, and a
+    pool beside them, time one at a time."""
+    import torch
+
+    from tritonrl.verify.pool import visible_gpus  # pool imports this module
+
+    gpus = visible_gpus()
+    return gate_for(gpus[torch.cuda.current_device()] if gpus else "0")
 
 
 class GpuGate:

@@ -23,7 +23,7 @@ never a correct one.
 `Session` is what the funnel and the timing phase drive (a `WorkerSession`, or a pool
 lane's `PooledSession`), and `SessionFactory` where they get one (`FreshSessions`, or a
 pool's `Lane`); `gpu_gate` is the one attribute through which either shares a GPU (None
-outside a pool). `ReplyReader` reads the bounded lines of an untrusted worker, for both
+on the CPU). `ReplyReader` reads the bounded lines of an untrusted worker, for both
 kinds of session; `parse_reply` makes one a reply.
 
 What it does NOT do: decide anything (see `funnel`), or schedule sessions (see `pool`).
@@ -44,15 +44,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol, runtime_checkable
+from typing import IO, Protocol, runtime_checkable
 
 import tritonrl
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.findings import read_findings
-
-if TYPE_CHECKING:
-    from tritonrl.verify.gate import GpuGate
+from tritonrl.verify.gate import GpuGate, current_gate
 
 MAX_REPLY_BYTES = 4 << 20
 STDERR_CAP = 64 << 10
@@ -74,8 +72,8 @@ class Session(Protocol):
     manager that starts and ends it, `call` (one command, one reply, or WorkerError),
     `findings` (its findings log), `limit_error` (a reply that hit a sandbox limit, as a
     WorkerError), its `workdir` and the sandbox mechanisms `enforced` and `missing`.
-    `gpu_gate`: the pool's gate of its GPU (`tritonrl.verify.gate`), whose shared side
-    its GPU work holds and whose exclusive side its timing holds; None outside a pool."""
+    `gpu_gate`: this process's gate of its GPU (`tritonrl.verify.gate`), whose shared
+    side its GPU work holds and whose exclusive side its timing holds; None on the CPU."""
 
     workdir: Path
     enforced: list[str]
@@ -314,11 +312,13 @@ def sandbox_config(
 class WorkerSession:
     """A fresh sandboxed worker for one candidate (a `Session`)."""
 
-    gpu_gate: GpuGate | None = None  # a fresh worker shares its GPU through no pool's gate
+    gpu_gate: GpuGate | None = None  # on CUDA: this process's gate of the GPU it uses
 
     def __init__(
         self, workdir: Path, config: VerifyConfig, device: str, file_mb: int | None = None
     ):
+        if device == "cuda":  # beside other threads' verifies and pools: timed alone
+            self.gpu_gate = current_gate()
         self.workdir = Path(workdir).resolve()
         self.config = sandbox_config(config, device, file_mb)
         self.enforced: list[str] = []
