@@ -299,3 +299,94 @@ def test_a_drain_is_filled_only_with_holds_expected_to_end_before_it():
         t.join(5)
     assert events[:3] == ["short in", "long out", ("timing", 0, True)]
     assert sorted(events[3:]) == ["long in", "short in", "unseen in"]
+
+
+_OTHER_PROCESS = """
+import sys, time
+from pathlib import Path
+from tritonrl.verify.gate import GpuGate, ProcessLock
+gate = GpuGate(drain_s=float(sys.argv[3]), cross=ProcessLock(Path(sys.argv[1]), "gpu-test"))
+side, hold = sys.argv[2], 1.0
+if side == "exclusive":
+    drained = gate.exclusive.acquire()
+    start = time.monotonic()
+    Path(sys.argv[1], "in").touch()
+    time.sleep(hold)
+    end = time.monotonic()
+    gate.exclusive.release()
+else:
+    with gate.shared():
+        start, drained = time.monotonic(), True
+        Path(sys.argv[1], "in").touch()
+        time.sleep(hold)
+        end = time.monotonic()
+print(drained, start, end)
+"""
+
+
+def _spawn(folder, side: str, drain_s: float = 10.0):
+    """A second process that takes `side` of the same GPU lock and holds it for 1 s
+    (its `communicate()` gives: drained, start, end)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", _OTHER_PROCESS, str(folder), side,
+                             str(drain_s)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _other_process(folder, side: str, drain_s: float = 10.0):
+    """`_spawn`, returned once the process is inside."""
+    (folder / "in").unlink(missing_ok=True)
+    proc = _spawn(folder, side, drain_s)
+    deadline = time.monotonic() + 60
+    while not (folder / "in").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "it never got in"
+        time.sleep(0.01)
+    return proc
+
+
+def _times(proc) -> tuple[bool, float, float]:
+    out, _ = proc.communicate(timeout=60)
+    drained, start, end = out.split()
+    return drained == "True", float(start), float(end)
+
+
+def test_a_timing_phase_in_another_process_holds_this_ones_runs_and_timing_back(tmp_path):
+    # Two processes on one GPU (two `tritonrl verify` commands, a trainer and an eval):
+    # while one times, the other's correctness runs and its own timing phase wait.
+    from tritonrl.verify.gate import ProcessLock
+
+    gate = GpuGate(cross=ProcessLock(tmp_path, "gpu-test"))
+    other = _other_process(tmp_path, "exclusive")
+    with gate.shared():
+        entered = time.monotonic()
+    assert entered >= _times(other)[2]
+    other = _other_process(tmp_path, "exclusive")
+    with gate.exclusive as drained:
+        entered = time.monotonic()
+    assert drained and entered >= _times(other)[2]
+
+
+def test_a_timing_phase_waits_for_another_process_runs_only_so_long(tmp_path):
+    # Another process's correctness run delays this one's timing phase until it ends;
+    # past the gate's drain_s the timing goes on and says it shared the GPU.
+    from tritonrl.verify.gate import ProcessLock
+
+    other = _other_process(tmp_path, "shared")
+    gate = GpuGate(drain_s=10.0, cross=ProcessLock(tmp_path, "gpu-test"))
+    with gate.exclusive as drained:
+        entered = time.monotonic()
+    assert drained and entered >= _times(other)[2]
+    other = _other_process(tmp_path, "shared")
+    hasty = GpuGate(drain_s=0.2, cross=ProcessLock(tmp_path, "gpu-test"))
+    with hasty.exclusive as drained:
+        entered = time.monotonic()
+    _, start, end = _times(other)
+    assert not drained and start <= entered < end  # reported as the gate's late drain
+    # and this process's own runs hold the lock shared: another's timing waits for them
+    with gate.shared():
+        other = _spawn(tmp_path, "exclusive")
+        time.sleep(1.0)
+        released = time.monotonic()
+    drained, start, _ = _times(other)
+    assert drained and start >= released

@@ -27,6 +27,13 @@ the result (`timing["shared_gpu"]`), a reader can discount that timing.
 `gate_for(gpu)` gives every pool and lane of this process the same gate for one GPU;
 `current_gate()` gives a lone `verify` on CUDA (its reference's passes and its fresh
 worker) the gate of the GPU it uses, so threads calling `verify` at once share it too.
+
+Across processes (two `tritonrl verify` commands, a trainer and an eval on one GPU), a
+CUDA gate also holds the GPU's `ProcessLock`: while any of its correctness runs is
+inside, the process holds the lock shared; a timing phase, once this process is drained,
+takes it alone, after other processes' timing phases (however long) and their
+correctness runs (at most `drain_s`, then noted as above). Timing phases of all
+processes on a GPU thus run one at a time; the drain is not filled across processes.
 `VerifyConfig.exclusive_timing = False` makes a job skip the shared side: its runs then
 neither wait for timing phases nor are waited for (faster, and its timing is exposed to
 the other lanes' work; docs/benchmarks.md has both).
@@ -44,28 +51,39 @@ seconds, the timing phases in them and the seconds those held the GPU.
 What it does NOT do: stop GPU work that outlives a run or runs between a worker's
 commands (a kernel still spinning after its reply, a thread the candidate started: the
 lane kills the worker at its deadline, and the thread is flagged), or order the GPU use
-of other processes (two trainer processes with pools on one GPU, or two `tritonrl
-verify` commands, do not see each other's gates). The shared side is not re-entrant: a
-holder must not take it again.
+of programs that are not tritonrl's. The shared side is not re-entrant: a holder must
+not take it again.
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+log = logging.getLogger(__name__)
 DRAIN_S = 10.0  # the longest a timing phase waits for correctness runs to leave
+CROSS_WAIT_S = 600.0  # the longest anyone waits for another process's timing phase
+LOCK_DIR = "/tmp/tritonrl-gpu-locks"  # TRITONRL_GPU_LOCK_DIR overrides; not TMPDIR, which
+# users move to a larger disk per process
 FILL_WEIGHT = 0.2  # of the newest hold, in a label's running mean of its hold seconds
 _GATES: dict[str, GpuGate] = {}
 _GATES_LOCK = threading.Lock()
 
 
 def gate_for(gpu: str) -> GpuGate:
-    """This process's gate for the GPU that CUDA_VISIBLE_DEVICES names `gpu`."""
+    """This process's gate for the GPU that CUDA_VISIBLE_DEVICES names `gpu`; on a CUDA
+    machine it also holds the GPU's lock across processes (`ProcessLock`)."""
     with _GATES_LOCK:
-        return _GATES.setdefault(gpu, GpuGate())
+        gate = _GATES.get(gpu)
+        if gate is None:
+            gate = _GATES[gpu] = GpuGate(cross=ProcessLock.for_gpu(gpu))
+        return gate
 
 
 def current_gate() -> GpuGate:
@@ -83,8 +101,9 @@ def current_gate() -> GpuGate:
 class GpuGate:
     """Shared (correctness) and exclusive (timing) use of one GPU. Thread-safe."""
 
-    def __init__(self, drain_s: float = DRAIN_S) -> None:
+    def __init__(self, drain_s: float = DRAIN_S, cross: ProcessLock | None = None) -> None:
         self.drain_s = drain_s
+        self.cross = cross  # the GPU's lock across processes (None: this process only)
         self._cond = threading.Condition()
         self._shared = 0
         self._writers = 0  # waiting or holding
@@ -115,6 +134,10 @@ class GpuGate:
         with self._cond:
             asked = time.monotonic()
             self._cond.wait_for(lambda: self._may_enter(label))
+            if self._shared == 0 and self.cross is not None:
+                # The first holder takes the process's shared side across processes
+                # (waiting out another process's timing; nobody of ours is inside).
+                self.cross.acquire_shared()
             self._shared += 1
             entered = time.monotonic()
             self._blocked_s += entered - asked
@@ -125,6 +148,8 @@ class GpuGate:
         finally:
             with self._cond:
                 self._shared -= 1
+                if self._shared == 0 and self.cross is not None:
+                    self.cross.release_shared()
                 del self._inside[token]
                 held = time.monotonic() - entered
                 mean = self._expected.get(label)
@@ -145,11 +170,20 @@ class GpuGate:
             deadline = time.monotonic() + self.drain_s
             while self._shared and (left := deadline - time.monotonic()) > 0:
                 self._cond.wait(left)
+            drained = self._shared == 0
+        # Then the other processes: their timing phases (waited for, however long), then
+        # their correctness runs (as ours: at most drain_s). Ours still inside hold the
+        # shared side across processes too, so then this process cannot have it alone.
+        if self.cross is not None:
+            drained = self.cross.acquire_exclusive(self.drain_s if drained else 0.0) and drained
+        with self._cond:
             self._timing = True
             self._held_start = time.monotonic()
-            return self._shared == 0
+            return drained
 
     def _release(self) -> None:
+        if self.cross is not None:
+            self.cross.release_exclusive()
         with self._cond:
             now = time.monotonic()
             self._held = self._timing = False
@@ -195,3 +229,89 @@ class _Exclusive:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class ProcessLock:
+    """One GPU's gate across processes: `flock` on two files named by the GPU's UUID in
+    LOCK_DIR. A process whose gate has correctness runs inside holds the lock file shared
+    (its first holder takes it, its last lets go), after passing the turnstile; a timing
+    phase holds the turnstile (new shared holders of every process wait behind it), then
+    the lock file alone (the others' correctness runs gone). The kernel drops a dead
+    process's locks. Waits poll: another process's timing at most CROSS_WAIT_S, its
+    correctness runs as the gate's own (`drain_s`); past them the work goes on, reported
+    as the gate's own late drains are."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        """The lock named `key` in `folder` (its two files made if missing: OSError)."""
+        self.lock_path, self.turn_path = folder / f"{key}.lock", folder / f"{key}.turnstile"
+        for path in (self.lock_path, self.turn_path):
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o666))
+        self._shared_fd: int | None = None
+        self._held: list[int] = []
+
+    @classmethod
+    def for_gpu(cls, gpu: str) -> ProcessLock | None:
+        """The lock of the GPU this process calls `gpu` (a CUDA_VISIBLE_DEVICES entry),
+        keyed by its UUID; None without CUDA, or where the lock folder cannot be used."""
+        import torch
+
+        from tritonrl.verify.pool import visible_gpus  # pool imports this module
+
+        if not torch.cuda.is_available() or gpu not in (gpus := visible_gpus()):
+            return None
+        key = f"gpu-{torch.cuda.get_device_properties(gpus.index(gpu)).uuid}"
+        folder = Path(os.environ.get("TRITONRL_GPU_LOCK_DIR") or LOCK_DIR)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder.stat().st_uid == os.getuid():
+                folder.chmod(0o1777)  # every user's verifier shares the GPU's lock
+            lock = cls(folder, key)
+        except OSError as e:
+            log.warning("GPU %s: no lock across processes in %s (%s): other processes' "
+                        "verifiers may time beside this one's", gpu, folder, e)  # fmt: skip
+            return None
+        return lock
+
+    def acquire_shared(self) -> None:
+        turn = os.open(self.turn_path, os.O_RDONLY)
+        try:
+            passed = _flock(turn, fcntl.LOCK_SH, CROSS_WAIT_S)
+        finally:
+            os.close(turn)  # passed: the turnstile is let go at once
+        fd = os.open(self.lock_path, os.O_RDONLY)
+        if not (passed and _flock(fd, fcntl.LOCK_SH, CROSS_WAIT_S)):
+            log.warning("another process held GPU lock %s past %.0f s", self.lock_path,
+                        CROSS_WAIT_S)  # fmt: skip
+        self._shared_fd = fd
+
+    def release_shared(self) -> None:
+        if self._shared_fd is not None:
+            os.close(self._shared_fd)  # closing drops the lock
+            self._shared_fd = None
+
+    def acquire_exclusive(self, drain_s: float) -> bool:
+        """True once this process holds the GPU alone; False when another process's
+        timing (CROSS_WAIT_S) or correctness runs (`drain_s`) stayed past the wait."""
+        turn = os.open(self.turn_path, os.O_RDONLY)
+        fd = os.open(self.lock_path, os.O_RDONLY)
+        self._held = [turn, fd]
+        return _flock(turn, fcntl.LOCK_EX, CROSS_WAIT_S) and _flock(fd, fcntl.LOCK_EX, drain_s)
+
+    def release_exclusive(self) -> None:
+        held, self._held = self._held, []
+        for fd in reversed(held):
+            os.close(fd)
+
+
+def _flock(fd: int, mode: int, wait_s: float) -> bool:
+    """`flock(fd, mode)`, polled for at most `wait_s` seconds; whether it was taken."""
+    deadline, pause = time.monotonic() + wait_s, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
