@@ -123,12 +123,9 @@ def trainer_gate(device: str):
     """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
     if device != "cuda":
         return None
-    import torch
+    from tritonrl.verify.gate import current_gate
 
-    from tritonrl.verify.gate import gate_for
-    from tritonrl.verify.pool import visible_gpus
-
-    return gate_for(visible_gpus()[torch.cuda.current_device()])
+    return current_gate()
 
 
 def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):

@@ -86,13 +86,22 @@ def gate_for(gpu: str) -> GpuGate:
         return gate
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them."""
+    import torch
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        names = [g.strip() for g in listed.split(",") if g.strip()]
+        return names[: torch.cuda.device_count()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
 def current_gate() -> GpuGate:
     """This process's gate for the GPU torch uses now (its current CUDA device): the one
     a pool's lanes on that GPU hold, so `verify` calls made from several threads, and a
     pool beside them, time one at a time."""
     import torch
-
-    from tritonrl.verify.pool import visible_gpus  # pool imports this module
 
     gpus = visible_gpus()
     return gate_for(gpus[torch.cuda.current_device()] if gpus else "0")
@@ -254,8 +263,6 @@ class ProcessLock:
         """The lock of the GPU this process calls `gpu` (a CUDA_VISIBLE_DEVICES entry),
         keyed by its UUID; None without CUDA, or where the lock folder cannot be used."""
         import torch
-
-        from tritonrl.verify.pool import visible_gpus  # pool imports this module
 
         if not torch.cuda.is_available() or gpu not in (gpus := visible_gpus()):
             return None

@@ -62,7 +62,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
 from tritonrl.verify.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
 from tritonrl.verify.funnel import finish, prepare
-from tritonrl.verify.gate import gate_for
+from tritonrl.verify.gate import gate_for, visible_gpus
 from tritonrl.verify.job import gpu_estimate
 from tritonrl.verify.lane import Lane
 from tritonrl.verify.launchers import LauncherStore
@@ -77,17 +77,6 @@ _STOP = object()
 
 class PoolClosed(RuntimeError):
     """The pool was closed before this candidate's verdict."""
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them."""
-    import torch
-
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        names = [g.strip() for g in listed.split(",") if g.strip()]
-        return names[: torch.cuda.device_count()]
-    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 class VerifierPool:
