@@ -65,6 +65,16 @@ def test_qwen7b_recipe():
     assert (sft.gradient_accumulation, sft.max_length, sft.bf16) == (4, 8192, True)
 
 
+def test_a_named_config_with_a_dot_in_its_name_is_found_by_name():
+    # "qwen-coder-1.5b-1gpu" has a suffix (".5b-1gpu") as a path: it is still a name.
+    assert config_path("qwen-coder-1.5b-1gpu").name == "qwen-coder-1.5b-1gpu.yaml"
+    config = load_config("qwen-coder-1.5b-1gpu", cuda_available=True)
+    assert config.model.name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert not config.lora.enabled and config.pipeline.prepare_source == "builtin"
+    assert config.sft.device == config.rl.device == config.verify.device == "cuda"
+    assert config.sft.bf16 and config.rl.bf16
+
+
 def test_smollm2_recipe_is_a_small_full_parameter_run_on_builtin_data():
     config = load_config("smollm2-1gpu", cuda_available=True)
     assert config.model.name_or_path == "HuggingFaceTB/SmolLM2-135M-Instruct"

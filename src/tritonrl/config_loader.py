@@ -176,7 +176,9 @@ def config_path(name: str | Path | None) -> Path:
     if path.is_file():
         return path
     named = CONFIG_DIR / f"{name}.yaml"
-    if path.suffix == "" and named.is_file():
+    # A name, not a path: no folder and no .yaml ending (a dot may be in the name itself,
+    # as in qwen-coder-1.5b-1gpu).
+    if len(path.parts) == 1 and path.suffix not in (".yaml", ".yml") and named.is_file():
         return named
     available = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
     raise ValueError(
