@@ -1,42 +1,43 @@
-"""Does RL teach? SFT, then GRPO, then an evaluation on tasks neither stage saw, for each
-model given, side by side on one GPU; and the verifier's timing spread idle and while
-GRPO trains on the same GPU.
+"""Does RL teach? A real model through base -> SFT -> GRPO, each point evaluated on tasks
+no stage trained on, with the product's own commands; one GPU, one command.
 
-    python bench/learning_demo.py --out OUT [--model tiny] [--model smollm2=PATH.gguf|DIR]
-        [--device cuda] [--generated 800] [--heldout-generated 36] [--rl-steps 12]
-        [--save-steps 4] [--max-tokens 768] [--probe-runs 20] [--work DIR]
+    python bench/learning_demo.py --model qwen2.5-coder-1.5b --out OUT \
+        [--kernelbench KB_CHECKOUT] [--config qwen-coder-1.5b-1gpu] [--samples 4]
+        [--rl-budget-s 600] [--device cuda] [--work DIR] [-- --rl.learning_rate 3e-6 ...]
 
-Per model it runs the product's own commands in a run directory: `tritonrl tiny-model`
-(for `tiny`) or `tritonrl convert-gguf` (for a `.gguf`) to build the base, `tritonrl sft`
-(full-parameter, on the builtin suite less the held-out tasks plus `--generated`
-generator tasks of seeds from 0), then `tritonrl rl --algo grpo` (the verifier as reward
-through its warm pool, a checkpoint every `--save-steps`). The held-out set is
-`HELDOUT_BUILTIN` (builtin level-1 and level-2 tasks kept out of `data.tasks`) plus
-generator tasks drawn from seed `HELDOUT_SEED` whose program (its name: the ops, in order)
-no training task has. The base, the SFT model and each GRPO checkpoint answer every
-held-out task once (greedy, `--max-tokens`), and each answer goes through a
-`VerifierPool` on the device: verified-correct rate, compiled rate and mean `staged`
-reward (the scheme RL trains on). Models run in parallel, each pinned to its share of
-the CPU cores (its verifier pools size themselves from it).
+The model is a named offline model (`qwen2.5-coder-0.5b`, `qwen2.5-coder-1.5b`,
+`smollm2`), a `.gguf`, a model directory, or `tiny` (the from-scratch model, for trying the
+script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log in OUT:
 
-Timing spread: the candidate is a copy of the reference (`class ModelNew(Model): pass`,
-static checks and the funnel off as in bench/kernelbench_fullsize.py, so the timing phase
-runs whatever the torch-only flags say) of `PROBE_TASK`, verified `--probe-runs` times
-on a one-lane pool with the GPU idle, then again in a thread while the GRPO stages train
-(`--probe-pause-s` apart, to spread them over the stage).
+1. `tritonrl convert-gguf MODEL --out work/base` (or `tiny-model`), once;
+2. the held-out set written as a KernelBench-layout folder, work/heldout/level{1,2}/:
+   the builtin tasks kept out of training (`HELDOUT_BUILTIN`, numbered from 201),
+   `--heldout-generated` generator tasks from seed 1,000,000 whose program (the chain of
+   ops, the task's name) no training generator task has (numbered from 301), and, given
+   `--kernelbench`, a fixed systematic subset of that checkout's problems (level 1 every
+   `--kb-every1`-th problem id from 1, level 2 every `--kb-every2`-th, numbers kept);
+3. `tritonrl sft --run work/run --config CONFIG` on the builtin suite less the held-out
+   tasks plus the config's generator tasks (seeds from 0);
+4. `tritonrl rl --run work/run --algo grpo` (a checkpoint every `rl.save_steps`), stopped
+   by SIGTERM after `--rl-budget-s` (it then checkpoints, which counts as done);
+5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
+   the held-out folder (`--samples` answers a task at `rl.temperature`), one folder each,
+   then `tritonrl eval --compare` of them all.
 
-Writes into OUT: learning_demo.json (every figure, the commands, the per-step RL curve),
-learning_demo.png (mean reward per GRPO step; held-out verified-correct rate at each
-evaluated point), learning_demo.md (the tables) and each stage's log. Measures; asserts
-nothing. On a CPU (`--device cpu`, for trying the script) there is no timing probe.
+Per point and per source (builtin, generated, KernelBench level 1 and 2) the figures are
+read back from each eval's samples.jsonl with the product's own metrics
+(`tritonrl.evaluate.metrics.summarize`): verified-correct, compiled, fast_1, pass@1,
+pass@k and the mean reward. A one-lane pool times a copy of a reference (`PROBE_TASK`)
+while the GPU is idle and again while GRPO trains, as the spread of honest timing.
 
-On the workplace's H100 (docs/benchmarks.md, "Learning demo"): the GGUF and the wheels the
-image lacks go over with bench/carry_model.sh; copy src/ and bench/ to /tmp there and run from
-the copy with PYTHONPATH=/tmp/site:/tmp/demo/src, under `setsid nohup` (a later call checks on
-it): a folder ignored only through .git/info/exclude did not survive to the next call there.
+Writes into OUT: learning_demo.json (every figure and command, the GRPO curve),
+learning_demo.md (the tables), learning_demo.png (GRPO reward and batch correct rate per
+step; held-out correct per source at each point), compare.json and each stage's log.
+Arguments after `--` go to both `sft` and `rl` where they name their sections
+(`--sft.*` to sft; `--rl.*`, `--curriculum.*` to rl). Measures; asserts nothing.
 
-What it does NOT do: no sampling at evaluation (one greedy answer per task: pass@1), no
-timing of its own (speedups are the verifier's), and it does not tune anything.
+What it does NOT do: no tuning; no timing of its own (speedups are the verifier's); it
+does not ship KernelBench's problems (point --kernelbench at your checkout).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -62,6 +64,7 @@ HELDOUT_BUILTIN = [
     "level2/18_Swish_RowMax",
 ]  # fmt: skip
 HELDOUT_SEED = 1_000_000  # the generator's seeds for held-out tasks (training: from 0)
+BUILTIN_FROM, GENERATED_FROM = 201, 301  # held-out file numbers; below 201: KernelBench
 PROBE_TASK = (
     "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
     "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n\n\n"
@@ -69,6 +72,7 @@ PROBE_TASK = (
     "def get_init_inputs():\n    return []\n"
 )
 COPY_TAIL = "\n\nclass ModelNew(Model):\n    pass\n"
+NAMED = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2")
 
 
 # --------------------------------------------------------------------------- tasks
@@ -83,17 +87,49 @@ def training_specs() -> list[str]:
     return [f"builtin:{i}" for i in ids if i not in held]
 
 
-def heldout_tasks(n_generated: int, train_generated: int) -> list:
-    """The held-out builtin tasks and `n_generated` generator tasks whose program no
-    training generator task has."""
+def source_of(task_id: str) -> str:
+    """The held-out source a task of the held-out folder came from, by its number."""
+    level, number = re.match(r".*level(\d)/(\d+)_", task_id).groups()
+    n = int(number)
+    if n >= GENERATED_FROM:
+        return "generated"
+    return "builtin" if n >= BUILTIN_FROM else f"kernelbench_l{level}"
+
+
+def write_heldout(folder: Path, n_generated: int, train: tuple[int, int], kb: Path | None,
+                  every: tuple[int, int]) -> dict[str, list[str]]:  # fmt: skip
+    """The held-out set as a KernelBench-layout folder; the file names by source."""
     from tritonrl.tasks import load_builtin
     from tritonrl.tasks.generator import generate_tasks
 
-    seen = {t.name for t in generate_tasks(train_generated, seed=0)} if train_generated else set()
+    if folder.exists():
+        shutil.rmtree(folder)
+    train_n, train_seed = train  # the training generator tasks: how many, from which seed
+    seen = {t.name for t in generate_tasks(train_n, seed=train_seed)} if train_n else set()
     novel = [t for t in generate_tasks(4 * n_generated + 20, seed=HELDOUT_SEED)
              if t.name not in seen][:n_generated]  # fmt: skip
     builtin = [load_builtin(spec).tasks[0] for spec in HELDOUT_BUILTIN]
-    return builtin + novel
+    files: dict[str, list[str]] = {"builtin": [], "generated": []}
+
+    def put(task_source: str, level: int, number: int, name: str, key: str) -> None:
+        path = folder / f"level{level}" / f"{number}_{re.sub(r'[^A-Za-z0-9]+', '_', name)}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(task_source)
+        files.setdefault(key, []).append(f"level{level}/{path.name}")
+
+    for i, t in enumerate(builtin):
+        put(t.source, t.level, BUILTIN_FROM + i, t.name, "builtin")
+    for i, t in enumerate(novel):
+        put(t.source, t.level, GENERATED_FROM + i, t.name, "generated")
+    for level, step in zip((1, 2), every, strict=True):
+        if kb is None or step <= 0:
+            continue
+        for path in sorted((kb / f"level{level}").glob("*_*.py")):
+            number = int(path.name.split("_", 1)[0])
+            if (number - 1) % step == 0:
+                put(path.read_text(), level, number, path.stem.split("_", 1)[1],
+                    f"kernelbench_l{level}")  # fmt: skip
+    return files
 
 
 # --------------------------------------------------------------------------- stages
@@ -103,15 +139,12 @@ def tritonrl(*args: str) -> list[str]:
     return [sys.executable, "-m", "tritonrl", *args]
 
 
-def run_logged(
-    cmd: list[str], log_path: Path, cores: str | None, budget_s: float | None = None
-) -> float:
-    """Run `cmd` (pinned to `cores` when given) with its output in `log_path`; seconds.
-    After `budget_s` it gets SIGTERM (a training stage then checkpoints and stops, exit
-    143, which counts as done). Any other failure raises with the log's tail."""
-    if cores:
-        cmd = ["taskset", "-c", cores, *cmd]  # taskset execs: the pid is the command's
+def run_logged(cmd: list[str], log_path: Path, budget_s: float | None = None) -> float:
+    """Run `cmd` with its output in `log_path`; seconds. After `budget_s` it gets SIGTERM
+    (a training stage then checkpoints and stops, exit 143, which counts as done). Any
+    other failure raises with the log's tail."""
     started = time.monotonic()
+    log.info("%s", " ".join(cmd[2:8]))
     with open(log_path, "w") as f:
         f.write(" ".join(cmd) + "\n")
         f.flush()
@@ -124,191 +157,90 @@ def run_logged(
             rc = proc.wait()
             rc = 0 if rc == 128 + signal.SIGTERM else rc
     if rc:
-        tail = log_path.read_text()[-1500:]
-        raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {rc}:\n{tail}")
+        tail = log_path.read_text()[-2000:]
+        raise RuntimeError(f"{' '.join(cmd[2:6])} ... exited {rc}:\n{tail}")
     return time.monotonic() - started
 
 
-def build_base(name: str, source: str, work: Path, out: Path, cores: str | None) -> Path:
+def build_base(source: str, work: Path, out: Path) -> Path:
     """The base model's directory: the tiny model built, or a GGUF converted."""
-    base = work / f"{name}-base"
+    base = work / "base"
     if (base / "config.json").is_file():
         return base
     if source == "tiny":
         cmd = tritonrl("tiny-model", "--out", str(base), "--overwrite")
-    elif source.endswith(".gguf") or source == "smollm2":
+    elif source in NAMED or source.endswith(".gguf"):
         cmd = tritonrl("convert-gguf", source, "--out", str(base), "--overwrite")
     else:
         return Path(source)
-    run_logged(cmd, out / f"{name}_base.log", cores)
+    run_logged(cmd, out / "base.log")
     return base
 
 
-def sft_args(name: str, base: Path, args) -> list[str]:
-    small = name == "tiny"
-    return [
-        "--model.name_or_path", str(base), "--lora.enabled", "false",
-        "--data.tasks", ",".join(training_specs()),
-        "--data.generated_tasks", str(args.generated), "--data.validation_fraction", "0.02",
-        "--data.include_example", "false",
-        "--sft.device", args.device, "--sft.bf16", str(args.device == "cuda" and not small),
-        "--sft.learning_rate", "1e-3" if small else "5e-5",
-        "--sft.epochs", str(args.sft_epochs_tiny if small else args.sft_epochs),
-        "--sft.per_device_batch_size", str(args.sft_batch), "--sft.max_length", "2048",
-        "--sft.save_steps", "100000", "--sft.eval_steps", "100000", "--sft.logging_steps", "10",
-        "--sft.max_steps", str(args.sft_max_steps),
-        "--run.report_to", "none", "--run.keep_last", "50",
-    ]  # fmt: skip
+def split_extra(extra: list[str]) -> tuple[list[str], list[str]]:
+    """The extra overrides for sft (`--sft.*`, `--data.*`, ...) and for rl (its sections)."""
+    rl_sections = ("--rl.", "--curriculum.", "--verify.")
+    sft, rl, i = [], [], 0
+    while i < len(extra):
+        pair = extra[i : i + 2]
+        (rl if pair[0].startswith(rl_sections) else sft).extend(pair)
+        i += 2
+    return sft, rl
 
 
-def rl_args(name: str, args) -> list[str]:
-    small = name == "tiny"
-    return [
-        "--rl.device", args.device, "--verify.device", args.device,
-        "--rl.max_steps", str(args.rl_steps), "--rl.save_steps", str(args.save_steps),
-        "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.rl_batch),
-        "--rl.gradient_accumulation", str(args.rl_accum),
-        "--rl.max_completion_length", str(args.max_tokens),
-        "--rl.learning_rate", "1e-4" if small else args.rl_lr,
-        "--rl.bf16", str(args.device == "cuda" and not small),
-        "--rl.gradient_checkpointing", "false", "--rl.logging_steps", "1",
-    ]  # fmt: skip
+def evaluate(label: str, model: Path, ctx: dict) -> Path:
+    """`tritonrl eval` of `model` on the held-out folder; the eval folder."""
+    a = ctx["args"]
+    folder = ctx["work"] / "evals" / label
+    cmd = tritonrl("eval", "--model", str(model), "--tasks", str(ctx["heldout"]),
+                   "--samples", str(a.samples), "--out", str(folder), "--config", ctx["config"],
+                   "--device", a.device, "--backend", a.eval_backend,
+                   "--verify.device", a.device, *ctx["eval_extra"])  # fmt: skip
+    ctx["commands"][f"eval_{label}"] = cmd[2:]
+    ctx["seconds"][f"eval_{label}"] = round(run_logged(cmd, ctx["out"] / f"eval_{label}.log"), 1)
+    return folder
 
 
-# --------------------------------------------------------------------------- evaluation
+def point_figures(folder: Path, samples: int) -> dict:
+    """Overall and per-source metrics of one eval folder, from its samples.jsonl."""
+    from tritonrl.evaluate.metrics import summarize
+
+    rows = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()
+            if line.strip()]  # fmt: skip
+    ks = [k for k in (1, 2, 4, 8) if k <= samples]
+    groups = {"all": rows}
+    for r in rows:
+        groups.setdefault(source_of(r["task"]), []).append(r)
+    figures = {}
+    for name, group in groups.items():
+        m = summarize(group, k_values=ks)["overall"]
+        figures[name] = {
+            "tasks": m["tasks"], "n": m["n"], "correct": m["correct"],
+            "compiled": m["compiled"], "valid": m["valid"], "fast_1": m["fast_1"],
+            **{f"pass@{k}": m.get(f"pass@{k}") for k in ks},
+            "mean_reward": round(statistics.mean(r.get("reward") or 0.0 for r in group), 4),
+            "truncated": sum(bool(r.get("truncated")) for r in group),
+        }  # fmt: skip
+    return figures
 
 
-def load_for_eval(path: Path, tokenizer_path: Path, device: str):
-    import torch
-
-    from tritonrl.train.models import load_causal_lm, load_tokenizer
-
-    tokenizer = load_tokenizer(tokenizer_path)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    model = load_causal_lm(path, dtype=dtype).to(device).eval()
-    return model, tokenizer
-
-
-def generate(model, tokenizer, tasks: list, max_tokens: int, batch: int) -> tuple[list, dict]:
-    """One greedy answer per task, and generation figures."""
-    import torch
-
-    from tritonrl.data.prompts import build_prompt
-
-    prompts = [build_prompt(t.source, tokenizer, include_example=False) for t in tasks]
-    texts, lengths, started = [], [], time.monotonic()
-    for i in range(0, len(prompts), batch):
-        enc = tokenizer(prompts[i : i + batch], return_tensors="pt", padding=True,
-                        add_special_tokens=False).to(model.device)  # fmt: skip
-        with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=max_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-        new = out[:, enc["input_ids"].shape[1] :]
-        for row in new:
-            keep = row[row != tokenizer.pad_token_id]
-            lengths.append(len(keep))
-            texts.append(tokenizer.decode(keep, skip_special_tokens=True))
-    figures = {
-        "generate_s": round(time.monotonic() - started, 1),
-        "mean_tokens": round(statistics.mean(lengths), 1),
-        "at_max_tokens": sum(n >= max_tokens for n in lengths) / len(lengths),
-    }
-    return texts, figures
-
-
-def score(pool, tasks: list, texts: list[str], config) -> dict:
-    """Verified-correct rate, compiled rate and mean staged reward of the answers."""
-    from tritonrl.reward import reward_for
-
-    started = time.monotonic()
-    results = pool.verify_many(list(zip(tasks, texts, strict=True)), config)
-    rewards = [reward_for(r, config) for r in results]
-    correct = [r.correct and not r.cheated for r in results]
-
-    def rate(flags, keep) -> float | None:
-        chosen = [f for f, k in zip(flags, keep, strict=True) if k]
-        return round(sum(chosen) / len(chosen), 4) if chosen else None
-
-    generated = [t.id.startswith("generated:") for t in tasks]
-    stages: dict[str, int] = {}
-    for r in results:
-        stages[r.stage] = stages.get(r.stage, 0) + 1
-    return {
-        "n": len(tasks),
-        "correct": rate(correct, [True] * len(tasks)),
-        "compiled": rate([r.compiled for r in results], [True] * len(tasks)),
-        "mean_reward": round(statistics.mean(rewards), 4),
-        "correct_generated": rate(correct, generated),
-        "correct_builtin": rate(correct, [not g for g in generated]),
-        "stages": stages,
-        "correct_tasks": [t.id for t, c in zip(tasks, correct, strict=True) if c],
-        "verify_s": round(time.monotonic() - started, 1),
-    }
-
-
-def eval_main(args) -> None:
-    """The `--eval` mode (a subprocess of the demo): evaluate each model of the list."""
-    from tritonrl.config import VerifyConfig
-    from tritonrl.tasks import Task
-    from tritonrl.verify.pool import VerifierPool
-
-    spec = json.loads(Path(args.eval).read_text())
-    tasks = [Task(**t) for t in spec["tasks"]]
-    config = VerifyConfig(device=spec["device"], reward_scheme="staged")
-    rows = []
-    with VerifierPool(config) as pool:
-        for label, path, tok in spec["models"]:
-            model, tokenizer = load_for_eval(Path(path), Path(tok), spec["device"])
-            texts, figures = generate(model, tokenizer, tasks, spec["max_tokens"], spec["batch"])
-            del model
-            row = {"label": label, "model": path, **figures, **score(pool, tasks, texts, config)}
-            row["sample"] = texts[len(HELDOUT_BUILTIN)][:1200] if len(texts) > 12 else texts[0]
-            rows.append(row)
-            log.info("%s: correct %s compiled %s reward %s", label, row["correct"],
-                     row["compiled"], row["mean_reward"])  # fmt: skip
-            Path(spec["out"]).write_text(json.dumps(rows, indent=1))
-
-
-def task_dicts(tasks: list) -> list[dict]:
-    keys = ("id", "level", "name", "source", "origin")
-    return [{k: getattr(t, k) for k in keys} for t in tasks]
-
-
-def evaluate(name: str, label: str, models: list, ctx: dict, cores: str | None) -> list[dict]:
-    """Evaluate `models` ([(label, model dir, tokenizer dir)]) in a subprocess."""
-    out, work = ctx["out"], ctx["work"]
-    spec_path = work / f"{name}_{label}_eval_spec.json"
-    result_path = work / f"{name}_{label}_eval.json"
-    spec = {"tasks": ctx["tasks"], "models": [[a, str(b), str(c)] for a, b, c in models],
-            "device": ctx["device"], "max_tokens": ctx["max_tokens"], "batch": ctx["batch"],
-            "out": str(result_path)}  # fmt: skip
-    spec_path.write_text(json.dumps(spec))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--eval", str(spec_path)]
-    run_logged(cmd, out / f"{name}_eval_{label}.log", cores)
-    return json.loads(result_path.read_text())
-
-
-# --------------------------------------------------------------------------- the pipeline
+# --------------------------------------------------------------------------- GRPO
 
 
 def rl_curve(run: Path) -> list[dict]:
-    """Per GRPO step: the mean reward and the batch's verified-correct rate (from the
-    stage's log history, or the last checkpoint's when a time budget stopped it)."""
+    """Per GRPO step: mean reward, the batch's verified-correct rate and the step's time
+    split (from the stage's log history, or the last checkpoint's when stopped)."""
     path = run / "rl" / "log_history.json"
-    if not path.is_file():
+    history = json.loads(path.read_text()) if path.is_file() else None
+    if history is None:
         found = checkpoints(run)
         if not found:
             return []
-        state = json.loads((found[-1][1] / "trainer_state.json").read_text())
-        path = run / "rl" / "log_history.from_checkpoint.json"
-        path.write_text(json.dumps(state["log_history"]))
-    keep = ("step", "reward", "verify/correct", "verify/compiled", "completions/mean_length",
-            "completions/clipped_ratio", "curriculum/share")  # fmt: skip
-    return [{k: h[k] for k in keep if k in h} for h in json.loads(path.read_text())
-            if "reward" in h]  # fmt: skip
+        history = json.loads((found[-1][1] / "trainer_state.json").read_text())["log_history"]
+    keep = ("step", "reward", "reward_std", "verify/correct", "verify/compiled",
+            "completions/mean_length", "completions/clipped_ratio", "curriculum/share",
+            "time/generate_s", "time/reward_wait_s", "time/step_s", "step_time")  # fmt: skip
+    return [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]
 
 
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
@@ -316,44 +248,59 @@ def checkpoints(run: Path) -> list[tuple[int, Path]]:
     return sorted((int(p.name.split("-")[1]), p) for p in found if (p / "config.json").is_file())
 
 
-def rl_points(run: Path, final: Path, most: int) -> list[tuple]:
-    """What to evaluate after GRPO: up to `most` checkpoints spread over the run (the last
-    always), and the final model when the stage finished."""
+def rl_points(run: Path, most: int) -> list[tuple[str, Path]]:
+    """What to evaluate after GRPO: up to `most` checkpoints spread over the run (the
+    last always), or the final model when the stage finished."""
     found = checkpoints(run)
     if len(found) > most:
-        keep = {round(i * (len(found) - 1) / (most - 1)) for i in range(most)}
+        keep = {round(i * (len(found) - 1) / (most - 1)) for i in range(most)} if most > 1 else {
+            len(found) - 1}  # fmt: skip
         found = [c for i, c in enumerate(found) if i in keep]
-    points = [(f"rl-{step}", path, final) for step, path in found]
-    if (run / "rl" / "final" / "config.json").is_file():
-        points.append(("rl-final", run / "rl" / "final", final))
+    points = [(f"rl-{step}", path) for step, path in found]
+    final = run / "rl" / "final"
+    if (final / "config.json").is_file() and not points:
+        points.append(("rl-final", final))
     return points
 
 
-def pipeline(name: str, base_job, ctx: dict, cores: str | None, rl_running) -> dict:
-    """SFT, GRPO and their evaluations (and the base's) for one model; every figure in
-    a dict. `base_job` is the Background building its base."""
-    out, work, args = ctx["out"], ctx["work"], ctx["args"]
-    result: dict = {"model": name, "cores": cores, "seconds": {}}
-    t0 = time.monotonic()
-    base = base_job.get()
-    run = work / f"{name}-run"
-    sft_cmd = tritonrl("sft", "--run", str(run), *sft_args(name, base, args))
-    result["commands"] = {"sft": sft_cmd[2:]}
-    base_eval = Background(evaluate, name, "base", [("base", base, base)], ctx, cores)
-    result["seconds"]["sft"] = round(run_logged(sft_cmd, out / f"{name}_sft.log", cores), 1)
-    final = run / "sft" / "final"
-    sft_eval = Background(evaluate, name, "sft", [("sft", final, final)], ctx, cores)
-    rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", *rl_args(name, args))
-    result["commands"]["rl"] = rl_cmd[2:]
-    budget = args.rl_budget_s * (args.tiny_budget_share if name == "tiny" else 1.0)
-    with rl_running:
-        seconds = run_logged(rl_cmd, out / f"{name}_rl.log", cores, budget or None)
-    result["seconds"]["rl"] = round(seconds, 1)
-    result["rl_curve"] = rl_curve(run)
-    points = rl_points(run, final, args.rl_evals)
-    result["evals"] = base_eval.get() + sft_eval.get() + evaluate(name, "rl", points, ctx, cores)
-    result["seconds"]["total"] = round(time.monotonic() - t0, 1)
-    return result
+# --------------------------------------------------------------------------- timing probe
+
+
+def timing_probe(runs: int, while_event: threading.Event | None, stop: threading.Event,
+                 pause_s: float = 0.0) -> list[dict]:  # fmt: skip
+    """`runs` copy-of-reference verifications on a one-lane CUDA pool, `pause_s` apart;
+    with `while_event`, only while it is set (waiting for it first), until `stop`."""
+    from tritonrl.config import VerifyConfig
+    from tritonrl.tasks import Task
+    from tritonrl.verify.pool import VerifierPool
+
+    task = Task("probe:softmax_2048x4096", 1, "softmax", PROBE_TASK, "bench/learning_demo.py")
+    config = VerifyConfig(device="cuda", static_checks=False, funnel=False,
+                          skip_timing_on_failure=False, ref_time_cache="off")  # fmt: skip
+    rows: list[dict] = []
+    with VerifierPool(config, workers=1) as pool:
+        if while_event is not None:
+            while not while_event.wait(1.0):
+                if stop.is_set():
+                    return rows
+        while len(rows) < runs and not stop.is_set():
+            if while_event is not None and not while_event.is_set():
+                break
+            r = pool.verify_many([(task, task.source + COPY_TAIL)], config)[0]
+            rows.append({k: round(v["speedup"], 4) for k, v in r.speedups.items()}
+                        or {"error": (r.error or "not timed")[:200]})  # fmt: skip
+            if pause_s:
+                stop.wait(pause_s)
+    return rows
+
+
+def spread(rows: list[dict], key: str) -> dict | None:
+    values = sorted(r[key] for r in rows if key in r)
+    if len(values) < 2:
+        return None
+    q = statistics.quantiles(values, n=4)
+    return {"n": len(values), "min": values[0], "median": statistics.median(values),
+            "max": values[-1], "iqr": round(q[2] - q[0], 4)}  # fmt: skip
 
 
 class Background(threading.Thread):
@@ -377,129 +324,39 @@ class Background(threading.Thread):
         return self.value
 
 
-class RunningStages:
-    """How many stages are running, and an event set while any is."""
-
-    def __init__(self):
-        self.n, self.lock, self.active, self.done = 0, threading.Lock(), threading.Event(), 0
-
-    def __enter__(self):
-        with self.lock:
-            self.n += 1
-            self.active.set()
-
-    def __exit__(self, *exc):
-        with self.lock:
-            self.n -= 1
-            self.done += 1
-            if self.n == 0:
-                self.active.clear()
-
-
-# --------------------------------------------------------------------------- timing probe
-
-
-def probe_pool():
-    from tritonrl.config import VerifyConfig
-    from tritonrl.verify.pool import VerifierPool
-
-    config = VerifyConfig(device="cuda", static_checks=False, funnel=False,
-                          skip_timing_on_failure=False, ref_time_cache="off")  # fmt: skip
-    return VerifierPool(config, workers=1), config
-
-
-def probe_once(pool, config, task) -> dict:
-    r = pool.verify_many([(task, task.source + COPY_TAIL)], config)[0]
-    return {k: round(v["speedup"], 4) for k, v in r.speedups.items()} | (
-        {} if r.speedups else {"error": (r.error or "not timed")[:200]}
-    )
-
-
-def spread(rows: list[dict], key: str) -> dict | None:
-    values = sorted(r[key] for r in rows if key in r)
-    if len(values) < 2:
-        return None
-    q = statistics.quantiles(values, n=4)
-    return {"n": len(values), "min": values[0], "median": statistics.median(values),
-            "max": values[-1], "iqr": round(q[2] - q[0], 4)}  # fmt: skip
-
-
-def timing_probe(
-    runs: int, while_event: threading.Event | None, stop: threading.Event, pause_s: float = 0
-) -> list:
-    """`runs` copy-of-reference verifications, `pause_s` apart; with `while_event`, only
-    while it is set (waiting for it first), stopping at `stop`."""
-    from tritonrl.tasks import Task
-
-    task = Task("probe:softmax_2048x4096", 1, "softmax", PROBE_TASK, "bench/learning_demo.py")
-    pool, config = probe_pool()
-    rows = []
-    try:
-        if while_event is not None:
-            while not while_event.wait(1.0):
-                if stop.is_set():
-                    return rows
-        while len(rows) < runs and not stop.is_set():
-            if while_event is not None and not while_event.is_set():
-                break
-            rows.append({"t": round(time.time(), 1), **probe_once(pool, config, task)})
-            if pause_s and len(rows) < runs:
-                stop.wait(pause_s)
-    finally:
-        pool.close()
-    return rows
-
-
 # --------------------------------------------------------------------------- report
 
 
-def plot(report: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for m in report["models"]:
-        curve = m.get("rl_curve") or []
-        if curve:
-            left.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker=".",
-                      label=m["model"])  # fmt: skip
-        evals = m.get("evals") or []
-        last = (m.get("rl_curve") or [{"step": 0}])[-1]["step"]
-        xs = [-2 if e["label"] == "base" else -1 if e["label"] == "sft" else
-              (last if e["label"] == "rl-final" else int(e["label"][3:]))
-              for e in evals]  # fmt: skip
-        line = right.plot(xs, [100 * (e["correct"] or 0) for e in evals], marker="o",
-                          label=f"{m['model']}: verified correct")  # fmt: skip
-        right.plot(xs, [100 * (e["compiled"] or 0) for e in evals], marker="s", linestyle="--",
-                   color=line[0].get_color(), label=f"{m['model']}: compiled")  # fmt: skip
-    left.set(xlabel="GRPO step", ylabel="mean reward (staged)", title="GRPO: mean reward")
-    right.set(xlabel="GRPO step (-2: base, -1: after SFT)", ylabel="% of held-out tasks",
-              title="Held-out tasks (pass@1, greedy)", ylim=(-2, 100))  # fmt: skip
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+SOURCES = ("all", "generated", "builtin", "kernelbench_l1", "kernelbench_l2")
 
 
 def markdown(report: dict) -> str:
-    lines = [
-        "| model | point | verified correct | compiled | mean reward | generated / builtin |",
-        "|---|---|---:|---:|---:|---|",
+    k = report["samples"]
+    lines = [f"| point | source | tasks | correct | compiled | fast_1 | pass@1 | pass@{k} | "
+             "mean reward |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for p in report["points"]:
+        for s in SOURCES:
+            f = p["figures"].get(s)
+            if f is None:
+                continue
+            cells = [_pct(f["correct"]), _pct(f["compiled"]), _pct(f["fast_1"]),
+                     _pct(f.get("pass@1")), _pct(f.get(f"pass@{k}"))]  # fmt: skip
+            lines.append(f"| {p['label']} | {s} | {f['tasks']} | " + " | ".join(cells)
+                         + f" | {f['mean_reward']:.3f} |")  # fmt: skip
+    curve = report.get("rl_curve") or []
+    if curve:
+        lines += ["", "| GRPO step | mean reward | batch correct | compiled | clipped | step s |",
+                  "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for c in curve:
+            lines.append(f"| {c['step']} | {c['reward']:.3f} | {_pct(c.get('verify/correct'))} | "
+                         f"{_pct(c.get('verify/compiled'))} | "
+                         f"{_pct(c.get('completions/clipped_ratio'))} | "
+                         f"{c.get('time/step_s', c.get('step_time', '-'))} |")  # fmt: skip
+    lines += [
+        "",
+        "| timing probe | n | min | median | max | IQR |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    for m in report["models"]:
-        for e in m.get("evals") or []:
-            lines.append(
-                f"| {m['model']} | {e['label']} | {100 * e['correct']:.1f}% | "
-                f"{100 * e['compiled']:.1f}% | {e['mean_reward']:.3f} | "
-                f"{e['correct_generated']} / {e['correct_builtin']} |"
-            )
-        if m.get("error"):
-            lines.append(f"| {m['model']} | error | {m['error'][:200]} | | | |")
-    lines += ["", "| timing probe | n | min | median | max | IQR |"]
-    lines += ["|---|---:|---:|---:|---:|---:|"]
     for phase in ("idle", "training"):
         for key in ("device", "launch"):
             s = (report.get("probe") or {}).get(f"{phase}_{key}")
@@ -509,130 +366,142 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    curve = report.get("rl_curve") or []
+    if curve:
+        steps = [c["step"] for c in curve]
+        left.plot(steps, [c["reward"] for c in curve], marker=".", label="mean reward")
+        left.plot(steps, [c.get("verify/correct") or 0 for c in curve], marker=".",
+                  label="batch verified-correct rate")  # fmt: skip
+    left.set(xlabel="GRPO step", title=f"GRPO on {report['model']}")
+    labels = [p["label"] for p in report["points"]]
+    for s in SOURCES:
+        ys = [(p["figures"].get(s) or {}).get("correct") for p in report["points"]]
+        if any(y is not None for y in ys):
+            right.plot(labels, [100 * (y or 0) for y in ys], marker="o", label=s)
+    right.set(ylabel="% verified correct (held out)", title="Held-out tasks at each point",
+              ylim=(-2, 100))  # fmt: skip
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 # --------------------------------------------------------------------------- main
 
 
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="tiny", help="a named model, .gguf, dir or tiny")
     ap.add_argument("--out", default="out")
-    ap.add_argument("--work", default=None, help="runs and models (default OUT/work)")
-    ap.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        help="NAME=SOURCE or tiny (SOURCE: tiny, a .gguf, smollm2, a directory)",
-    )
+    ap.add_argument("--work", default=None, help="runs, models and evals (default OUT/work)")
+    ap.add_argument("--config", default=None, help="default: qwen-coder-1.5b-1gpu (tiny: tiny-cpu)")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--generated", type=int, default=800)
-    ap.add_argument("--heldout-generated", type=int, default=36)
-    ap.add_argument("--sft-epochs", type=int, default=2)
-    ap.add_argument("--sft-epochs-tiny", type=int, default=3)
-    ap.add_argument("--sft-max-steps", type=int, default=-1)
-    ap.add_argument("--sft-batch", type=int, default=8)
-    ap.add_argument("--rl-steps", type=int, default=12)
-    ap.add_argument("--save-steps", type=int, default=4)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--rl-batch", type=int, default=32)
-    ap.add_argument("--rl-accum", type=int, default=2)
-    ap.add_argument("--rl-lr", default="1e-5")
-    ap.add_argument("--max-tokens", type=int, default=768)
-    ap.add_argument("--eval-batch", type=int, default=64)
-    ap.add_argument(
-        "--rl-budget-s",
-        type=float,
-        default=0,
-        help="SIGTERM the GRPO stage after this long (0: none)",
-    )
-    ap.add_argument(
-        "--tiny-budget-share",
-        type=float,
-        default=1.0,
-        help="the tiny model's share of --rl-budget-s",
-    )
-    ap.add_argument("--rl-evals", type=int, default=4, help="GRPO checkpoints evaluated")
-    ap.add_argument("--probe-runs", type=int, default=20)
-    ap.add_argument(
-        "--probe-pause-s",
-        type=float,
-        default=0,
-        help="pause between the verifications during GRPO, to spread them over it",
-    )
-    ap.add_argument(
-        "--replot",
-        action="store_true",
-        help="only redraw OUT/learning_demo.png and .md from OUT's JSON",
-    )
-    ap.add_argument("--eval", help=argparse.SUPPRESS)  # internal: one evaluation subprocess
-    return ap.parse_args(argv)
-
-
-def core_split(n: int) -> list[str | None]:
-    """Each model's share of this process's cores, as taskset lists."""
-    cores = sorted(os.sched_getaffinity(0))
-    if n < 2 or len(cores) < 2 * n:
-        return [None] * n
-    size = len(cores) // n
-    return [",".join(map(str, cores[i * size : (i + 1) * size])) for i in range(n)]
+    ap.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout")
+    ap.add_argument("--kb-every1", type=int, default=5)
+    ap.add_argument("--kb-every2", type=int, default=10)
+    ap.add_argument("--heldout-generated", type=int, default=40)
+    ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--eval-backend", default="auto")
+    ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
+    ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
+    ap.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
+    ap.add_argument("--probe-runs", type=int, default=10)
+    ap.add_argument("--probe-pause-s", type=float, default=20.0)
+    ap.add_argument("--replot", action="store_true", help="redraw OUT's .png and .md only")
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then overrides for sft and rl")
+    args = ap.parse_args(argv)
+    args.extra = [a for a in args.extra if a != "--"]
+    if args.config is None:
+        args.config = "tiny-cpu" if args.model == "tiny" else "qwen-coder-1.5b-1gpu"
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     args = parse(argv)
-    if args.eval:
-        eval_main(args)
-        return 0
     out = Path(args.out).resolve()
     if args.replot:
         report = json.loads((out / "learning_demo.json").read_text())
         (out / "learning_demo.md").write_text(markdown(report))
         plot(report, out / "learning_demo.png")
         return 0
+    from tritonrl.config_loader import load_config
+
     work = Path(args.work).resolve() if args.work else out / "work"
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    models = [m.split("=", 1) if "=" in m else (m, m) for m in (args.model or ["tiny"])]
-    tasks = heldout_tasks(args.heldout_generated, args.generated)
-    ctx = {
-        "out": out,
-        "work": work,
-        "args": args,
-        "tasks": task_dicts(tasks),
-        "device": args.device,
-        "max_tokens": args.max_tokens,
-        "batch": args.eval_batch,
-    }
-    report: dict = {"argv": sys.argv[1:], "device": device_name(args.device),
-                    "heldout": [t.id for t in tasks], "models": [], "probe": {}}  # fmt: skip
-    started = time.monotonic()
+    sft_extra, rl_extra = split_extra(args.extra)
+    config = load_config(args.config, sft_extra, cuda_available=args.device == "cuda")
     cuda = args.device == "cuda"
-    cores = core_split(len(models))
-    # The bases are built (on the CPU) while the idle GPU times the probe.
-    bases = [Background(build_base, name, source, work, out, c)
-             for (name, source), c in zip(models, cores, strict=True)]  # fmt: skip
+    started = time.monotonic()
+    heldout = work / "heldout"
+    train = (config.data.generated_tasks, config.data.generator_seed)
+    every = (args.kb_every1, args.kb_every2)
+    files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every)
+    ctx = {"args": args, "out": out, "work": work, "heldout": heldout, "config": args.config,
+           "commands": {}, "seconds": {},
+           "eval_extra": [a for a in rl_extra if a.startswith("--rl.temperature")
+                          or a.startswith("--rl.max_completion_length")]}  # fmt: skip
+    report: dict = {"argv": sys.argv[1:], "model": args.model, "device": device_name(args.device),
+                    "samples": args.samples, "heldout": files, "points": [], "probe": {},
+                    "commands": ctx["commands"], "seconds": ctx["seconds"]}  # fmt: skip
     if cuda and args.probe_runs:
         report["probe"]["idle"] = timing_probe(args.probe_runs, None, threading.Event())
-    rl_running, stop = RunningStages(), threading.Event()
+    t = time.monotonic()
+    base = build_base(args.model, work, out)
+    ctx["seconds"]["base"] = round(time.monotonic() - t, 1)
+    folders = [] if args.skip_base else [("base", evaluate("base", base, ctx))]
+    run = work / "run"
+    device = ["--sft.device", args.device, "--rl.device", args.device]
+    sft_cmd = tritonrl("sft", "--run", str(run), "--config", args.config,
+                       "--model.name_or_path", str(base),
+                       "--data.tasks", ",".join(training_specs()), "--run.report_to", "none",
+                       *device[:2], *sft_extra)  # fmt: skip
+    ctx["commands"]["sft"] = sft_cmd[2:]
+    ctx["seconds"]["sft"] = round(run_logged(sft_cmd, out / "sft.log"), 1)
+    folders.append(("sft", evaluate("sft", run / "sft" / "final", ctx)))
+    rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", *device[2:],
+                      "--verify.device", args.device, *rl_extra)  # fmt: skip
+    ctx["commands"]["rl"] = rl_cmd[2:]
+    stop, training = threading.Event(), threading.Event()
     probe = None
     if cuda and args.probe_runs:
-        pause = args.probe_pause_s
-        probe = Background(timing_probe, args.probe_runs, rl_running.active, stop, pause)
-    threads = [
-        Background(pipeline, name, base, ctx, c, rl_running)
-        for (name, _), base, c in zip(models, bases, cores, strict=True)
-    ]
-    for (name, source), t in zip(models, threads, strict=True):
-        try:
-            report["models"].append({**t.get(), "source": source})
-        except Exception as e:  # noqa: BLE001 - the other model's figures still count
-            report["models"].append({"model": name, "source": source, "error": str(e)})
-        log.info("%s done at %.0f s", name, time.monotonic() - started)
-    stop.set()
+        probe = Background(timing_probe, args.probe_runs, training, stop, args.probe_pause_s)
+    training.set()
+    try:
+        ctx["seconds"]["rl"] = round(
+            run_logged(rl_cmd, out / "rl.log", args.rl_budget_s or None), 1
+        )
+    finally:
+        training.clear()
+        stop.set()
+    report["rl_curve"] = rl_curve(run)
+    for label, path in rl_points(run, args.rl_evals):
+        folders.append((label, evaluate(label, path, ctx)))
+    for label, folder in folders:
+        report["points"].append({"label": label, "eval": str(folder.relative_to(work)),
+                                 "figures": point_figures(folder, args.samples)})  # fmt: skip
+    compare = subprocess.run(tritonrl("eval", "--compare", *(str(f) for _, f in folders),
+                                      "--json"), capture_output=True, text=True)  # fmt: skip
+    (out / "compare.json").write_text(compare.stdout or compare.stderr)
     if probe is not None:
         report["probe"]["training"] = probe.get()
     for phase in ("idle", "training"):
         for key in ("device", "launch"):
             report["probe"][f"{phase}_{key}"] = spread(report["probe"].get(phase) or [], key)
-    report["seconds"] = round(time.monotonic() - started, 1)
+    report["seconds"]["total"] = round(time.monotonic() - started, 1)
     (out / "learning_demo.json").write_text(json.dumps(report, indent=1))
     (out / "learning_demo.md").write_text(markdown(report))
     plot(report, out / "learning_demo.png")
