@@ -154,6 +154,8 @@ def test_every_extension_can_be_switched_off():
         (["--sft.max_steps"], r"--sft.max_steps has no value"),
         (["sft.max_steps", "3"], r"not of the form --section.key VALUE"),
         (["--lora.r", "0"], "lora.r must be >= 1"),
+        (["--sft.max_steps", "0"], r"sft.max_steps must be >= 1, or -1 to train sft.epochs"),
+        (["--sft.max_steps", "-5"], r"sft.max_steps must be >= 1, or -1 .*not -5"),
         (["--verify.allowed_torch_ops", "mm"], "use policy 'partial'"),
         (["--data.validation_fraction", "0.7"], "data.validation_fraction must be between"),
         (["--verify.cuda_max_connections", "-1"], r"must be in \[0, 32\]"),

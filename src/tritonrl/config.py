@@ -283,7 +283,7 @@ class SftConfig:
     device: str = "auto"  # auto | cpu | cuda
     learning_rate: float = 1e-5
     epochs: float = 1.0
-    max_steps: int = -1  # > 0 overrides epochs
+    max_steps: int = -1  # >= 1 overrides epochs; -1: train `epochs`
     per_device_batch_size: int = 2
     gradient_accumulation: int = 4
     max_length: int = 8192
@@ -300,6 +300,10 @@ class SftConfig:
     def __post_init__(self):
         _need(self.device in DEVICES, f"sft.device must be one of {DEVICES}, not {self.device!r}")
         _need(self.learning_rate > 0, "sft.learning_rate must be positive")
+        _need(
+            self.max_steps == -1 or self.max_steps >= 1,
+            f"sft.max_steps must be >= 1, or -1 to train sft.epochs epochs, not {self.max_steps}",
+        )
         _need(self.epochs > 0 or self.max_steps > 0, "sft.epochs or sft.max_steps must be > 0")
         for name in ("per_device_batch_size", "gradient_accumulation", "save_steps"):
             _need(getattr(self, name) >= 1, f"sft.{name} must be >= 1")
