@@ -317,6 +317,8 @@ RL_ALGOS = ("grpo", "rloo", "best-of-n", "rwsft")
 # TRL 1.16's GRPOConfig.loss_type values that need no other option set with them
 # (luspo and vespo need sequence-level importance sampling, which we do not expose).
 RL_LOSS_TYPES = ("dapo", "dr_grpo", "grpo", "bnpo", "cispo", "sapo")
+VLLM_CHOICES = ("auto", "on", "off")
+VLLM_MODES = ("colocate", "server")
 
 
 @dataclass
@@ -356,6 +358,21 @@ class RlConfig:
     hierarchical: bool = False
     hierarchical_speedup_weight: float = 0.1
     hierarchical_speedup_clip: float = 2.0
+    # Generation in GRPO and RLOO (TRL's use_vllm; tritonrl.train.grpo): `auto` takes
+    # vLLM where it is installed and RL runs on CUDA, else transformers' generate (the
+    # log says which, and why); `on` takes vLLM or stops; `off` takes transformers. Both
+    # sample the whole distribution at `temperature`. `colocate` runs vLLM in the
+    # trainer's process on its GPU, with `vllm_gpu_memory_utilization` of the GPU's
+    # memory (the trainer keeps the rest); `vllm_enable_sleep_mode` frees that memory
+    # between generations (slower: the weights are pushed again each time). `server` asks
+    # a `trl vllm-serve` at vllm_server_host:vllm_server_port, started beforehand on a GPU
+    # of its own (README).
+    vllm: str = "auto"  # auto | on | off
+    vllm_mode: str = "colocate"  # colocate | server
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_enable_sleep_mode: bool = False
+    vllm_server_host: str = "127.0.0.1"
+    vllm_server_port: int = 8000
 
     def __post_init__(self):
         _need(self.algo in RL_ALGOS, f"rl.algo must be one of {RL_ALGOS}, not {self.algo!r}")
@@ -379,6 +396,20 @@ class RlConfig:
         _need(self.beta >= 0, "rl.beta must be >= 0")
         _need(self.hierarchical_speedup_weight >= 0, "rl.hierarchical_speedup_weight must be >= 0")
         _need(self.hierarchical_speedup_clip > 0, "rl.hierarchical_speedup_clip must be positive")
+        _need(
+            self.vllm in VLLM_CHOICES, f"rl.vllm must be one of {VLLM_CHOICES}, not {self.vllm!r}"
+        )
+        _need(
+            self.vllm_mode in VLLM_MODES,
+            f"rl.vllm_mode must be one of {VLLM_MODES}, not {self.vllm_mode!r}",
+        )
+        _need(
+            0 < self.vllm_gpu_memory_utilization <= 1,
+            "rl.vllm_gpu_memory_utilization must be in (0, 1]: the share of the GPU's memory "
+            "vLLM takes",
+        )
+        _need(bool(self.vllm_server_host), "rl.vllm_server_host must name a host")
+        _need(0 < self.vllm_server_port < 65536, "rl.vllm_server_port must be in 1-65535")
         batch = self.per_device_batch_size * self.gradient_accumulation
         _need(
             batch % self.num_generations == 0,
@@ -580,3 +611,33 @@ def _check_rl(config: Config, cuda_available: bool | None) -> None:
             else (f"rl.device is {rl.device!r}")
         )
         raise ValueError(f"rl.bf16 is on but {where}: set --rl.bf16 false for the CPU")
+    check_vllm(config, device)
+
+
+def vllm_installed() -> bool:
+    """Whether `import vllm` would find it (nothing is imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def check_vllm(config: Config, device: str) -> None:
+    """`rl.vllm on` where it cannot work: an algorithm that does not use it, the CPU, or
+    no vLLM installed (`auto` falls back instead: tritonrl.train.generation)."""
+    rl = config.rl
+    if rl.vllm != "on":
+        return
+    if rl.algo not in ("grpo", "rloo"):
+        raise ValueError(
+            f"rl.vllm is 'on' but rl.algo is {rl.algo!r}: vLLM generates for grpo and rloo "
+            "only (best-of-n and rwsft sample with transformers); set --rl.vllm auto or off"
+        )
+    if device != "cuda":
+        where = "rl.device is 'auto', which resolves to cpu" if rl.device == "auto" else (
+            f"rl.device is {rl.device!r}")  # fmt: skip
+        raise ValueError(f"rl.vllm is 'on' but {where}: vLLM needs CUDA; set --rl.vllm off")
+    if not vllm_installed():
+        raise ValueError(
+            "rl.vllm is 'on' but vLLM is not installed: pip install -e '.[vllm]' (on a CUDA "
+            "machine), or set --rl.vllm auto to fall back to transformers' generate"
+        )

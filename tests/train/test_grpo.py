@@ -8,6 +8,7 @@ curriculum's state, and the errors a user meets (no SFT, a changed model).
 """
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -46,7 +47,7 @@ def _rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def test_two_grpo_steps_on_the_cpu(sft_run, train_app):
+def test_two_grpo_steps_on_the_cpu(sft_run, train_app, caplog):
     run_dir = sft_run
     started = time.monotonic()
     result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--algo", "grpo",
@@ -61,6 +62,9 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app):
     info = rl["info"]
     assert info["algo"] == "grpo" and info["completions"] == 8 and info["reward_scheme"] == "staged"
     assert info["curriculum"] == {"share": 0.1, "transitions": []}
+    why = "rl.vllm is auto and RL runs on cpu (vLLM needs CUDA)"  # the fallback, said once
+    assert caplog.text.count(f"GRPO: generating with transformers' generate: {why}") == 1
+    assert info["generation"] == {"backend": "transformers", "mode": None, "reason": why}
     rows = _rows(run_dir)
     assert len(rows) == 8 and [r["step"] for r in rows] == [0] * 4 + [1] * 4
     for r in rows:  # what the model wrote and why it scored what it did
@@ -77,6 +81,9 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app):
     for h in steps:
         assert h["curriculum/level2_share"] == 0.1 and "verify/correct" in h
         assert "rewards/tritonrl_verifier/mean" in h
+        parts = [h[f"time/{k}_s"] for k in ("generate", "reward_wait", "update")]
+        assert all(p > 0 for p in parts)  # each step's seconds, split
+        assert sum(parts) == pytest.approx(h["time/step_s"], abs=0.01)
     checkpoint = run.artifact("rl", "checkpoint")
     assert checkpoint.name == "checkpoint-2"
     assert json.loads((checkpoint / "curriculum.json").read_text())["share"] == 0.1
@@ -233,6 +240,14 @@ def test_rl_without_a_finished_sft_stage_names_it(tmp_path, train_app):
     assert "tritonrl sft --run" in result.output
 
 
+def test_rl_vllm_on_where_it_cannot_run_stops_before_any_work(sft_run, train_app):
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(sft_run), "--rl.max_steps", "1",
+                                         "--rl.vllm", "on", *QUIET])  # fmt: skip
+    assert result.exit_code == 2
+    assert "rl.vllm is 'on' but rl.device is 'cpu': vLLM needs CUDA" in result.output
+    assert Run.open(sft_run).status("rl") == "pending"
+
+
 def test_rl_refuses_a_config_that_changes_what_sft_trained(sft_run, train_app):
     run_dir = sft_run
     result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "1",
@@ -275,9 +290,9 @@ def test_the_trainer_holds_its_gpu_gate_except_while_the_rewards_are_verified(
     sft_run, tmp_path, monkeypatch
 ):
     """A real GRPO step with a verifier gate (on CUDA the pool's, here one of its own):
-    the trainer holds the shared side while it generates and while it computes the loss,
-    so a timing phase (the exclusive side) would wait; it lets go while it waits for the
-    rewards, when the verifier times."""
+    the trainer holds the shared side while it is built, while it generates and from the
+    loss through the optimizer step, so a timing phase (the exclusive side) would wait;
+    it lets go while it waits for the rewards, when the verifier times."""
     import datasets
 
     from tritonrl.reward.adapters import make_trl_reward
@@ -314,4 +329,50 @@ def test_the_trainer_holds_its_gpu_gate_except_while_the_rewards_are_verified(
     trainer.train()
     assert seen == {"generate": [1], "reward": [0]}  # held, then released for the verifier
     holds = gate.stats()["shared"]["trainer"]["holds"]
-    assert holds == 2 and gate._shared == 0  # generation; loss and backward; all let go
+    assert holds == 3 and gate._shared == 0  # built; generation; loss to optimizer; let go
+
+
+@pytest.mark.gpu
+def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
+    sft_run, monkeypatch, caplog
+):
+    """Two GRPO steps of the tiny model on CUDA, its completions from vLLM in the
+    trainer's process (TRL's use_vllm, colocate): vLLM's generate runs while the trainer
+    holds its GPU's gate (so no kernel is timed beside it), the steps' times are logged
+    and the stage records how it generated. Runs where vLLM is installed (its extra)."""
+    vllm = pytest.importorskip("vllm")
+    import importlib.util
+
+    from tritonrl.config_loader import override_config
+    from tritonrl.train.rl import run_rl
+    from tritonrl.verify.gate import current_gate
+
+    if importlib.util.find_spec("flashinfer") is None:
+        monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "0")  # vLLM samples in PyTorch
+    gate, seen = current_gate(), []
+    generate = vllm.LLM.generate
+
+    def watched(self, *args, **kwargs):
+        seen.append(gate._shared)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(vllm.LLM, "generate", watched)
+    overrides = ["--rl.device", "cuda", "--verify.device", "cuda", "--rl.vllm", "on",
+                 "--rl.vllm_gpu_memory_utilization", "0.2", "--rl.max_steps", "2",
+                 *QUIET]  # fmt: skip
+    environ = dict(os.environ)  # TRL sets RANK, WORLD_SIZE, MASTER_ADDR... for vLLM
+    try:
+        with caplog.at_level(logging.INFO, logger="tritonrl.train.grpo"):
+            result = run_rl(override_config(Run.open(sft_run).config, overrides), sft_run)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert result.steps == 2 and result.completions == 8
+    assert "GRPO: generating with vLLM (colocate): rl.vllm is on" in caplog.text
+    assert seen == [1, 1]  # one generation a step, inside the trainer's hold alone
+    rl = Run.open(sft_run).stage("rl")
+    assert rl["info"]["generation"]["backend"] == "vllm"
+    history = json.loads(Run.open(sft_run).artifact("rl", "log_history").read_text())
+    steps = [h for h in history if "loss" in h]
+    assert len(steps) == 2 and all(h["time/generate_s"] > 0 for h in steps)
+    assert all(r["completion"] is not None for r in _rows(sft_run))

@@ -22,22 +22,38 @@ merged model that exists nowhere on disk; RL instead trains the SFT adapter on (
 trainable), so `rl/adapter` applies to the same base model as `sft/adapter`. A run
 without LoRA trains every parameter, as its SFT did.
 
-Timing beside training: on CUDA the trainer holds the shared side of its GPU's verifier
-gate (`GpuHold`, `tritonrl.verify.gate`) while it generates and while it computes the
-loss and its backward pass, and lets go while it waits for the rewards; the pool's
-timing phases take the exclusive side, so no kernel is timed beside the trainer's GPU
-work, in this process (docs/benchmarks.md has the spread with and without).
+Generation: vLLM through TRL's `use_vllm` (`rl.vllm`, colocate by default, or a
+`trl vllm-serve` server), or transformers' generate; `tritonrl.train.generation` chooses
+and the log says which and why. Either samples the whole distribution at
+`rl.temperature` (`trainer_args` pins top_k, top_p, min_p and repetition_penalty).
 
-What it does NOT do: no vLLM generation; it does not keep other processes' GPU work (a
-second trainer, a vLLM server) out of the timing windows.
+Timing beside training: on CUDA the trainer holds the shared side of its GPU's verifier
+gate (`GpuHold`, `tritonrl.verify.gate`) from the start of each optimizer step (the
+generation: transformers', or colocated vLLM's `LLM.generate` and the weight push before
+it, all inside TRL's `_generate`, called from `training_step`) through the loss, its
+backward pass and the optimizer step, and lets go while it waits for the rewards; the
+pool's timing phases take the exclusive side, so no kernel is timed beside the trainer's
+GPU work (the gate's lock reaches verifiers in other processes on that GPU too). It is
+also held while the trainer is built (colocated vLLM starts then: weights, profiling,
+CUDA graphs). Each step's seconds, split where the hold changes hands, join the logs
+(`StepClock`): `time/generate_s`, `time/reward_wait_s`, `time/update_s` (the rest:
+log-probabilities, loss, backward, optimizer) and `time/step_s`.
+
+What it does NOT do: keep other programs' GPU work out of the timing windows (a vLLM
+server is one: put it on a GPU of its own, which the trainer's hold does not cover); a
+timing phase elsewhere waits for the hold at most the gate's drain (10 s) and then times
+anyway, noted in its result (`timing["shared_gpu"]`), so generations longer than that
+(transformers' at 1-2k tokens) leave such timings marked, not clean.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tritonrl.config import Config
@@ -56,8 +72,9 @@ from tritonrl.train.rl import (
 log = logging.getLogger(__name__)
 
 
-def trainer_args(config: Config, out_dir: Path, device: str):
-    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out)."""
+def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
+    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out);
+    `generator` (`generation.Generator`, None: transformers) sets TRL's vLLM fields."""
     from tritonrl.train.sft import _reporters
 
     if config.rl.algo == "rloo":
@@ -78,6 +95,11 @@ def trainer_args(config: Config, out_dir: Path, device: str):
         "gradient_accumulation_steps": rl.gradient_accumulation,
         "num_generations": rl.num_generations,
         "temperature": rl.temperature,
+        # the whole distribution, whatever TRL's defaults or the model's generation_config
+        "top_k": 0,  # vLLM and transformers: 0 is off
+        "top_p": 1.0,
+        "min_p": None,
+        "repetition_penalty": 1.0,
         "max_completion_length": rl.max_completion_length,
         "loss_type": rl.loss_type,
         "beta": rl.beta,
@@ -92,6 +114,15 @@ def trainer_args(config: Config, out_dir: Path, device: str):
         "seed": config.run.seed,
         "disable_tqdm": False,
     }
+    if generator is not None and generator.vllm:
+        wanted |= {
+            "use_vllm": True,
+            "vllm_mode": generator.mode,
+            "vllm_gpu_memory_utilization": rl.vllm_gpu_memory_utilization,
+            "vllm_enable_sleep_mode": rl.vllm_enable_sleep_mode,
+            "vllm_server_host": rl.vllm_server_host,
+            "vllm_server_port": rl.vllm_server_port,
+        }
     return Args(**{k: v for k, v in wanted.items() if k in names})
 
 
@@ -119,6 +150,39 @@ class GpuHold:
             cm.__exit__(None, None, None)
 
 
+class StepClock:
+    """Wall-clock seconds of one optimizer step, from its first `training_step` to its
+    end (after the optimizer), split where the trainer's GPU hold changes hands:
+    generating, waiting for the rewards (the verifier), and the rest."""
+
+    def __init__(self):
+        self.started: float | None = None
+        self.generate = self.reward_wait = 0.0
+
+    def begin(self) -> None:
+        if self.started is None:
+            self.started = time.perf_counter()
+
+    @contextlib.contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            setattr(self, name, getattr(self, name) + time.perf_counter() - t0)
+
+    def end(self) -> dict[str, float]:
+        """The step's `time/...` seconds ({} when no step began), and a fresh start."""
+        if self.started is None:
+            return {}
+        step = time.perf_counter() - self.started
+        update = step - self.generate - self.reward_wait
+        times = {"time/generate_s": self.generate, "time/reward_wait_s": self.reward_wait,
+                 "time/update_s": update, "time/step_s": step}  # fmt: skip
+        self.__init__()
+        return {k: round(v, 3) for k, v in times.items()}
+
+
 def trainer_gate(device: str):
     """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
     if device != "cuda":
@@ -129,42 +193,74 @@ def trainer_gate(device: str):
 
 
 def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
-    """TRL's trainer with our bar, model card, curriculum sampler, logs and state, and
-    (with `gate`) its GPU work kept out of the verifier's timing windows (`GpuHold`)."""
-    from transformers import ProgressCallback
+    """TRL's trainer with our bar, model card, curriculum sampler, logs, state and step
+    times (`StepClock`), and (with `gate`) its GPU work kept out of the verifier's timing
+    windows (`GpuHold`)."""
+    from transformers import ProgressCallback, TrainerCallback
 
     if config.rl.algo == "rloo":
         from trl import RLOOTrainer as Base
     else:
         from trl import GRPOTrainer as Base
 
+    class StepEnd(TrainerCallback):
+        """After the optimizer step: the hold let go, the step's times logged."""
+
+        def __init__(self, trainer):
+            self.trainer = trainer
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.trainer._gpu_hold is not None:
+                self.trainer._gpu_hold.release()
+            for key, seconds in self.trainer._clock.end().items():
+                self.trainer._metrics["train"][key].append(seconds)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.trainer._gpu_hold is not None:
+                self.trainer._gpu_hold.release()
+
     class Trainer(Base):
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
+            self._gpu_hold = None if gate is None else GpuHold(gate)
+            self._clock = StepClock()
+            if self._gpu_hold is not None:
+                self._gpu_hold.take()  # the model to the GPU; colocated vLLM starts
+            try:
+                super().__init__(*args, **kwargs)
+            finally:
+                if self._gpu_hold is not None:
+                    self._gpu_hold.release()
             self.remove_callback(ProgressCallback)
+            self.add_callback(StepEnd(self))
 
         def create_model_card(self, *args, **kwargs) -> None:
             return None
 
         def training_step(self, *args, **kwargs):
-            if gate is None:
+            self._clock.begin()
+            if self._gpu_hold is None:
                 return super().training_step(*args, **kwargs)
-            self._gpu_hold = hold = GpuHold(gate)
-            hold.take()  # generation, then the loss and its backward pass
+            self._gpu_hold.take()  # generation, the loss and backward; let go at the step's end
             try:
                 return super().training_step(*args, **kwargs)
-            finally:
-                hold.release()
+            except BaseException:
+                self._gpu_hold.release()
+                raise
+
+        def _generate(self, *args, **kwargs):
+            with self._clock.part("generate"):
+                return super()._generate(*args, **kwargs)
 
         def _calculate_rewards(self, *args, **kwargs):
-            hold = getattr(self, "_gpu_hold", None)
-            if hold is None or not hold.held:
-                return super()._calculate_rewards(*args, **kwargs)
-            hold.release()  # the verifier times while the trainer waits for it
-            try:
-                return super()._calculate_rewards(*args, **kwargs)
-            finally:
-                hold.take()
+            hold = self._gpu_hold
+            with self._clock.part("reward_wait"):
+                if hold is None or not hold.held:
+                    return super()._calculate_rewards(*args, **kwargs)
+                hold.release()  # the verifier times while the trainer waits for it
+                try:
+                    return super()._calculate_rewards(*args, **kwargs)
+                finally:
+                    hold.take()
 
         def _get_train_sampler(self, dataset=None):
             if curriculum is None:
@@ -240,11 +336,13 @@ def _curriculum(config: Config, tasks: dict, resume: str | None):
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
     from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.generation import check_model, choose, warn_shared_server
     from tritonrl.train.model_card import rl_card
     from tritonrl.train.rl_data import rl_prompts
     from tritonrl.train.sft import save_final
 
     started = time.monotonic()
+    generator = choose(config, device)  # rl.vllm on where it cannot run fails here
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
     verify = config.verify
     if config.rl.reward_scheme:
@@ -259,19 +357,30 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     recorder = CompletionLog(log_path, levels, curriculum)
     reward = recorder.trl_reward(make_trl_reward(tasks, verify, asynchronous=True))
     model, tokenizer = load_policy(run, config, device)
+    generator = check_model(generator, config, model.name_or_path)
+    log.info("%s: %s", config.rl.algo.upper(), generator.line)
+    run.set_info(STAGE, generation=generator.info())
+    if generator.mode == "server":
+        from tritonrl.verify.gate import visible_gpus
+
+        warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))
     gate = trainer_gate(device)
     trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate)(
         model=model,
         reward_funcs=[reward],
-        args=trainer_args(config, stage_dir / "checkpoints", device),
+        args=trainer_args(config, stage_dir / "checkpoints", device, generator),
         train_dataset=prompts,
         processing_class=tokenizer,
         callbacks=_callbacks(run, config, stop, card, curriculum),
     )
-    with stop.graceful():
-        trainer.train(resume_from_checkpoint=resume)
+    try:
+        with stop.graceful():
+            trainer.train(resume_from_checkpoint=resume)
+    finally:
+        if trainer._gpu_hold is not None:  # held past a failure in the optimizer step
+            trainer._gpu_hold.release()
     if stop.signal:
         raise Interrupted(stop.signal)
     history = trainer.state.log_history

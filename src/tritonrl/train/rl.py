@@ -22,8 +22,11 @@ interrupted; the same command resumes it.
 The algorithms: `grpo` and `rloo` (TRL's trainers, `tritonrl.train.grpo`), `best-of-n`
 and `rwsft` (sample, verify, fine-tune: `tritonrl.train.best_of_n`).
 
+GRPO and RLOO generate through vLLM where `rl.vllm` allows (`tritonrl.train.generation`);
+best-of-n and rwsft sample with transformers.
+
 What it does NOT do: RL settings changed between an interrupted attempt and its resume
-are not detected (the stage info records each attempt's); no vLLM generation.
+are not detected (the stage info records each attempt's).
 """
 
 from __future__ import annotations

@@ -1,0 +1,221 @@
+"""GRPO step time with transformers' generate and with vLLM, through the product's own
+commands on one GPU, and the verifier's timing spread while the vLLM run trains.
+
+    python bench/grpo_step_time.py --model DIR --out OUT.json [--work DIR] [--steps 3]
+        [--prompts 8] [--group 8] [--max-tokens 1024] [--sft-steps 16] [--no-bf16]
+        [--generators off,on] [--probe-runs 12] [--idle-probe-runs 6]
+
+DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). In
+WORK (default: beside OUT), each step a `tritonrl` command with its log beside OUT:
+
+1. `tritonrl sft --run WORK/sft` (full-parameter, float32, `--sft-steps` steps on the
+   builtin suite and 200 generator tasks) so that the model writes kernels at all; kept
+   and reused by a later call with the same WORK;
+2. per generator (`--rl.vllm off`, then `on`): a copy of that run and `tritonrl rl --algo
+   grpo --rl.vllm G` for `--steps` optimizer steps of `--prompts` x `--group` completions
+   (64 by default) of at most `--max-tokens` tokens, generated at once; each step's
+   seconds come from the run's log_history.json, where the trainer writes them
+   (`tritonrl.train.grpo.StepClock`): `time/generate_s`, `time/reward_wait_s` (the
+   verifier), `time/update_s` (log-probabilities, loss, backward, optimizer) and
+   `time/step_s`, beside TRL's completion lengths;
+3. a one-lane pool in this process verifies a copy of a reference
+   (`learning_demo.timing_probe`; its true speedup is 1) `--idle-probe-runs` times with
+   the GPU idle, then up to `--probe-runs` times while the vLLM run trains (from its
+   first verified completion to its end): the spread of honest timing beside it.
+
+The summary takes the mean over the steps after the first (the first holds warm-ups: the
+verifier's lanes start, kernels compile): per run the step, generation and reward-wait
+seconds, generated tokens a second and the reward-wait share of a step; the speedup of a
+step (off / on) and of generation. Results merge into OUT.json by generator, so the runs
+can be split over calls (`--generators off`, then `--generators on` with the same WORK
+and OUT). Measures; asserts nothing.
+
+On the workplace's H100 vLLM comes from bench/carry_vllm.sh (set
+VLLM_USE_FLASHINFER_SAMPLER=0 there) and the model from bench/carry_model.sh.
+
+What it does NOT do: train anything worth keeping (3 steps at rl.learning_rate 1e-6),
+compare equal completions (each generator samples its own, so their lengths differ;
+tokens a second is the fair figure), or time vLLM's start apart from the command's wall
+time (`seconds`: loading, vLLM's profiling and CUDA graphs, the final save).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from learning_demo import run_logged, spread, timing_probe, tritonrl  # noqa: E402
+
+TIMES = ("time/generate_s", "time/reward_wait_s", "time/update_s", "time/step_s")
+KEPT = (*TIMES, "completions/mean_length", "completions/clipped_ratio", "reward", "step_time")
+
+
+def sft_args(model: Path, steps: int, device: str) -> list[str]:
+    return [
+        "--model.name_or_path", str(model), "--lora.enabled", "false",
+        "--data.generated_tasks", "200", "--sft.device", device, "--sft.bf16", "false",
+        "--sft.learning_rate", "5e-5", "--sft.max_steps", str(steps),
+        "--sft.per_device_batch_size", "4", "--sft.gradient_accumulation", "1",
+        "--sft.max_length", "2048", "--sft.save_steps", "100000", "--sft.eval_steps", "100000",
+        "--sft.logging_steps", "4", "--run.report_to", "none",
+    ]  # fmt: skip
+
+
+def rl_args(generator: str, args) -> list[str]:
+    return [
+        "--algo", "grpo", "--rl.vllm", generator, "--rl.device", args.device,
+        "--verify.device", args.device, "--rl.max_steps", str(args.steps),
+        "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
+        "--rl.gradient_accumulation", str(args.prompts),
+        "--rl.max_completion_length", str(args.max_tokens), "--rl.learning_rate", "1e-6",
+        "--rl.bf16", str(args.bf16).lower(), "--rl.gradient_checkpointing", "false",
+        "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
+    ]  # fmt: skip
+
+
+def steps_of(run: Path) -> list[dict]:
+    history = json.loads((run / "rl" / "log_history.json").read_text())
+    return [{"step": h["step"], **{k: h[k] for k in KEPT if k in h}}
+            for h in history if "time/step_s" in h]  # fmt: skip
+
+
+def steady(steps: list[dict], completions: int) -> dict:
+    """Means over the steps after the first (all of them when there is one)."""
+    rows = steps[1:] or steps
+    if not rows:
+        return {}
+    mean = {k: round(statistics.mean(r[k] for r in rows), 3) for k in KEPT if k in rows[0]}
+    if mean.get("time/generate_s") and "completions/mean_length" in mean:
+        tokens = mean["completions/mean_length"] * completions
+        mean["generated_tokens_per_s"] = round(tokens / mean["time/generate_s"], 1)
+    mean["reward_wait_share"] = round(
+        statistics.mean(r["time/reward_wait_s"] / r["time/step_s"] for r in rows), 3
+    )
+    return {"steps": [r["step"] for r in rows], **mean}
+
+
+def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
+    """`tritonrl rl` on a copy of `sft_run` with `--rl.vllm generator`; with `probe`, the
+    timing probe runs in this process from its first verified completion to its end."""
+    run = args.work / f"rl-{generator}"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(sft_run, run)
+    cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args))
+    training, stop, rows = threading.Event(), threading.Event(), []
+    completions = run / "rl" / "completions.jsonl"
+
+    def watch():  # set once the first rewards are in: training is under way
+        while not stop.is_set():
+            if completions.is_file() and completions.stat().st_size:
+                training.set()
+                return
+            stop.wait(0.5)
+
+    threads = [threading.Thread(target=watch, daemon=True)]
+    if probe:
+        threads.append(threading.Thread(
+            target=lambda: rows.extend(timing_probe(args.probe_runs, training, stop)),
+            daemon=True))  # fmt: skip
+    for t in threads:
+        t.start()
+    try:
+        seconds = run_logged(cmd, args.logs / f"grpo_step_time_{generator}.log")
+    finally:
+        training.clear()
+        stop.set()
+        for t in threads:
+            t.join()
+    info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
+    steps = steps_of(run)
+    result = {"command": cmd[2:], "seconds": round(seconds, 1),
+              "generation": info.get("generation"), "per_step": steps,
+              "steady": steady(steps, args.prompts * args.group)}  # fmt: skip
+    if probe:
+        result["probe"] = {"rows": rows, "device": spread(rows, "device"),
+                           "launch": spread(rows, "launch")}  # fmt: skip
+    return result
+
+
+def summary(report: dict) -> dict:
+    runs = report.get("runs", {})
+    out = {g: {k: r["steady"].get(k) for k in ("time/step_s", "time/generate_s",
+                                                  "time/reward_wait_s", "reward_wait_share",
+                                                  "generated_tokens_per_s")}
+           for g, r in runs.items()}  # fmt: skip
+    if runs.get("off", {}).get("steady") and runs.get("on", {}).get("steady"):
+        off, on = runs["off"]["steady"], runs["on"]["steady"]
+        out["speedup_step"] = round(off["time/step_s"] / on["time/step_s"], 2)
+        out["speedup_generate"] = round(off["time/generate_s"] / on["time/generate_s"], 2)
+    return out
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", type=Path, required=True, help="a model directory")
+    ap.add_argument("--out", type=Path, required=True, help="the JSON report (merged into)")
+    ap.add_argument("--work", type=Path, default=None, help="default: OUT's folder/work")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--prompts", type=int, default=8, help="prompts an optimizer step")
+    ap.add_argument("--group", type=int, default=8, help="completions a prompt")
+    ap.add_argument("--max-tokens", type=int, default=1024)
+    ap.add_argument("--sft-steps", type=int, default=16)
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false", help="RL in float32")
+    ap.add_argument("--generators", default="off,on", help="which runs: off, on, or both")
+    ap.add_argument("--probe-runs", type=int, default=12)
+    ap.add_argument("--idle-probe-runs", type=int, default=6)
+    ap.add_argument("--device", default="cuda", help="cpu: try the script (off only, no probe)")
+    args = ap.parse_args(argv)
+    args.work = args.work or args.out.parent / "work"
+    args.logs = args.out.parent
+    args.generators = [g.strip() for g in args.generators.split(",") if g.strip()]
+    if not set(args.generators) <= {"off", "on"}:
+        ap.error("--generators takes off, on or off,on")
+    if args.device != "cuda" and args.generators != ["off"]:
+        ap.error("--device cpu runs --generators off only (vLLM needs CUDA)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    args = parse(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    report = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    report.update(device=name, date=time.strftime("%Y-%m-%d"),
+                  model=args.model.name, argv=sys.argv[1:],
+                  settings={"steps": args.steps, "prompts": args.prompts, "group": args.group,
+                            "max_tokens": args.max_tokens, "bf16": args.bf16})  # fmt: skip
+    sft_run = args.work / "sft"
+    if not (sft_run / "sft" / "final").is_dir():
+        shutil.rmtree(sft_run, ignore_errors=True)
+        sft = sft_args(args.model, args.sft_steps, args.device)
+        cmd = tritonrl("sft", "--run", str(sft_run), *sft)
+        seconds = run_logged(cmd, args.logs / "grpo_step_time_sft.log")
+        report["sft"] = {"command": cmd[2:], "seconds": round(seconds, 1)}
+    if "on" in args.generators:
+        rows = timing_probe(args.idle_probe_runs, None, threading.Event())
+        report["probe_idle"] = {"rows": rows, "device": spread(rows, "device"),
+                                "launch": spread(rows, "launch")}  # fmt: skip
+    runs = report.setdefault("runs", {})
+    for generator in args.generators:
+        runs[generator] = rl_run(generator, sft_run, args, probe=generator == "on")
+        report["summary"] = summary(report)
+        args.out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report["summary"], indent=1))
+    idle, beside = report.get("probe_idle"), runs.get("on", {}).get("probe")
+    for name, p in (("idle", idle), ("beside GRPO with vLLM", beside)):
+        if p:
+            print(f"copy of the reference, {name}: device {p['device']}, launch {p['launch']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

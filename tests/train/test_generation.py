@@ -1,0 +1,172 @@
+"""How GRPO and RLOO generate (tritonrl.train.generation): vLLM when `rl.vllm` asks and
+it can run, transformers otherwise, said in one line; the checks that stop `rl.vllm on`
+before any work; TRL's arguments for each generator; the step clock. No vLLM needed:
+where it is installed, its presence is switched off or on here."""
+
+import logging
+
+import pytest
+
+from tritonrl import config as config_module
+from tritonrl.config import check_config, load_config
+from tritonrl.train import generation
+from tritonrl.train.generation import Generator, check_model, choose, warn_shared_server
+
+QUIET = ["--run.report_to", "[none]"]
+
+
+@pytest.fixture
+def vllm_missing(monkeypatch):
+    monkeypatch.setattr(config_module, "vllm_installed", lambda: False)
+    monkeypatch.setattr(generation, "vllm_installed", lambda: False)
+
+
+@pytest.fixture
+def vllm_present(monkeypatch):
+    monkeypatch.setattr(config_module, "vllm_installed", lambda: True)
+    monkeypatch.setattr(generation, "vllm_installed", lambda: True)
+
+
+def _config(*overrides):
+    return load_config(None, [*overrides, *QUIET])
+
+
+def test_auto_falls_back_to_transformers_and_says_why(vllm_missing):
+    cpu = choose(_config(), "cpu")
+    assert not cpu.vllm and cpu.mode is None
+    assert cpu.line == (
+        "generating with transformers' generate: rl.vllm is auto and RL runs on cpu "
+        "(vLLM needs CUDA)"
+    )
+    cuda = choose(_config(), "cuda")
+    assert not cuda.vllm
+    assert cuda.reason == "rl.vllm is auto and vLLM is not installed (pip install -e '.[vllm]')"
+    assert choose(_config("--rl.vllm", "off"), "cuda").reason == "rl.vllm is off"
+
+
+def test_auto_takes_vllm_where_it_is_installed_and_rl_runs_on_cuda(vllm_present):
+    choice = choose(_config(), "cuda")
+    assert choice == Generator(True, "colocate", choice.reason)
+    assert choice.line == (
+        "generating with vLLM (colocate): rl.vllm is auto, vLLM is installed and RL runs on CUDA"
+    )
+    assert choice.info() == {"backend": "vllm", "mode": "colocate", "reason": choice.reason}
+    assert choose(_config("--rl.vllm_mode", "server"), "cuda").mode == "server"
+    assert not choose(_config(), "cpu").vllm
+
+
+def test_vllm_on_where_it_cannot_run_is_refused_naming_the_key(vllm_missing):
+    with pytest.raises(ValueError, match=r"rl.vllm is 'on' but vLLM is not installed: pip"):
+        choose(_config("--rl.vllm", "on"), "cuda")
+    with pytest.raises(ValueError, match=r"rl.vllm is 'on' but rl.device is 'cpu': vLLM needs"):
+        choose(_config("--rl.vllm", "on"), "cpu")
+    # the command's config check says the same before anything runs
+    on_cuda = _config("--rl.vllm", "on", "--rl.device", "cuda")
+    with pytest.raises(ValueError, match=r"rl.vllm is 'on' but vLLM is not installed"):
+        check_config(on_cuda, cuda_available=True, stage="rl")
+    auto = _config("--rl.vllm", "on", "--rl.device", "auto")
+    with pytest.raises(ValueError, match=r"rl.device is 'auto', which resolves to cpu"):
+        check_config(auto, cuda_available=False, stage="rl")
+    check_config(_config("--rl.device", "cuda"), cuda_available=True, stage="rl")  # auto: fine
+
+
+def test_vllm_on_with_an_algorithm_that_does_not_generate_through_trl(vllm_present):
+    config = _config("--rl.vllm", "on", "--rl.algo", "best-of-n", "--rl.device", "cuda")
+    with pytest.raises(ValueError, match=r"rl.vllm is 'on' but rl.algo is 'best-of-n'"):
+        check_config(config, cuda_available=True, stage="rl")
+    config = _config("--rl.vllm", "on", "--rl.algo", "rloo", "--rl.device", "cuda")
+    check_config(config, cuda_available=True, stage="rl")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("rl.vllm", "yes", r"rl.vllm must be one of \('auto', 'on', 'off'\), not 'yes'"),
+        ("rl.vllm_mode", "remote", r"rl.vllm_mode must be one of \('colocate', 'server'\)"),
+        ("rl.vllm_gpu_memory_utilization", "0", r"rl.vllm_gpu_memory_utilization must be in"),
+        ("rl.vllm_gpu_memory_utilization", "1.5", r"rl.vllm_gpu_memory_utilization must be in"),
+        ("rl.vllm_server_port", "0", r"rl.vllm_server_port must be in 1-65535"),
+    ],
+)
+def test_bad_vllm_values_name_their_key(key, value, message):
+    with pytest.raises(ValueError, match=message):
+        _config(f"--{key}", value)
+
+
+def test_colocated_vllm_needs_a_model_directory(tmp_path, vllm_present):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    gguf = tmp_path / "gguf"  # what a .gguf policy's name_or_path is: the file's folder
+    gguf.mkdir()
+    (gguf / "m.gguf").write_bytes(b"GGUF")
+    auto = choose(_config(), "cuda")
+    assert check_model(auto, _config(), str(model)) is auto
+    assert check_model(auto, _config(), "Qwen/Qwen2.5-Coder-7B-Instruct") is auto  # a hub id
+    fallback = check_model(auto, _config(), str(gguf))
+    assert not fallback.vllm
+    assert fallback.reason.startswith("rl.vllm is auto but vLLM cannot load the policy: its model")
+    assert "tritonrl convert-gguf" in fallback.reason
+    on = _config("--rl.vllm", "on")
+    with pytest.raises(ValueError, match=r"rl.vllm is 'on' but vLLM cannot load the policy"):
+        check_model(choose(on, "cuda"), on, str(gguf))
+    server = _config("--rl.vllm_mode", "server")  # the server loads its own model
+    assert check_model(choose(server, "cuda"), server, str(gguf)).vllm
+
+
+def test_a_local_server_beside_several_gpus_is_warned_of(caplog):
+    server = _config("--rl.vllm_mode", "server")
+    with caplog.at_level(logging.WARNING, logger="tritonrl.train.generation"):
+        warn_shared_server(server, 1)
+        warn_shared_server(_config("--rl.vllm_mode", "server", "--rl.vllm_server_host", "gpu2"), 4)
+        warn_shared_server(_config(), 4)  # colocate
+        assert not caplog.records
+        warn_shared_server(server, 2)
+    assert "start the server on a GPU this process does not see" in caplog.text
+    assert "127.0.0.1:8000" in caplog.text
+
+
+def test_trl_arguments_for_each_generator(tmp_path):
+    pytest.importorskip("trl")
+    from tritonrl.train.grpo import trainer_args
+
+    config = _config("--rl.vllm_gpu_memory_utilization", "0.25", "--rl.max_completion_length",
+                     "1024", "--rl.temperature", "0.7")  # fmt: skip
+    plain = trainer_args(config, tmp_path, "cpu")
+    assert not plain.use_vllm
+    colocate = trainer_args(config, tmp_path, "cuda", Generator(True, "colocate", "why"))
+    for args in (plain, colocate):  # the whole distribution at rl.temperature, either way
+        assert (args.temperature, args.top_k, args.top_p, args.min_p) == (0.7, 0, 1.0, None)
+        assert args.repetition_penalty == 1.0 and args.max_completion_length == 1024
+    assert colocate.use_vllm and colocate.vllm_mode == "colocate"
+    assert colocate.vllm_gpu_memory_utilization == 0.25
+    assert colocate.vllm_enable_sleep_mode is False
+    assert colocate.vllm_importance_sampling_correction  # TRL's default, kept
+    fallback = trainer_args(config, tmp_path, "cuda", Generator(False, None, "why"))
+    assert not fallback.use_vllm
+
+    rloo = _config("--rl.algo", "rloo", "--rl.vllm_mode", "server", "--rl.vllm_server_host",
+                   "10.0.0.2", "--rl.vllm_server_port", "8011")  # fmt: skip
+    server = trainer_args(rloo, tmp_path, "cuda", Generator(True, "server", "why"))
+    assert type(server).__name__ == "RLOOConfig" and server.use_vllm
+    assert (server.vllm_mode, server.vllm_server_host, server.vllm_server_port) == (
+        "server", "10.0.0.2", 8011)  # fmt: skip
+
+
+def test_the_step_clock_splits_a_step(monkeypatch):
+    from tritonrl.train import grpo
+
+    now = iter([0.0, 1.0, 4.0, 4.5, 6.5, 10.0, 20.0])
+    monkeypatch.setattr(grpo.time, "perf_counter", lambda: next(now))
+    clock = grpo.StepClock()
+    assert clock.end() == {}
+    clock.begin()  # 0.0
+    with clock.part("generate"):  # 1.0 -> 4.0
+        pass
+    clock.begin()  # a later micro-step of the same step: no new start
+    with clock.part("reward_wait"):  # 4.5 -> 6.5
+        pass
+    assert clock.end() == {"time/generate_s": 3.0, "time/reward_wait_s": 2.0,
+                           "time/update_s": 5.0, "time/step_s": 10.0}  # fmt: skip
+    clock.begin()  # 20.0: the next step starts afresh
+    assert clock.started == 20.0 and clock.generate == clock.reward_wait == 0.0
