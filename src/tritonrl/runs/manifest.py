@@ -44,7 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tritonrl.runs.atomic import atomic_write_json
+from tritonrl.runs.atomic import atomic_write_json, finite_json
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +425,9 @@ class Run:
         self._update(change)
 
     def set_info(self, stage: str, **info: Any) -> None:
-        """Record JSON-able facts about a stage (losses, the base model, counts)."""
+        """Record JSON-able facts about a stage (losses, the base model, counts); a NaN
+        or infinite float is recorded as a string ("nan", "inf": `finite_json`)."""
+        info = finite_json(info)
         json.dumps(info, allow_nan=False)  # fail here, not half-way through a write
 
         def change(data: dict) -> None:

@@ -10,7 +10,12 @@ SIGTERM/SIGINT (`tritonrl.runs.StopSignals`) into a checkpoint at the next step 
 and a stop. `TrainingBar` is the one progress bar of a training stage: steps, with the
 latest loss and eval loss beside it (it replaces transformers' bar, its nested eval bar
 and its printed log dicts). `ModelCardCallback(card)` writes our model card into every
-checkpoint (in place of PEFT's template).
+checkpoint (in place of PEFT's template). `NonFiniteGuard(advice, run, stage)` stops
+training with a `NonFiniteError` (naming the step, what went non-finite, the last good
+checkpoint and what to try) at the first NaN or infinite gradient, trainable weight,
+logged loss, grad norm or eval loss, before that step can be saved: a checkpoint never
+holds non-finite weights. Stages set the trainer's `logging_nan_inf_filter` off, so a
+NaN loss is logged as NaN (the filter logs the window's running mean, often 0, instead).
 
 What it does NOT do: it does not write checkpoints (the trainer does, with rotation of
 the old ones) or upload them (`runs/sync.py`).
@@ -19,7 +24,8 @@ the old ones) or upload them (`runs/sync.py`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -53,6 +59,75 @@ class ManifestCallback(TrainerCallback):
             log.warning("trainer reported a save but %s does not exist", checkpoint)
             return
         record_checkpoint(self.run, self.stage, checkpoint, state.global_step)
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced a NaN or infinite loss, gradient or weight (`NonFiniteGuard`)."""
+
+
+LOGGED = ("loss", "grad_norm", "eval_loss")  # logged values that must stay finite
+
+
+def _first_nonfinite(named: Iterable[tuple[str, object]]) -> str | None:
+    """The name of the first tensor that holds a NaN or infinity, or None. One norm per
+    tensor (no copy of it): NaN or inf anywhere makes the norm so."""
+    import torch
+
+    for name, tensor in named:
+        if tensor is not None and not torch.isfinite(torch.linalg.vector_norm(tensor)):
+            return name
+    return None
+
+
+class NonFiniteGuard(TrainerCallback):
+    """Stop at the first non-finite gradient (before the optimizer step), trainable
+    weight (after it, before any save), or logged loss, grad norm or eval loss (before
+    that step's save), with a `NonFiniteError` naming the step. `advice` says what to
+    try; with `run` and `stage` the message names the last good checkpoint (recorded).
+    Costs one norm per trainable tensor twice a step (memory reads, no copies)."""
+
+    def __init__(self, advice: str, run: Run | None = None, stage: str | None = None):
+        self.advice, self.run, self.stage = advice, run, stage
+
+    def _stop(self, state, what: str, step: int):
+        total = f" of {state.max_steps}" if state.max_steps and state.max_steps > 0 else ""
+        kept = "no checkpoint was written before it"
+        if self.run is not None and self.run.has_artifact(self.stage, "checkpoint"):
+            recorded = self.run.stage(self.stage)["artifacts"]["checkpoint"]
+            kept = f"the last good checkpoint, {recorded}, is kept"
+        raise NonFiniteError(
+            f"{what} at step {step}{total}: training stopped before that step was saved; "
+            f"{kept}. Try {self.advice}"
+        )
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        if model is None:
+            return
+        grads = ((n, p.grad) for n, p in model.named_parameters() if p.requires_grad)
+        bad = _first_nonfinite(grads)
+        if bad is not None:
+            self._stop(state, f"the gradient is not finite (first in {bad}): the loss or "
+                       "its backward pass overflowed", state.global_step + 1)  # fmt: skip
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if model is None:
+            return
+        weights = ((n, p.detach()) for n, p in model.named_parameters() if p.requires_grad)
+        bad = _first_nonfinite(weights)
+        if bad is not None:
+            self._stop(state, f"the weights are not finite after the update (first: {bad})",
+                       state.global_step)  # fmt: skip
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in LOGGED:
+            value = (logs or {}).get(key)
+            if isinstance(value, float) and not math.isfinite(value):
+                self._stop(state, f"{key} is {value}", state.global_step)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get("eval_loss")
+        if isinstance(value, float) and not math.isfinite(value):
+            self._stop(state, f"eval_loss is {value}", state.global_step)
 
 
 class EvaluateAtEnd(TrainerCallback):

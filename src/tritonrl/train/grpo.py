@@ -110,6 +110,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
         "save_total_limit": config.run.keep_last,
         "logging_steps": rl.logging_steps,
         "logging_first_step": True,
+        "logging_nan_inf_filter": False,  # a NaN loss is logged as NaN (NonFiniteGuard stops)
         "report_to": _reporters(config) or "none",
         "seed": config.run.seed,
         "disable_tqdm": False,
@@ -309,7 +310,14 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) ->
         def on_step_end(self, args, state, control, **kwargs):
             curriculum.end_step(state.global_step)
 
-    callbacks = [ModelCardCallback(card), ManifestCallback(run, STAGE), StopOnSignal(stop)]
+    from tritonrl.train.precision import nonfinite_guard
+
+    callbacks = [
+        nonfinite_guard(config, "rl", run, STAGE),  # first: before saves, records
+        ModelCardCallback(card),
+        ManifestCallback(run, STAGE),
+        StopOnSignal(stop),
+    ]
     if curriculum is not None:
         callbacks.insert(0, GrowCurriculum())  # before the checkpoint's state is written
     callbacks.append(TrainingBar())
@@ -338,6 +346,7 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.train.generation import check_model, choose, warn_shared_server
     from tritonrl.train.model_card import rl_card
+    from tritonrl.train.precision import final_dtype
     from tritonrl.train.rl_data import rl_prompts
     from tritonrl.train.sft import save_final
 
@@ -387,7 +396,8 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     atomic_write_json(stage_dir / "log_history.json", history)
     run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     steps = trainer.state.global_step
-    final = save_final(run, trainer, tokenizer, lora, card(steps), stage=STAGE)
+    final = save_final(run, trainer, tokenizer, lora, card(steps), stage=STAGE,
+                       dtype=final_dtype(config.rl.bf16))  # fmt: skip
     run.set_step(STAGE, steps)
     record_info(run, config, recorder, curriculum, data_source=source, prompts=len(prompts),
                 device=device)  # fmt: skip
