@@ -1,13 +1,15 @@
 """`tritonrl eval` on the command line: the tiny LoRA run on builtin tasks (2 samples),
-a second run into the finished folder, an API model's eval, and --compare's table and
-JSON of both."""
+a second run into the finished folder, another model or other settings refused there, an
+API model's eval, and --compare's table and JSON of both."""
 
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from tritonrl.cli import app
+from tritonrl.runs import Run
 
 CPU = ["--verify.device", "cpu", "--rl.max_completion_length", "16"]
 
@@ -49,7 +51,81 @@ def test_a_second_run_into_a_finished_folder_says_so(evals, lora_run):
     assert (out / "samples.jsonl").read_text() == before
     r = _eval("--model", "openai:x@http://127.0.0.1:9/v1", "--tasks", "builtin:level1",
               "--out", str(out))  # fmt: skip
-    assert r.exit_code == 2 and "holds samples of run/sft" in r.output
+    assert r.exit_code == 2 and "holds an evaluation of " in r.output
+    assert "sft/final (files " in r.output and "openai:x@http://127.0.0.1:9/v1" in r.output
+
+
+def _one(model, out, *more: str):
+    return _eval("--model", str(model), "--tasks", "builtin:level1/1_ReLU", "--out", str(out),
+                 *more)  # fmt: skip
+
+
+def _refusal(r) -> str:
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.strip().splitlines()
+    assert line.startswith("error: ") and "another --out" in line
+    return line
+
+
+def test_another_model_or_other_settings_are_refused_not_mixed_in(lora_run, tmp_path):
+    """The run's SFT adapter (run/sft/final) and its base copied to base/final: both are
+    `final`. Another model into a finished folder got "already holds this finished
+    evaluation" and the first one's numbers; with more --samples its answers were mixed
+    in. Now each is refused in one line naming both, before a model is loaded; a copy of
+    the same files goes on, and --compare tells the two apart by path."""
+    run = Run.open(lora_run)
+    adapter = run.artifact("sft", "adapter")
+    base = tmp_path / "base" / "final"
+    shutil.copytree(run.artifact("tiny_model", "model"), base)
+    assert adapter.name == base.name == "final"
+    out = tmp_path / "evals" / "sft"
+    assert _one(adapter, out).exit_code == 0
+    before = (out / "samples.jsonl").read_text()
+    line = _refusal(_one(base, out))
+    assert "holds an evaluation of " in line and "this one is of " in line
+    assert "sft/final (files " in line and "base/final (files " in line
+    _refusal(_one(base, out, "--samples", "2"))
+    shorter = CliRunner().invoke(app, ["eval", "--model", str(adapter), "--tasks",
+                                       "builtin:level1/1_ReLU", "--out", str(out),
+                                       "--max-tokens", "8", "--verify.device", "cpu"])  # fmt: skip
+    assert "16 tokens); this one is of " in _refusal(shorter) and "8 tokens)" in shorter.output
+    assert "greedy" in _refusal(_one(adapter, out, "--samples", "2"))
+    assert (out / "samples.jsonl").read_text() == before  # nothing mixed in
+
+    copy = tmp_path / "copy" / "final"
+    shutil.copytree(adapter, copy)
+    r = _one(copy, out)
+    assert r.exit_code == 0 and "already holds this finished evaluation" in r.output
+    assert _one(copy, tmp_path / "evals" / "copy").exit_code == 0
+    weights = copy / "adapter_model.safetensors"
+    from safetensors.torch import load_file, save_file
+
+    save_file({k: v + 0.01 for k, v in load_file(weights).items()}, weights)  # trained on
+    line = _refusal(_one(copy, tmp_path / "evals" / "copy"))
+    assert line.endswith("(its files have changed since): give another --out, never one "
+                         "folder for both")  # fmt: skip
+
+    other = tmp_path / "evals" / "base"
+    assert _one(base, other).exit_code == 0
+    r = CliRunner().invoke(app, ["eval", "--compare", str(out), str(other)], terminal_width=250)
+    cells = [[c.strip() for c in x.replace("┃", "│").split("│")[1:-1]]
+             for x in r.output.splitlines()]  # fmt: skip
+    table = {c[0]: c[1:] for c in cells if c}
+    assert table["model"] == ["sft/final", "base/final"]
+    assert table["metric"] == ["sft", "base"] and table["sampling"] == ["greedy", "greedy"]
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_work(lora_run, tmp_path):
+    """`--out FILE` loaded the model, then ended in a FileExistsError traceback."""
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    r = _one(lora_run, file)
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == (f"error: --out {file} is a file, not a folder: give a folder "
+                                "for samples.jsonl and summary.json")  # fmt: skip
+    r = _one(lora_run, file / "eval")
+    assert r.exit_code == 2 and f"{file} is a file, so no folder can be made there" in r.output
+    assert file.read_text() == "mine"
 
 
 def test_compare_puts_evaluations_side_by_side(evals, server, tmp_path):
@@ -66,6 +142,7 @@ def test_compare_puts_evaluations_side_by_side(evals, server, tmp_path):
     assert table["answers (n)"] == ["4", "2"] and table["flagged"] == ["0", "2"]
     assert table["tasks"] == ["2", "1"] and table["samples per task"] == ["2", "2"]
     assert "asked different tasks (run: 2, api: 1;" in r.output  # not the same questions
+    assert table["model"][0] == "run/sft" and table["model"][1].startswith("openai:teacher@")
     same = CliRunner().invoke(app, ["eval", "--compare", str(out), str(out)], terminal_width=250)
     assert same.exit_code == 0 and "different tasks" not in same.output
     assert table["flag torch_compute"] == ["0", "2"]  # by category

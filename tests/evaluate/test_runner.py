@@ -9,6 +9,7 @@ from eval_loopback import OTHERS, RELU, Teacher
 
 from tritonrl.config import load_config
 from tritonrl.evaluate.backends import ApiModel
+from tritonrl.evaluate.identity import eval_identity
 from tritonrl.evaluate.runner import eval_tasks, evaluate, finished
 from tritonrl.runs import Run
 
@@ -38,7 +39,8 @@ def test_an_api_model_is_measured_by_the_same_verifier(server, tmp_path):
     assert all(r["reward"] == 0.0 and "torch_compute" in r["verdict"]["flags"] for r in cheat)
     honest = [r for r in rows if r["task"] == OTHERS[0].id]
     assert all(r["verdict"]["correct"] and r["reward"] > 0 for r in honest)
-    assert finished(tmp_path / "ev", summary["model"], tasks, 2) == summary
+    model = ApiModel("teacher", server)
+    assert finished(tmp_path / "ev", eval_identity(model.identity, 2, config), tasks, 2) == summary
 
 
 def test_an_interrupted_eval_continues_where_it_stopped(server, tmp_path):
@@ -51,14 +53,36 @@ def test_an_interrupted_eval_continues_where_it_stopped(server, tmp_path):
     cut = [x for x in lines if json.loads(x)["task"] == OTHERS[0].id][0]
     (out / "samples.jsonl").write_text("\n".join(keep) + "\n" + cut[:40])  # killed mid-line
     (out / "summary.json").unlink()
-    assert finished(out, model.name, [RELU, OTHERS[0]], 2) is None
+    assert finished(out, eval_identity(model.identity, 2, config), [RELU, OTHERS[0]], 2) is None
     Teacher.calls = []
     summary = evaluate(model, [RELU, OTHERS[0]], 2, out, config)
     assert len(Teacher.calls) == 2  # only the task with missing samples is asked again
     o = summary["metrics"]["overall"]
     assert o["n"] == 4 and o["correct"] == 0.5 and o["pass@1"] == 0.5
-    with pytest.raises(ValueError, match="holds samples of openai:teacher"):
+    with pytest.raises(ValueError, match="holds an evaluation of openai:teacher@.* this one is "
+                       "of openai:other@"):  # fmt: skip
         evaluate(ApiModel("other", server), [RELU], 2, out, config)
+
+
+def test_more_samples_ask_only_the_missing_ones_each_once(server, tmp_path):
+    """From 2 samples to 3: one new answer a task, drawn as the first two were (at the
+    temperature, not greedy as a lone answer is), and each (task, sample) once in the file
+    (all were asked again and appended: 5 rows a task, the summary saying 3)."""
+    config = load_config(None, CPU)
+    out, model, tasks = tmp_path / "ev", ApiModel("teacher", server), [RELU, *OTHERS]
+    evaluate(model, tasks, 2, out, config)
+    Teacher.calls, Teacher.bodies = [], []
+    summary = evaluate(model, tasks, 3, out, config)
+    assert len(Teacher.calls) == 3
+    assert {b["temperature"] for b in Teacher.bodies} == {config.rl.temperature}
+    rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    pairs = [(r["task"], r["sample"]) for r in rows]
+    assert len(pairs) == len(set(pairs)) == 9 and {i for _, i in pairs} == {0, 1, 2}
+    assert summary["metrics"]["overall"]["n"] == 9 and summary["samples"] == 3
+    assert finished(out, eval_identity(model.identity, 3, config), tasks, 3) == summary
+    Teacher.calls = []
+    assert evaluate(model, tasks, 3, out, config)["metrics"] == summary["metrics"]
+    assert Teacher.calls == []  # nothing missing: nothing asked
 
 
 def test_tasks_from_generated_sources_levels_limits_and_a_run(lora_run):

@@ -5,7 +5,9 @@
     model = open_model("openai:gpt-4o@https://api.openai.com/v1")
     answers = model.answers(list_of_messages, n=4, config=config)   # [[str] * 4, ...]
 
-`model_name(spec)` is the name an evaluation records, found without loading anything.
+`model_name(spec)` is the name an evaluation records and `model_identity(spec, device,
+backend)` what the model is (that name, the resolved path, its files' fingerprint, the
+backend; `tritonrl.evaluate.identity`), both found without loading anything.
 Models: a local HF model directory; a LoRA adapter directory (adapter_config.json: its
 base is loaded, a `.gguf` base too, and the adapter put on it with peft); a `.gguf` file
 (`tritonrl.train.models.load_causal_lm`, dequantized); a run directory (the latest model
@@ -14,6 +16,7 @@ run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
 endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
 
 Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`
+(`greedy=` says otherwise: an evaluation of 3 samples that lacks one asks n=1, sampled),
 from the whole distribution on every backend (no top-k, top-p or repetition penalty,
 whatever the model's generation_config.json says; `train.sampling.sampling_kwargs`), as
 GRPO samples; at most `rl.max_completion_length` new tokens (`tritonrl eval
@@ -58,18 +61,23 @@ class Answer(NamedTuple):
 class _Answers:
     """`answers`, the texts of `generate` (which each model defines)."""
 
-    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
+    identity: dict  # what it is (`model_identity`): recorded with its evaluations
+
+    def generate(self, prompts: list[list[dict]], n: int, config: Config,
+                 greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
         raise NotImplementedError
 
-    def answers(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[str]]:
-        return [[a.text for a in answers] for answers in self.generate(prompts, n, config)]
+    def answers(self, prompts: list[list[dict]], n: int, config: Config,
+                greedy: bool | None = None) -> list[list[str]]:  # fmt: skip
+        return [[a.text for a in answers] for answers in self.generate(prompts, n, config, greedy)]
 
 
 class LocalModel(_Answers):
     """A transformers model on this machine, generating a batch of prompts at once."""
 
-    def __init__(self, model, tokenizer, name: str):
+    def __init__(self, model, tokenizer, name: str, identity: dict | None = None):
         self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.identity = identity or {"name": name, "backend": "transformers"}
         # Tasks per generate call: a GPU takes many sequences at the cost of one.
         self.batch_tasks = 32 if model.device.type == "cuda" else 8
         if tokenizer.pad_token_id is None:
@@ -85,7 +93,8 @@ class LocalModel(_Answers):
             messages, tokenize=False, add_generation_prompt=True
         )
 
-    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
+    def generate(self, prompts: list[list[dict]], n: int, config: Config,
+                 greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
         import torch
 
         from tritonrl.train.sampling import sampling_kwargs
@@ -93,7 +102,8 @@ class LocalModel(_Answers):
         texts = [self._text(p) for p in prompts]
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         batch = batch.to(self.model.device)
-        sampling = sampling_kwargs(config.rl.temperature if n > 1 else None)
+        greedy = n == 1 if greedy is None else greedy
+        sampling = sampling_kwargs(None if greedy else config.rl.temperature)
         with torch.no_grad():
             ids = self.model.generate(**batch, **sampling, num_return_sequences=n,
                                       max_new_tokens=config.rl.max_completion_length,
@@ -111,15 +121,18 @@ class LocalModel(_Answers):
 class VllmModel(_Answers):
     """A full model directory served by vLLM in this process (CUDA only)."""
 
-    def __init__(self, path: Path, name: str):
+    def __init__(self, path: Path, name: str, identity: dict | None = None):
         from vllm import LLM
 
         self.llm, self.name = LLM(model=str(path)), name
+        self.identity = identity or {"name": name, "backend": "vllm"}
 
-    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
+    def generate(self, prompts: list[list[dict]], n: int, config: Config,
+                 greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
         from vllm import SamplingParams
 
-        params = SamplingParams(n=n, temperature=config.rl.temperature if n > 1 else 0.0,
+        greedy = n == 1 if greedy is None else greedy
+        params = SamplingParams(n=n, temperature=0.0 if greedy else config.rl.temperature,
                                 max_tokens=config.rl.max_completion_length)  # fmt: skip
         outputs = self.llm.chat(prompts, params, use_tqdm=False)
         return [[Answer(c.text, c.finish_reason == "length") for c in o.outputs]
@@ -133,12 +146,15 @@ class ApiModel(_Answers):
         from tritonrl.data.distill import ChatClient
 
         self.name = f"openai:{model}@{url}"
+        self.identity = {"name": self.name, "path": None, "fingerprint": None, "backend": "openai"}
         self.client = ChatClient(url, model, api_key=os.environ.get("OPENAI_API_KEY"),
                                  rate_limit_per_s=None)  # fmt: skip
 
-    def generate(self, prompts: list[list[dict]], n: int, config: Config) -> list[list[Answer]]:
+    def generate(self, prompts: list[list[dict]], n: int, config: Config,
+                 greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
+        greedy = n == 1 if greedy is None else greedy
         params = {"max_tokens": config.rl.max_completion_length,
-                  "temperature": config.rl.temperature if n > 1 else 0.0}  # fmt: skip
+                  "temperature": 0.0 if greedy else config.rl.temperature}  # fmt: skip
         with ThreadPoolExecutor(API_IN_FLIGHT) as pool:
             jobs = [[pool.submit(self.client.chat, p, **params) for _ in range(n)]
                     for p in prompts]  # fmt: skip
@@ -235,6 +251,46 @@ def _run_model(path: Path):
     return _adapter_model(run.artifact(stage, "adapter"), base, tokenizer or Path(base))
 
 
+def _model_parts(path: Path) -> list[Path | str]:
+    """What decides `path`'s answers, as `_local_model` and `_run_model` load it: the
+    model, adapter or .gguf first, then an adapter's base and a tokenizer found apart."""
+    from tritonrl.config import TINY
+    from tritonrl.runs import Run
+
+    if not (path / "manifest.json").is_file():
+        config = path / "adapter_config.json"
+        base = json.loads(config.read_text()).get("base_model_name_or_path") if (
+            config.is_file()) else None  # fmt: skip
+        return [path] + ([_base(base)] if base else [])
+    run, stage = Run.open(path), _run_stage(path)
+    tokenizer = [run.artifact(s, "tokenizer") for s in (stage, "sft")
+                 if run.has_artifact(s, "tokenizer")][:1]  # fmt: skip
+    if run.has_artifact(stage, "model"):
+        return [run.artifact(stage, "model"), *tokenizer]
+    adapter, name = run.artifact(stage, "adapter"), run.stage("sft")["info"].get("base_model")
+    if not name:
+        return _model_parts(adapter) + tokenizer
+    base = run.artifact("tiny_model", "model") if name == TINY else _base(name)
+    return [adapter, base, *tokenizer]
+
+
+def _base(name: str) -> Path | str:
+    """An adapter's base: a local path when there is one, else a name (a hub id)."""
+    return Path(name) if Path(name).expanduser().exists() else name
+
+
+def model_identity(spec: str, device: str = "cpu", backend: str = "auto") -> dict:
+    """What `spec` is, without loading it (`tritonrl.evaluate.identity`): name, resolved
+    path, its files' fingerprint, and the backend `open_model` would generate with."""
+    from tritonrl.evaluate import identity
+
+    if spec.startswith("openai:"):
+        return {"name": model_name(spec), "path": None, "fingerprint": None, "backend": "openai"}
+    path, name = _path(spec), model_name(spec)
+    used = "vllm" if _use_vllm(backend, path, device) else "transformers"
+    return identity.model_identity(name, _model_parts(path), used)
+
+
 def _tokenizer(path):
     from tritonrl.train.models import load_tokenizer
 
@@ -262,7 +318,8 @@ def open_model(spec: str, device: str = "cpu", backend: str = "auto"):
     path, name = _path(spec), model_name(spec)
     if _use_vllm(backend, path, device):
         log.info("%s: generating with vLLM", path)
-        return VllmModel(path, name)
+        return VllmModel(path, name, model_identity(spec, device, backend))
     is_run = (path / "manifest.json").is_file()
     model, tokenizer = _run_model(path) if is_run else _local_model(path)
-    return LocalModel(model.to(device).eval(), tokenizer, name)
+    ident = model_identity(spec, device, backend)  # after loading: the adapter is relocated
+    return LocalModel(model.to(device).eval(), tokenizer, name, ident)

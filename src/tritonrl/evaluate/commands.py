@@ -10,9 +10,13 @@
 `--max-tokens` sets; no `eval` section of its own). An `openai:` model gets at least
 API_MAX_TOKENS new tokens unless one of those says otherwise, and answers that stop at the
 limit are marked `truncated` in samples.jsonl, counted in the summary and warned about.
-An eval into a folder that holds part of the same model's evaluation continues it (more
---samples or tasks add to it); one that is finished says so and exits 0; a folder of
-another model's is refused. `--backend vllm` generates with vLLM (CUDA).
+An eval into a folder that holds part of the same evaluation continues it (more --samples
+or tasks add to it: only the missing answers are asked); one that is finished says so and
+exits 0. The same evaluation is the same model files (a copy elsewhere is the same model),
+backend, sampling and token limit (`tritonrl.evaluate.identity`, OUT/eval.json); a folder
+of another is refused, naming both, before the model is loaded; so is an --out that is a
+file. `--compare` names each column and model by the shortest path tail that tells them
+apart. `--backend vllm` generates with vLLM (CUDA).
 Exit 0 on success, 2 for bad input, 1 when the evaluation fails.
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -40,18 +45,65 @@ def _cell(v) -> str:
     return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
+def out_folder_problem(path: Path, what: str) -> str | None:
+    """Why `path` cannot be the --out folder (a file is there or above it, or it cannot be
+    written), in one line; None when it can. `what`: what the folder gets."""
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        return f"--out {path} is a file, not a folder: give a folder for {what}"
+    above = p
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        return f"--out {path}: {above} is a file, so no folder can be made there for {what}"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f"--out {path}: {above} is not writable"
+    return None
+
+
+def distinct_tails(paths: list[str]) -> list[str]:
+    """The shortest path tails (the same length for all) that tell `paths` apart:
+    runs/a/sft/final and runs/b/sft/final -> a/sft/final, b/sft/final."""
+    parts = [Path(p).parts for p in paths]
+    for k in range(1, max((len(ps) for ps in parts), default=0) + 1):
+        tails = ["/".join(ps[-k:]) for ps in parts]
+        if len(set(tails)) == len(set(paths)):
+            return tails
+    return list(paths)
+
+
+def _model_labels(summaries: list[dict]) -> list[str]:
+    """Each evaluation's model, named apart from the others: by its name (`final`,
+    `run/sft`, `openai:M@URL`) when no two models share one, else local ones by their
+    paths' distinct tails (`a/sft/final`, `b/sft/final`)."""
+    names = [s["model"] for s in summaries]
+    paths = [s.get("model_path") for s in summaries]
+    if len(set(names)) == len({p or n for p, n in zip(paths, names, strict=True)}):
+        return names
+    local = [p for p in paths if p]
+    tails = dict(zip(local, distinct_tails(local), strict=True))
+    return [tails[p] if p else s["model"] for p, s in zip(paths, summaries, strict=True)]
+
+
 def compare(dirs: list[Path], as_json: bool) -> None:
     """Several evaluations' overall metrics side by side: a column per evaluation, a row
     per metric (pass@k, flags by category, and per-level correct rates included)."""
-    rows = {}
+    summaries = []
     for d in dirs:
         path = Path(d) / "summary.json"
         if not path.is_file():
             err.print(f"[red]error:[/red] {escape(str(d))}: no summary.json (not a finished eval)")
             raise typer.Exit(2)
-        summary = json.loads(path.read_text())
+        summaries.append(json.loads(path.read_text()))
+    rows = {}
+    for d, summary, model in zip(dirs, summaries, _model_labels(summaries), strict=True):
         levels = {f"correct L{lv}": m["correct"] for lv, m in summary["metrics"]["levels"].items()}
-        rows[str(d)] = {"model": summary["model"], "samples": summary["samples"],
+        gen = summary.get("generation") or {}
+        sampling = None if not gen else "greedy" if gen.get("greedy") else (
+            f"temperature {gen.get('temperature')}")  # fmt: skip
+        rows[str(d)] = {"model": model, "model_path": summary.get("model_path"),
+                        "fingerprint": summary.get("fingerprint"), "sampling": sampling,
+                        "max tokens": gen.get("max_tokens"), "samples": summary["samples"],
                         "tasks": summary["tasks"], **summary["metrics"]["overall"],
                         **levels}  # fmt: skip
     if as_json:
@@ -61,7 +113,8 @@ def compare(dirs: list[Path], as_json: bool) -> None:
     asked = {str(d): _task_ids(Path(d)) for d in dirs}
     if len({frozenset(ids) for ids in asked.values()}) > 1:
         common = set.intersection(*asked.values())
-        sizes = ", ".join(f"{Path(d).name or d}: {len(ids)}" for d, ids in asked.items())
+        names = distinct_tails([str(Path(d).absolute()) for d in asked])
+        sizes = ", ".join(f"{n}: {len(ids)}" for n, ids in zip(names, asked.values(), strict=True))
         err.print(
             f"[yellow]warning:[/yellow] these evaluations asked different tasks ({sizes}; "
             f"{len(common)} in common): their rates are not of the same questions"
@@ -83,9 +136,10 @@ def _table(rows: dict[str, dict]) -> Table:
     flags = sorted({f for r in rows.values() for f in r.get("flags", {})})
     table = Table(title="evaluations side by side", title_justify="left")
     table.add_column("metric")
-    for d in rows:
-        table.add_column(Path(d).name or d, overflow="fold")
-    for metric in ("model", "tasks", "samples", *COLUMNS, *passes, *levels):
+    for name in distinct_tails([str(Path(d).absolute()) for d in rows]):
+        table.add_column(name, overflow="fold")
+    for metric in ("model", "sampling", "max tokens", "tasks", "samples", *COLUMNS, *passes,
+                   *levels):  # fmt: skip
         label = LABELS.get(metric, metric)
         table.add_row(label, *(_cell(r.get(metric)) for r in rows.values()))
     for f in flags:
@@ -142,13 +196,18 @@ def eval_command(
     if model is None or not tasks or out_dir is None:
         err.print("[red]error:[/red] give --model, --tasks and --out (or --compare DIR...)")
         raise typer.Exit(2)
-    from tritonrl.evaluate.backends import model_name
+    problem = out_folder_problem(out_dir, "samples.jsonl and summary.json")
+    if problem:
+        _fail(ValueError(problem), 2)
+    from tritonrl.evaluate.backends import model_identity
+    from tritonrl.evaluate.identity import eval_identity
     from tritonrl.evaluate.runner import eval_tasks, finished
 
+    where = _device(device)
     try:
         task_list = eval_tasks(tasks, _levels(levels), limit)
-        name = model_name(model)
-        old = finished(out_dir, name, task_list, samples)
+        ident = eval_identity(model_identity(model, where, backend), samples, cfg)
+        old = finished(out_dir, ident, task_list, samples)
     except (ValueError, OSError) as e:
         _fail(e, 2)
     if old is not None:
@@ -156,7 +215,16 @@ def eval_command(
                   "(another --out, or more --samples, to go on)", markup=False)  # fmt: skip
         _report(old, out_dir)
         return
-    _report(_evaluate(model, task_list, samples, out_dir, cfg, device, backend), out_dir)
+    _report(_evaluate(model, task_list, samples, out_dir, cfg, where, backend), out_dir)
+
+
+def _device(device: str) -> str:
+    """Where a local model generates: `auto` is CUDA when there is one."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _levels(text: str | None) -> list[int] | None:
@@ -171,17 +239,16 @@ def _fail(e: Exception, code: int):
     raise typer.Exit(code) from None
 
 
-def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, device: str,
+def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
               backend: str) -> dict:  # fmt: skip
-    """Open the model, then ask, verify and write with one progress bar."""
-    import torch
+    """Open the model, then ask, verify and write with one progress bar (a line per
+    batch where stderr is no terminal: a log, or the pipeline that shows it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tritonrl.data.distill import DistillError
     from tritonrl.evaluate.backends import open_model
     from tritonrl.evaluate.runner import evaluate
 
-    where = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
     try:
         lm = open_model(model, where, backend)
     except (ValueError, OSError) as e:
@@ -191,6 +258,8 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, device: str,
 
         def show(done: int, total: int) -> None:
             bar.update(job, completed=done, total=total)
+            if not err.is_terminal:
+                err.print(f"eval: {done}/{total} answers verified", markup=False)
 
         try:
             return evaluate(lm, tasks, samples, out_dir, cfg, progress=show)

@@ -1,0 +1,168 @@
+"""What an evaluation folder holds answers of, and the check that keeps one evaluation in
+one folder.
+
+    ident = eval_identity(model.identity, samples, config)   # model + generation settings
+    check_folder("evals/sft", ident, tasks)  # ValueError, one line naming both, if another's
+    record(Path("evals/sft"), ident, tasks)  # evals/sft/eval.json
+
+An evaluation is its model, its generation settings and its tasks:
+
+* the model (`model_identity`): the path it resolved to (a run's latest model; an adapter
+  with its base) and a fingerprint of the files that decide its answers (weights, config,
+  tokenizer): a file up to WHOLE_BYTES is hashed whole, a larger one by its size, its
+  first and last MiB and SPREAD chunks spread through it, so a multi-GB model costs a few
+  MB of reading. No mtimes: a copy of a model is the same model, a model retrained in
+  place is not. An adapter's `base_model_name_or_path` is left out of its config's hash
+  (loading rewrites it when a run moves; the base is fingerprinted itself). An `openai:`
+  model is its name and URL.
+* the generation: the backend (transformers, vllm, openai), greedy (one sample a task) or
+  the temperature, and the token limit;
+* the tasks: each id with a hash of its source. More tasks or samples may be added to a
+  folder; a task whose source changed under the same id may not.
+
+The record is OUT/eval.json, written before the first answer. A folder that holds answers
+but no eval.json (an older tritonrl's) is refused too: nothing says whose they are.
+
+What it does NOT do: it does not see a change in a large weight file that spares every
+sampled chunk (a fine-tune changes them all), nor a new revision of a hub model named as
+an adapter's base (a hub id is its name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from tritonrl.config import Config
+
+IDENTITY = "eval.json"
+WHOLE_BYTES = 8 << 20  # files up to this size are hashed whole
+EDGE_BYTES, CHUNK_BYTES, SPREAD = 1 << 20, 64 << 10, 16  # a larger one: edges + SPREAD chunks
+MODEL_FILES = ("*.safetensors", "*.safetensors.index.json", "*.gguf", "pytorch_model*.bin",
+               "adapter_model.bin", "config.json", "adapter_config.json", "tokenizer*",
+               "vocab*", "merges.txt", "special_tokens_map.json", "added_tokens.json",
+               "chat_template*")  # fmt: skip
+
+
+def _file_digest(path: Path, h) -> None:
+    size = path.stat().st_size
+    h.update(f"{path.name}\0{size}\0".encode())
+    if path.name == "adapter_config.json":  # its base is hashed on its own
+        config = json.loads(path.read_text())
+        config.pop("base_model_name_or_path", None)
+        h.update(json.dumps(config, sort_keys=True).encode())
+        return
+    with open(path, "rb") as f:
+        if size <= WHOLE_BYTES:
+            h.update(f.read())
+            return
+        step = (size - CHUNK_BYTES) // (SPREAD + 1)
+        spots = [(0, EDGE_BYTES), (size - EDGE_BYTES, EDGE_BYTES)]
+        spots += [(step * (i + 1), CHUNK_BYTES) for i in range(SPREAD)]
+        for offset, length in spots:
+            f.seek(offset)
+            h.update(f.read(length))
+
+
+def fingerprint(parts: list[Path | str]) -> str:
+    """A short hex digest of the model files in `parts` (directories, files, or names
+    such as a hub id, hashed as they are)."""
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, str) or not part.exists():
+            h.update(f"name\0{part}\0".encode())
+            continue
+        files = [part] if part.is_file() else sorted(
+            {f for pattern in MODEL_FILES for f in part.glob(pattern) if f.is_file()})  # fmt: skip
+        for f in files:
+            _file_digest(f, h)
+    return h.hexdigest()[:16]
+
+
+def model_identity(name: str, parts: list[Path | str], backend: str) -> dict:
+    """A local model: its name, its resolved path (the first of `parts`), its files'
+    fingerprint and the backend that generates."""
+    main = parts[0]
+    path = str(Path(main).resolve()) if isinstance(main, Path) else main
+    return {"name": name, "path": path, "fingerprint": fingerprint(parts), "backend": backend}
+
+
+def eval_identity(model: dict, samples: int, config: Config) -> dict:
+    """The model's identity with the generation settings of `samples` answers a task."""
+    greedy = samples == 1
+    return {"model": model, "generation": {
+        "backend": model.get("backend"), "greedy": greedy,
+        "temperature": None if greedy else config.rl.temperature,
+        "max_tokens": config.rl.max_completion_length}}  # fmt: skip
+
+
+def shown(path: str | None) -> str:
+    """A model's path as a reader knows it: relative to here when under here."""
+    if not path or not os.path.isabs(path):
+        return path or "?"
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def describe(ident: dict) -> str:
+    """`runs/a/sft/final (files 3f2a19c0e1d2a4b5; transformers, greedy, 64 tokens)`."""
+    m, g = ident["model"], ident["generation"]
+    what = shown(m.get("path")) if m.get("path") else m.get("name")
+    files = f"files {m['fingerprint']}; " if m.get("fingerprint") else ""
+    sampling = "greedy" if g.get("greedy") else f"temperature {g.get('temperature')}"
+    return f"{what} ({files}{g.get('backend')}, {sampling}, {g.get('max_tokens')} tokens)"
+
+
+def task_hashes(tasks) -> dict[str, str]:
+    return {t.id: hashlib.sha256(t.source.encode()).hexdigest()[:16] for t in tasks}
+
+
+def _read(out: Path) -> dict | None:
+    path = out / IDENTITY
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _key(model: dict) -> str | None:
+    return model.get("fingerprint") or model.get("name")  # an API model: its name and URL
+
+
+def check_folder(out_dir: str | Path, ident: dict, tasks) -> None:
+    """Nothing when `out_dir` is empty or holds this evaluation (the same model files and
+    generation settings, no task changed); else a ValueError, one line naming both."""
+    out = Path(out_dir)
+    old = _read(out)
+    if old is None:
+        if (out / "samples.jsonl").is_file() or (out / "summary.json").is_file():
+            raise ValueError(
+                f"{out} holds an evaluation that does not record its model's files or "
+                f"settings (an older tritonrl wrote it), so this one of {describe(ident)} "
+                "cannot go on in it: give another --out"
+            )
+        return
+    a, b = old["model"], ident["model"]
+    same_model = _key(a) == _key(b)  # a copy elsewhere is the same model
+    if not same_model or old["generation"] != ident["generation"]:
+        changed = not same_model and a.get("path") and a.get("path") == b.get("path")
+        also = " (its files have changed since)" if changed else ""
+        raise ValueError(
+            f"{out} holds an evaluation of {describe(old)}; this one is of "
+            f"{describe(ident)}{also}: give another --out, never one folder for both"
+        )
+    recorded = old.get("tasks", {})
+    for task_id, digest in task_hashes(tasks).items():
+        if recorded.get(task_id, digest) != digest:
+            raise ValueError(
+                f"{out} holds answers to another version of task {task_id} (its source has "
+                "changed since): give another --out"
+            )
+
+
+def record(out: Path, ident: dict, tasks) -> None:
+    """Write (or extend with new tasks) OUT/eval.json."""
+    old = _read(out) or {}
+    data = {**ident, "tasks": {**old.get("tasks", {}), **task_hashes(tasks)}}
+    tmp = out / f".{IDENTITY}.tmp"
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(out / IDENTITY)
