@@ -116,6 +116,31 @@ def test_the_readme_pipeline_on_the_embedded_default(tmp_path):
     assert bad.returncode == 2 and "no-such-config" in bad.stdout + bad.stderr
 
 
+def test_a_running_stage_shows_its_progress_and_streams_it_to_its_log(tmp_path):
+    """The pipeline's sft said `sft: running` for minutes while its log held only the
+    command line until the stage ended. A real sft stage as the pipeline runs it: its
+    progress (step/total, loss, ETA) is said, each line already in the log when said."""
+    from tritonrl.pipeline import _run_process
+
+    log, said, in_log = tmp_path / "logs" / "sft.log", [], []
+
+    def say(text: str) -> None:
+        said.append(text)
+        in_log.append(text.split(", ")[0].split()[-1] in log.read_text())  # "2/3"
+
+    cmd = [sys.executable, "-m", "tritonrl", "sft", "--run", str(tmp_path / "run"),
+           "--sft.max_steps", "3", "--data.generated_tasks", "20",
+           "--tiny_model.generated_tasks", "50", "--run.report_to", "[none]"]  # fmt: skip
+    _run_process("sft", cmd, log, say)
+    assert said and all(s.startswith("sft: training step ") for s in said) and all(in_log)
+    assert said[-1].startswith("sft: training step 3/3, loss ") and "ETA 00:00" in said[-1]
+    assert said[-1].count("3/3") == 1 and len(said) == len(set(said))
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("$ ") and "\r" not in log.read_text()
+    bars = [x for x in lines if x.startswith("training:")]
+    assert bars and "3/3" in bars[-1] and "loss=" in bars[-1]
+
+
 def test_a_stopped_stage_says_how_to_go_on_and_a_failed_one_names_its_failure(tmp_path):
     from tritonrl.pipeline import StageFailed
 

@@ -11,10 +11,15 @@ The pipeline runs prepare (`pipeline.prepare_source`) -> the tiny model (when
 the eval folder is RUN/eval, recorded as stage `eval`) -> report (RUN/report/report.md,
 rewritten every time). A stage the manifest records as done is skipped; an interrupted
 or failed one is run again (each resumes where it can). Each stage runs as its own
-`tritonrl` process with the same --config and overrides, its output in
-RUN/logs/<stage>.log; a failure names the stage and that log and exits 1 (2 for a bad
+`tritonrl` process with the same --config and overrides, its output streamed line by line
+into RUN/logs/<stage>.log; a failure names the stage and that log and exits 1 (2 for a bad
 config; 128+N when signal N stopped it: SIGTERM/SIGINT sent to the pipeline go to the
 running stage, which checkpoints and stops). `tritonrl status RUN` shows where a run is.
+
+Progress: a training stage's bar (`train.callbacks.TrainingBar`, tqdm, written by the
+stage every TQDM_EVERY_S) goes into its log as a line per refresh, and the pipeline shows
+it at most every PROGRESS_EVERY_S, and at the end, as `sft: training step 18/40, loss
+2.31, 00:30 elapsed, ETA 00:37`; eval's `eval: 8/32 answers verified` lines likewise.
 
 With `--store URL` (`run.store`) the run is synced to URL/<run-dir name>: an unreachable
 store is an error before any stage; sft and rl sync at every checkpoint (or every
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +56,13 @@ STAGES = ("prepare", "tiny_model", "sft", "rl", "eval", "report")
 
 # A stage's exit when it was asked to stop (it checkpointed and synced first).
 STOPPED = {130: "SIGINT", 143: "SIGTERM or a spot notice"}
+TQDM_EVERY_S = 5  # a stage's progress bar is written (to its log) at most this often
+PROGRESS_EVERY_S = 10.0  # and shown in the pipeline's own output at most this often
+# tqdm's line: "training:  45%|####5     | 18/40 [00:30<00:37,  1.70s/step, loss=2.31]"
+_BAR = re.compile(r"^(?P<desc>[^:|]*):\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
+                  r"\[(?P<elapsed>[\d:]+)<(?P<eta>[\d:?]+),\s*[\d.?]*(?:s/)?(?P<unit>[a-z]+)"
+                  r"(?:/s)?(?P<post>(?:, [^=,\]]+=[^,\]]*)*)\]")  # fmt: skip
+_COUNT = re.compile(r"^eval: (?P<n>\d+)/(?P<total>\d+) answers verified$")
 
 
 class StageFailed(RuntimeError):
@@ -113,19 +126,61 @@ def _command(stage: str, run_dir: Path, config, argv: list[str]) -> list[str]:
     raise ValueError(f"no command for stage {stage!r}")
 
 
-def _run_process(stage: str, cmd: list[str], log: Path) -> None:
-    """Run one stage's process; SIGTERM/SIGINT sent to the pipeline go to it (it
-    checkpoints, syncs and stops) and the pipeline waits for it rather than leaving it."""
+def progress_line(stage: str, line: str) -> tuple[str, bool] | None:
+    """What the pipeline says of one line of a stage's output when it is progress (a tqdm
+    bar, eval's count), and whether it is the last; None for any other line."""
+    bar, count = _BAR.match(line), _COUNT.match(line)
+    if count:
+        return f"{stage}: {line.removeprefix('eval: ')}", count["n"] == count["total"]
+    if not bar:
+        return None
+    post = "".join(f", {kv.replace('=', ' ', 1)}" for kv in bar["post"].split(", ") if kv)
+    text = (f"{stage}: {bar['desc'].strip()} {bar['unit']} {bar['n']}/{bar['total']}{post}, "
+            f"{bar['elapsed']} elapsed, ETA {bar['eta']}")  # fmt: skip
+    return text, bar["n"] == bar["total"]
+
+
+def _run_process(stage: str, cmd: list[str], log: Path, say=None) -> None:
+    """Run one stage's process, its output streamed into `log` a line at a time (a tqdm
+    bar's every refresh a line of its own) and its progress passed to `say` (see the
+    module docstring); SIGTERM/SIGINT sent to the pipeline go to it (it checkpoints,
+    syncs and stops) and the pipeline waits for it rather than leaving it."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TQDM_DISABLE": os.environ.get("TQDM_DISABLE", "1")}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.setdefault("TQDM_MININTERVAL", str(TQDM_EVERY_S))
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        child = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         with _forwarding(child):
+            _stream(stage, child.stdout, f, say)
             code = child.wait()
     if code != 0:
         raise StageFailed(stage, log, code, _why(stage, log, code))
+
+
+def _stream(stage: str, pipe, log_file, say) -> None:
+    """Copy `pipe` into `log_file` line by line (\\r ends a line too), saying progress."""
+    shown, shown_at, rest = None, 0.0, b""
+    while True:
+        chunk = os.read(pipe.fileno(), 65536)
+        parts = re.split(rb"[\r\n]", rest + chunk)
+        rest = parts.pop() if chunk else b""
+        for raw in parts:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if not line:
+                continue
+            log_file.write(line + "\n")
+            log_file.flush()
+            said = progress_line(stage, line) if say else None
+            due = said and (said[1] or time.monotonic() - shown_at >= PROGRESS_EVERY_S)
+            what = said and said[0].rsplit(", ", 2)[0]  # less the times
+            if due and what != shown:  # a closing bar repeats its last line
+                say(said[0])
+                shown, shown_at = what, time.monotonic()
+        if not chunk:
+            break
+    pipe.close()
 
 
 @contextlib.contextmanager
@@ -173,10 +228,10 @@ def _tiny_model(run, config, log: Path) -> None:
         logging.getLogger("tritonrl").removeHandler(handler)
 
 
-def _eval_stage(run, cmd: list[str], log: Path) -> None:
+def _eval_stage(run, cmd: list[str], log: Path, say=None) -> None:
     run.start_stage("eval")
     try:
-        _run_process("eval", cmd, log)
+        _run_process("eval", cmd, log, say)
     except StageFailed as e:
         run.fail_stage("eval", str(e))
         raise
@@ -231,11 +286,11 @@ def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Pat
             _tiny_model(Run.open(run_dir), config, log)
         elif stage == "eval":
             with _eval_sync(run_dir, url, config.run.sync_interval_s):
-                _eval_stage(Run.open(run_dir), _command(stage, run_dir, config, argv), log)
+                _eval_stage(Run.open(run_dir), _command(stage, run_dir, config, argv), log, say)
         elif stage == "report":
             report = write_report([run_dir])
         else:
-            _run_process(stage, _command(stage, run_dir, config, argv), log)
+            _run_process(stage, _command(stage, run_dir, config, argv), log, say)
         resumed = Run.open(run_dir).stages.get(stage, {}).get("info", {}).get(RESUMED)
         went_on = f" (went on from {resumed})" if resumed else ""
         say(f"{stage}: done in {time.monotonic() - started:.0f}s{went_on}")
@@ -309,8 +364,13 @@ def report(
     out_dir: Path | None = typer.Option(None, "--out", help="Folder (default: FIRST/report)."),
 ) -> None:
     """A Markdown report with PNG plots of runs and evaluations."""
+    from tritonrl.evaluate.commands import out_folder_problem
     from tritonrl.evaluate.report import write_report
 
+    problem = out_dir and out_folder_problem(out_dir, "report.md and its plots")
+    if problem:
+        err.print(f"[red]error:[/red] {escape(problem)}")
+        raise typer.Exit(2)
     try:
         path = write_report(sources, out_dir)
     except (ValueError, OSError) as e:

@@ -111,3 +111,19 @@ def test_a_folder_that_is_neither_is_a_clear_error(tmp_path):
         load_source(tmp_path)
     with pytest.raises(ValueError, match="at least one"):
         write_report([])
+
+
+def test_an_out_that_is_a_file_is_one_line_naming_it(tmp_path, verdicts):
+    """`report --out FILE` printed a raw errno ("[Errno 17] File exists")."""
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+
+    a = _eval_dir(tmp_path / "base", verdicts, "base-model", 0.0)
+    file = tmp_path / "report.md"
+    file.write_text("mine")
+    r = CliRunner().invoke(app, ["report", str(a), "--out", str(file)], terminal_width=300)
+    assert r.exit_code == 2 and r.output.strip() == (
+        f"error: --out {file} is a file, not a folder: give a folder for report.md and its plots"
+    )
+    assert file.read_text() == "mine" and not (a / "report").exists()
