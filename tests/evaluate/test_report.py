@@ -127,3 +127,34 @@ def test_an_out_that_is_a_file_is_one_line_naming_it(tmp_path, verdicts):
         f"error: --out {file} is a file, not a folder: give a folder for report.md and its plots"
     )
     assert file.read_text() == "mine" and not (a / "report").exists()
+
+
+def test_the_report_says_what_a_plot_would_hide(tmp_path, verdicts):
+    """Every rate 0 drew an empty correct-by-level plot (its y axis -0.04 to 0.04); a
+    reward and a correct rate both 0 drew one line hidden under the other; two steps got
+    ticks 1.0, 1.2 ... 2.0; answers cut at the token limit were counted in summary.json
+    but not mentioned in the report."""
+    a = _eval_dir(tmp_path / "base", verdicts, "base-model", 0.0)
+    summary = json.loads((a / "summary.json").read_text())
+    summary |= {"truncated": 2, "config": {"max_completion_length": 64}}
+    (a / "summary.json").write_text(json.dumps(summary))
+    text = write_report([a], tmp_path / "out").read_text()
+    assert "No correct kernel at any level: every verified-correct rate is 0" in text
+    assert not (tmp_path / "out" / "correct_by_level.png").exists()
+    assert "- base (base-model): 2 of 3 answers stopped at the token limit (64 new tokens)" in text
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tritonrl.evaluate.report import _series, line_figure
+
+    rl = [{"reward": 0.0, "verify/correct": 0.0, "step": s} for s in (1, 2)]
+    curves = {"reward": _series(rl, "reward"), "correct": _series(rl, "verify/correct")}
+    fig = line_figure(plt, "RL", curves, "value")
+    ax = fig.axes[0]
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    styles = [(line.get_marker(), line.get_linestyle()) for line in ax.get_lines()]
+    assert len(styles) == len(set(styles)) == 2  # both show where they are equal
+    plt.close(fig)

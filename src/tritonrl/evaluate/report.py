@@ -13,9 +13,12 @@ completion got), and an eval folder's `summary.json` (metrics per level) and
 is left out with a line saying so, never drawn empty.
 
 Plots: the funnel (how many candidates reached each stage of the verifier), the
-verified-correct rate by level (one bar per source when several are compared), the
-speedup distribution of correct kernels, the SFT loss, and the RL reward, correct rate
-and curriculum share per step.
+verified-correct rate by level (one bar per source when several are compared; when every
+rate is 0 a line says "no correct kernel" instead of an empty plot), the speedup
+distribution of correct kernels, the SFT loss, and the RL reward, correct rate and
+curriculum share per step (each series its own marker and line style, so one that equals
+another still shows; whole-number steps on the axis). An evaluation's answers cut at the
+token limit are said beside its notes.
 
 What it does NOT do: it computes no metric of its own beyond counting stages and
 speedups in the files (the metrics are `tritonrl eval`'s), and it does not read
@@ -154,15 +157,7 @@ class _Plots:
         return self.save(fig, name)
 
     def lines(self, name: str, title: str, series: dict[str, tuple[list, list]], ylabel: str):
-        fig, ax = self.plt.subplots(figsize=(6, 3.6))
-        for label, (xs, ys) in series.items():
-            if xs:
-                ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=label)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.legend(fontsize=8)
-        return self.save(fig, name)
+        return self.save(line_figure(self.plt, title, series, ylabel), name)
 
     def histogram(self, name: str, title: str, values: dict[str, list[float]]):
         fig, ax = self.plt.subplots(figsize=(6, 3.6))
@@ -174,6 +169,29 @@ class _Plots:
         ax.set_title(title)
         ax.legend(fontsize=8)
         return self.save(fig, name)
+
+
+# (marker, line style) per series of a line plot: a series equal to another (a reward
+# and a correct rate both 0) still shows, its markers over the other's.
+STYLES = (("o", "-"), ("x", "--"), ("^", ":"), ("s", "-."))
+
+
+def line_figure(plt, title: str, series: dict[str, tuple[list, list]], ylabel: str):
+    """A figure of `series` ({label: (steps, values)}) per step, steps as whole numbers."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    drawn = [(label, xs, ys) for label, (xs, ys) in series.items() if xs]
+    for i, (label, xs, ys) in enumerate(drawn):
+        marker, style = STYLES[i % len(STYLES)]
+        ax.plot(xs, ys, linestyle=style, marker=marker if len(xs) < 30 else None,
+                markersize=8 - 2 * (i % 3), label=label, zorder=2 + i)  # fmt: skip
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -257,6 +275,9 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
     for s in evals:
         for note in (s.summary or {}).get("notes", []):
             lines.append(f"- {s.name}: {note}")
+        cut = _cut(s)
+        if cut:
+            lines.append(f"- {s.name}: {cut}")
     lines.append("")
     funnels = {s.name: funnel_counts(s.samples) for s in evals if s.samples}
     if funnels:
@@ -267,7 +288,10 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
         levels = (s.summary or {}).get("metrics", {}).get("levels", {})
         if levels:
             by_level[s.name] = {f"level {k}": v.get("correct") or 0.0 for k, v in levels.items()}
-    if by_level:
+    if by_level and not any(v for rates in by_level.values() for v in rates.values()):
+        lines += ["### Correct rate by level", "", "No correct kernel at any level: every "
+                  "verified-correct rate is 0 (nothing to plot).", ""]  # fmt: skip
+    elif by_level:
         name = plots.bars("correct_by_level.png", "Verified-correct rate by level", by_level,
                           "correct rate")  # fmt: skip
         lines += ["### Correct rate by level", "", f"![correct by level]({name})", ""]
@@ -289,6 +313,21 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
         )
         lines += [f"No speedup distribution: {why}.", ""]  # fmt: skip
     return lines
+
+
+def _cut(src: Source) -> str | None:
+    """How many of an evaluation's answers stopped at the token limit, when any did."""
+    summary = src.summary or {}
+    cut = summary.get("truncated")
+    if cut is None:
+        cut = sum(bool(r.get("truncated")) for r in src.samples)
+    if not cut:
+        return None
+    n = (summary.get("metrics", {}).get("overall", {}).get("n")) or len(src.samples)
+    limit = (summary.get("config") or {}).get("max_completion_length")
+    at = f" ({limit} new tokens)" if limit else ""
+    return (f"{cut} of {n} answers stopped at the token limit{at} before they ended: "
+            "each verdict judges a cut answer (`eval --max-tokens` raises the limit)")  # fmt: skip
 
 
 def _provenance(sources: list[Source]) -> list[str]:
