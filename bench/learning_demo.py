@@ -3,7 +3,8 @@ no stage trained on, with the product's own commands; one GPU, one command.
 
     python bench/learning_demo.py --model qwen2.5-coder-1.5b --out OUT \
         [--kernelbench KB_CHECKOUT] [--config qwen-coder-1.5b-1gpu] [--samples 4]
-        [--rl-budget-s 600] [--device cuda] [--work DIR] [-- --rl.learning_rate 3e-6 ...]
+        [--rl-budget-s 600 | --deadline-s 1260] [--device cuda] [--work DIR]
+        [-- --rl.learning_rate 3e-6 ...]
 
 The model is a named offline model (`qwen2.5-coder-0.5b`, `qwen2.5-coder-1.5b`,
 `smollm2`), a `.gguf`, a model directory, or `tiny` (the from-scratch model, for trying the
@@ -19,7 +20,9 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
 3. `tritonrl sft --run work/run --config CONFIG` on the builtin suite less the held-out
    tasks plus the config's generator tasks (seeds from 0);
 4. `tritonrl rl --run work/run --algo grpo` (a checkpoint every `rl.save_steps`), stopped
-   by SIGTERM after `--rl-budget-s` (it then checkpoints, which counts as done);
+   by SIGTERM after `--rl-budget-s` (it then checkpoints, which counts as done), or,
+   with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
+   take (each as long as the SFT model's eval took, and a tenth more);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task at `rl.temperature`), one folder each,
    then `tritonrl eval --compare` of them all.
@@ -256,13 +259,29 @@ def rl_curve(run: Path) -> list[dict]:
     return [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]
 
 
+def rl_budget(ctx: dict) -> float | None:
+    """GRPO's seconds: `--rl-budget-s`, or what `--deadline-s` leaves after the GRPO
+    evals to come (none: no limit)."""
+    a = ctx["args"]
+    if not a.deadline_s:
+        return a.rl_budget_s or None
+    evals = 1.1 * ctx["seconds"]["eval_sft"] * max(1, a.rl_evals) + 30
+    left = a.deadline_s - (time.monotonic() - ctx["started"]) - evals
+    log.info("GRPO budget: %.0f s (%.0f s to the deadline, %.0f s for its evals)",
+             left, left + evals, evals)  # fmt: skip
+    return max(120.0, left)
+
+
 def grpo(cmd: list[str], run: Path, ctx: dict) -> float:
     """The GRPO stage within the time budget; seconds. When it fails before its first
     checkpoint with vLLM generating, it runs again with transformers' generate (said in
     the report): a demo that still measures learning beats none."""
-    a, log_path = ctx["args"], ctx["out"] / "rl.log"
+    log_path = ctx["out"] / "rl.log"
+    budget = rl_budget(ctx)
+    ctx["seconds"]["rl_budget"] = budget
+    started = time.monotonic()
     try:
-        return run_logged(cmd, log_path, a.rl_budget_s or None)
+        return run_logged(cmd, log_path, budget)
     except RuntimeError as e:
         if checkpoints(run) or "--rl.vllm" in cmd:
             raise
@@ -271,7 +290,7 @@ def grpo(cmd: list[str], run: Path, ctx: dict) -> float:
         shutil.copy(log_path, ctx["out"] / "rl_vllm_failed.log")
         cmd += ["--rl.vllm", "off"]
         ctx["commands"]["rl"] = cmd[2:]
-        return run_logged(cmd, log_path, a.rl_budget_s or None)
+        return run_logged(cmd, log_path, budget and max(60.0, budget - time.monotonic() + started))
 
 
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
@@ -464,6 +483,7 @@ def parse(argv):
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--eval-backend", default="auto")
     ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
+    ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
     ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
     ap.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
     ap.add_argument("--probe-runs", type=int, default=10)
@@ -500,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     every = (args.kb_every1, args.kb_every2)
     files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every)
     ctx = {"args": args, "out": out, "work": work, "heldout": heldout, "config": args.config,
-           "commands": {}, "seconds": {}, "fallbacks": [],
+           "commands": {}, "seconds": {}, "fallbacks": [], "started": started,
            "eval_extra": [a for a in rl_extra if a.startswith("--rl.temperature")
                           or a.startswith("--rl.max_completion_length")]}  # fmt: skip
     report: dict = {"argv": sys.argv[1:], "model": args.model, "device": device_name(args.device),

@@ -121,10 +121,14 @@ class LocalModel(_Answers):
 class VllmModel(_Answers):
     """A full model directory served by vLLM in this process (CUDA only)."""
 
-    def __init__(self, path: Path, name: str, identity: dict | None = None):
+    def __init__(self, path: Path, name: str, identity: dict | None = None,
+                 gpu_memory_utilization: float = 0.3):  # fmt: skip
         from vllm import LLM
 
-        self.llm, self.name = LLM(model=str(path)), name
+        # vLLM takes this share of the GPU's memory up front (its own default, 0.9, left
+        # the verifier's lanes on the same GPU too little for full-size inputs).
+        llm = LLM(model=str(path), gpu_memory_utilization=gpu_memory_utilization)
+        self.llm, self.name = llm, name
         self.identity = identity or {"name": name, "backend": "vllm"}
 
     def generate(self, prompts: list[list[dict]], n: int, config: Config,
@@ -311,14 +315,17 @@ def _use_vllm(backend: str, path: Path, device: str) -> bool:
         importlib.util.find_spec("vllm"))  # fmt: skip
 
 
-def open_model(spec: str, device: str = "cpu", backend: str = "auto"):
-    """The model `spec` names (see the module docstring), generating on `device`."""
+def open_model(spec: str, device: str = "cpu", backend: str = "auto",
+               gpu_memory_utilization: float = 0.3):  # fmt: skip
+    """The model `spec` names (see the module docstring), generating on `device`; vLLM
+    takes `gpu_memory_utilization` of the GPU's memory (`rl.vllm_gpu_memory_utilization`)."""
     if spec.startswith("openai:"):
         return ApiModel(*_api_spec(spec))
     path, name = _path(spec), model_name(spec)
     if _use_vllm(backend, path, device):
         log.info("%s: generating with vLLM", path)
-        return VllmModel(path, name, model_identity(spec, device, backend))
+        ident = model_identity(spec, device, backend)
+        return VllmModel(path, name, ident, gpu_memory_utilization)
     is_run = (path / "manifest.json").is_file()
     model, tokenizer = _run_model(path) if is_run else _local_model(path)
     ident = model_identity(spec, device, backend)  # after loading: the adapter is relocated

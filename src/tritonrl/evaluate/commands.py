@@ -250,7 +250,7 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
     from tritonrl.evaluate.runner import evaluate
 
     try:
-        lm = open_model(model, where, backend)
+        lm = open_model(model, where, backend, cfg.rl.vllm_gpu_memory_utilization)
     except (ValueError, OSError) as e:
         _fail(e, 2)
     with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
