@@ -80,6 +80,19 @@ def test_unusable_completions_get_an_extract_verdict(candidate, stage, needle):
     assert needle.lower() in r.error.lower()
 
 
+def test_a_finding_about_the_whole_file_names_no_line():
+    """A candidate with no Triton kernel at all was told `line 0: no @triton.jit ...`."""
+    torch_only = RELU.solution.split("class ModelNew")[0].split("@triton.jit")[0] + (
+        "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return torch.relu(x)\n"
+    )
+    r = verify(RELU, torch_only)
+    assert r.stage == "static" and "no_triton_kernel" in r.flags
+    assert "no_triton_kernel: no @triton.jit function is defined" in r.notes
+    assert not any("line 0" in n for n in r.notes) and "line 0" not in (r.error or "")
+    assert any(n.startswith("torch_compute: line ") for n in r.notes)  # a line where there is one
+
+
 def test_wrong_init_signature_is_a_clear_failure():
     bad = RELU.solution.replace("def __init__(self):", "def __init__(self, width):")
     r = verify(RELU, bad)

@@ -177,10 +177,12 @@ def _prepare(prepared: Prepared, candidate, gpu_gate: GpuGate | None) -> None:
             if config.static_checks
             else []
         )
-    for f in findings:
-        result.flag(f.flag, f"line {f.line}: {f.detail}")
+    for f in findings:  # line 0: the whole file (no kernel at all), not a line of it
+        result.flag(f.flag, f"line {f.line}: {f.detail}" if f.line else f.detail)
     if result.cheated and config.funnel:
-        result.fail("static", f"static checks: {findings[0].flag} (line {findings[0].line})")
+        first = findings[0]
+        where = f" (line {first.line})" if first.line else ""
+        result.fail("static", f"static checks: {first.flag}{where}")
         return
     # The reference's pass on the GPU: beside other lanes' checks, never while one times.
     gpu = gate_shared(gpu_gate, config, "prepare")
