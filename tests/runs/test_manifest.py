@@ -2,6 +2,7 @@
 no lost updates between processes, and the `status` command's output."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -202,10 +203,23 @@ def test_a_value_that_cannot_be_written_leaves_the_manifest_as_it_was(tmp_path):
     run = Run.create(tmp_path / "r")
     run.start_stage("sft")
     before = (run.path / MANIFEST).read_bytes()
-    with pytest.raises(ValueError):
-        run.set_info("sft", loss=float("nan"))  # not JSON
+    with pytest.raises(TypeError):
+        run.set_info("sft", loss=object())  # not JSON
     assert (run.path / MANIFEST).read_bytes() == before
     assert sorted(p.name for p in run.path.iterdir()) == [".manifest.lock", MANIFEST]
+
+
+def test_a_nan_or_infinite_value_is_recorded_as_a_string_in_strict_json(tmp_path):
+    run = Run.create(tmp_path / "r")
+    run.start_stage("sft")
+    run.set_info("sft", loss=float("nan"), losses=[1.5, float("inf"), -float("inf")])
+
+    def refuse(name):
+        raise ValueError(f"{name} in the manifest")
+
+    data = json.loads((run.path / MANIFEST).read_text(), parse_constant=refuse)
+    assert data["stages"]["sft"]["info"] == {"loss": "nan", "losses": [1.5, "inf", "-inf"]}
+    assert math.isnan(float(data["stages"]["sft"]["info"]["loss"]))  # float() reads it back
 
 
 WRITER = textwrap.dedent(

@@ -192,7 +192,7 @@ class Loop:
             pairs = [{**k, "prompt": self.prompts[k["task"]]} for k in kept]
             out_dir = self.run.stage_dir(STAGE) / "fine-tune"
             history = fine_tune(self.model, self.tokenizer, pairs, config, self.device, out_dir,
-                                config.run.seed + number)  # fmt: skip
+                                config.run.seed + number, self.run, STAGE)  # fmt: skip
         if self.curriculum is not None:
             self.curriculum.end_step(number)
         losses = [h["loss"] for h in history if "loss" in h]
@@ -266,11 +266,13 @@ def _finish(run, config, loop: Loop, source, history, started, done) -> RlResult
     """The final policy in `rl/final` with its card, the stage's info, the result."""
     from tritonrl.config_loader import config_to_dict
     from tritonrl.train.model_card import rl_card
+    from tritonrl.train.precision import final_dtype
     from tritonrl.train.sft import save_final
 
     rounds, lora = config.best_of_n.rounds, run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(loop.prompts))(rounds) + _card_lines(config)
-    final = save_final(run, PolicyWriter(loop.model), loop.tokenizer, lora, card, stage=STAGE)
+    final = save_final(run, PolicyWriter(loop.model), loop.tokenizer, lora, card, stage=STAGE,
+                       dtype=final_dtype(config.rl.bf16))  # fmt: skip
     run.set_step(STAGE, rounds)
     curriculum = loop.curriculum
     run.set_info(

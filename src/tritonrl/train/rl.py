@@ -102,19 +102,21 @@ def check_against_run(run: Run, config: Config) -> None:
 
 
 def load_policy(run: Run, config: Config, device: str):
-    """(model to train, tokenizer) from the run's SFT stage, found through its manifest."""
-    import torch
+    """(model to train, tokenizer) from the run's SFT stage, found through its manifest:
+    a full model in float32 (its weights are trained; `rl.bf16` autocasts), or the base
+    in bf16 under `rl.bf16` with the SFT adapter trainable in float32 (PEFT upcasts it):
+    `tritonrl.train.precision`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from tritonrl.train.models import load_causal_lm
+    from tritonrl.train.precision import load_dtype
     from tritonrl.train.sft_run import relocate_adapters
 
     relocate_adapters(run)
-    dtype = torch.bfloat16 if config.rl.bf16 else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(run.artifact("sft", "tokenizer"))
     if run.has_artifact("sft", "model"):
         return AutoModelForCausalLM.from_pretrained(
-            run.artifact("sft", "model"), dtype=dtype
+            run.artifact("sft", "model"), dtype=load_dtype(config.rl.bf16, lora=False)
         ), tokenizer
     from peft import PeftModel
 
@@ -124,7 +126,7 @@ def load_policy(run: Run, config: Config, device: str):
     base_path = run.artifact("tiny_model", "model") if name == TINY else name
     base = load_causal_lm(
         base_path,
-        dtype=dtype,
+        dtype=load_dtype(config.rl.bf16, lora=True),
         revision=config.model.revision if name != TINY else None,
         trust_remote_code=config.model.trust_remote_code,
     )

@@ -88,7 +88,7 @@ def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]
     """`best_of_n.samples` sampled completions for each prompt (chat messages), rendered
     with the tokenizer's chat template as TRL does, `generation_batch_size` prompts at a
     time (left-padded), temperature `rl.temperature` (`sampling_kwargs`),
-    `rl.max_completion_length` tokens."""
+    `rl.max_completion_length` tokens; under bf16 autocast with `rl.bf16`."""
     import torch
 
     bon, rl = config.best_of_n, config.rl
@@ -104,7 +104,9 @@ def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]
                      for p in chunk]  # fmt: skip
             batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
             batch = batch.to(model.device)
-            with torch.no_grad():
+            # under `rl.bf16`, bf16 autocast over the float32 policy, as in training
+            bf16 = torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=rl.bf16)
+            with torch.no_grad(), bf16:
                 ids = model.generate(**batch, **sampling_kwargs(rl.temperature),
                                      max_new_tokens=rl.max_completion_length,
                                      num_return_sequences=bon.samples,

@@ -5,10 +5,11 @@
 
 Defaults (SPEC 4, `SftConfig`/`LoraConfig`): LoRA r=16, alpha=32, dropout 0.05 on the
 q/k/v/o/gate/up/down projections, lr 1e-5, 1 epoch, batch 2 x accumulation 4, max length
-8192, bf16; `lora.enabled: false` trains every parameter (the from-scratch tiny model
-needs that). The loss covers the completion only (`sft.completion_only_loss`) of
-conversational prompt/completion examples (`tritonrl.train.sft_data`), rendered with the
-model's own chat template; a validation loss is computed every `sft.eval_steps`.
+8192, bf16 (autocast; the trained weights stay float32: `tritonrl.train.precision`);
+`lora.enabled: false` trains every parameter (the from-scratch tiny model needs that).
+The loss covers the completion only (`sft.completion_only_loss`) of conversational
+prompt/completion examples (`tritonrl.train.sft_data`), rendered with the model's own
+chat template; a validation loss is computed every `sft.eval_steps`.
 
 Everything goes through the run's manifest: the base model (a hub id, a directory, or the
 tiny model built into the run as `tiny_model/model`), the examples, every checkpoint
@@ -21,8 +22,11 @@ recorded checkpoint and says so (logged, `SftResult.resumed_from`, the stage inf
 last checkpoint when only its budget was raised (`sft.max_steps`, `sft.epochs`:
 `tritonrl.train.sft_run`). SIGTERM or SIGINT checkpoints at the next step boundary,
 marks the stage interrupted (with the signal) and raises `Interrupted`; the same command
-resumes. One progress bar shows training; the datasets/transformers bars are off while
-the stage runs. `load_sft_model` is how later stages load the result.
+resumes. A NaN or infinite loss, gradient or weight stops the stage before that step
+is saved (`NonFiniteGuard`): the stage fails naming the step and what to try, its last
+good checkpoint stays, and the log history is written (strict JSON, a NaN as "nan").
+One progress bar shows training; the datasets/transformers bars are off while the stage
+runs. `load_sft_model` is how later stages load the result.
 
 What it does NOT do: no packing, no multi-GPU launch of its own (use `accelerate launch`),
 no upload to an object store (the store/sync issue), no 8-bit without CUDA (refused).
@@ -46,6 +50,7 @@ from tritonrl.config_loader import config_to_dict
 from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals, atomic_write_json
 from tritonrl.runs.lifecycle import consistent_checkpoint, stage_services
 from tritonrl.train.model_card import sft_card
+from tritonrl.train.precision import final_dtype
 from tritonrl.train.sft_data import load_datasets, sft_data_files
 from tritonrl.train.sft_run import open_run, relocate_adapters, resolve_base
 
@@ -101,15 +106,18 @@ def load_tokenizer(path: str, config: Config):
 
 
 def load_model(path: str, config: Config, device: str):
-    """The base model, in bf16 when `sft.bf16`, 8-bit (bitsandbytes) when asked."""
+    """The base model: float32 when its weights are trained (full fine-tuning, even under
+    `sft.bf16`, which autocasts), bf16 as LoRA's frozen base under `sft.bf16`
+    (`tritonrl.train.precision`); 8-bit (bitsandbytes) when asked."""
     import torch
 
     from tritonrl.train.models import load_causal_lm
+    from tritonrl.train.precision import load_dtype
 
     kwargs = {
         "revision": config.model.revision,
         "trust_remote_code": config.model.trust_remote_code,
-        "dtype": torch.bfloat16 if config.sft.bf16 else torch.float32,
+        "dtype": load_dtype(config.sft.bf16, lora=config.lora.enabled),
     }
     if config.sft.load_in_8bit:
         if device != "cuda":  # check_config refuses this; a direct caller may not have
@@ -185,6 +193,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
         eval_steps=sft.eval_steps,
         logging_steps=sft.logging_steps,
         logging_first_step=True,
+        logging_nan_inf_filter=False,  # a NaN loss is logged as NaN (and stops: NonFiniteGuard)
         report_to=_reporters(config) or "none",
         seed=config.run.seed,
         disable_tqdm=False,
@@ -200,22 +209,30 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
         TrainingBar,
         tensorboard,
     )
+    from tritonrl.train.precision import nonfinite_guard
 
-    # The card is written before the manifest records the checkpoint.
-    callbacks = [ModelCardCallback(card), ManifestCallback(run, STAGE), EvaluateAtEnd()]
+    # The guard first: a non-finite step stops before anything records or saves it. The
+    # card is written before the manifest records the checkpoint.
+    callbacks = [nonfinite_guard(config, "sft", run, STAGE), ModelCardCallback(card),
+                 ManifestCallback(run, STAGE), EvaluateAtEnd()]  # fmt: skip
     callbacks += [StopOnSignal(stop), TrainingBar()]
     if "tensorboard" in config.run.report_to:
         callbacks.append(tensorboard(run, STAGE))
     return callbacks
 
 
-def save_final(run: Run, trainer, tokenizer, lora: bool, card: str, stage: str = STAGE) -> Path:
+def save_final(
+    run: Run, trainer, tokenizer, lora: bool, card: str, stage: str = STAGE, dtype=None
+) -> Path:
     """The adapter (or full model), tokenizer and model card into RUN/<stage>/final,
     renamed into place, then recorded: `<stage>/adapter` or `<stage>/model`, and
-    `<stage>/tokenizer` (the SFT stage's, and RL's)."""
+    `<stage>/tokenizer` (the SFT stage's, and RL's). A full model is first cast, in
+    place, to `dtype` when given (`precision.final_dtype`: bf16 after bf16 training)."""
     stage_dir = run.stage_dir(stage)
     final, tmp = stage_dir / "final", stage_dir / f".final.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
+    if dtype is not None and not lora:
+        trainer.model.to(dtype)  # the training is over: no float32 copy is kept
     trainer.save_model(str(tmp))
     tokenizer.save_pretrained(str(tmp))
     (tmp / "README.md").write_text(card)  # ours, over PEFT's template
@@ -308,15 +325,18 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResul
         callbacks=_callbacks(run, config, stop, card),
     )
     resume = _resume_point(run)
-    with stop.graceful():
-        trainer.train(resume_from_checkpoint=resume)
+    try:
+        with stop.graceful():
+            trainer.train(resume_from_checkpoint=resume)
+    finally:  # a failed stage's history too (a NaN is written "nan": strict JSON)
+        history = trainer.state.log_history
+        atomic_write_json(stage_dir / "log_history.json", history)
+        run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     if stop.signal:  # the trainer saved a checkpoint at this step and stopped
         raise Interrupted(stop.signal)
-    history = trainer.state.log_history
-    atomic_write_json(stage_dir / "log_history.json", history)
-    run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     steps = trainer.state.global_step
-    final = save_final(run, trainer, tokenizer, config.lora.enabled, card(steps))
+    final = save_final(run, trainer, tokenizer, config.lora.enabled, card(steps),
+                       dtype=final_dtype(config.sft.bf16))  # fmt: skip
     first, last, eval_loss = _losses(history)
     run.set_step(STAGE, steps)
     run.set_info(

@@ -10,9 +10,10 @@ SFT renders it, the completion as the assistant's turn) with a `weight` column t
 collator hands to the loss. Settings (`trainer_args`): `best_of_n.epochs` epochs at
 `best_of_n.learning_rate`, constant, a fresh AdamW each call (no weight decay: TRL's
 default); batch `sft.per_device_batch_size` x `sft.gradient_accumulation` and
-`sft.max_length` (what fits this model in training), `rl.bf16`,
-`rl.gradient_checkpointing`; nothing saved, nothing reported (the caller checkpoints
-and reports).
+`sft.max_length` (what fits this model in training), `rl.bf16` (autocast over the
+policy's float32 trainable weights: `rl.load_policy`), `rl.gradient_checkpointing`;
+nothing saved, nothing reported (the caller checkpoints and reports); a NaN or infinite
+loss stops it (`NonFiniteGuard`), before the round is checkpointed.
 
 The loss (`WeightedSFTTrainer.compute_loss`): completion tokens only; for a batch,
 sum over its samples of weight x (the sample's summed token negative log-likelihood),
@@ -56,6 +57,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
         save_strategy="no",  # the round's checkpoint is ours
         eval_strategy="no",
         logging_steps=1,
+        logging_nan_inf_filter=False,  # a NaN loss is logged as NaN (NonFiniteGuard stops)
         report_to="none",  # a round's steps restart at 0: rounds are reported instead
         seed=seed,
         disable_tqdm=True,
@@ -122,18 +124,20 @@ def pair_dataset(pairs: list[dict]):
 
 
 def fine_tune(model, tokenizer, pairs: list[dict], config: Config, device: str, out_dir: Path,
-              seed: int) -> list[dict]:  # fmt: skip
+              seed: int, run=None, stage: str | None = None) -> list[dict]:  # fmt: skip
     """Train `model` in place on `pairs` ({"prompt": messages, "completion": text,
     "weight"}); the trainer's log history. `out_dir` is the trainer's scratch directory,
-    removed after."""
+    removed after. A NaN or infinite loss, gradient or weight raises `NonFiniteError`
+    (naming `run`'s recorded `stage` checkpoint as the last good one when given)."""
     from tritonrl.train.callbacks import TrainingBar
+    from tritonrl.train.precision import nonfinite_guard
 
     trainer = weighted_trainer_class()(
         model=model,
         args=trainer_args(config, out_dir, device, seed),
         train_dataset=pair_dataset(pairs),
         processing_class=tokenizer,
-        callbacks=[TrainingBar()],
+        callbacks=[nonfinite_guard(config, "best_of_n", run, stage), TrainingBar()],
     )
     trainer.train()
     history = list(trainer.state.log_history)
