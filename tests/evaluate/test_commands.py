@@ -40,6 +40,24 @@ def test_the_tiny_run_on_two_builtin_tasks(evals):
     assert len(rows) == 4 and all(isinstance(row["truncated"], bool) for row in rows)
     assert summary["truncated"] == sum(row["truncated"] for row in rows)
     assert "eval of run/sft: 2 tasks x 2" in r.output and "note: " in r.output
+    assert "Loading weights" not in r.output  # transformers' bar: eval's is the one shown
+
+
+def test_compare_names_one_model_one_way_and_two_models_two_ways():
+    """`final` and `final` named two models; `pipeline/rl` and `final` one (a run's eval
+    and its rl/final's)."""
+    from tritonrl.evaluate.commands import _model_labels
+
+    def ev(name: str, path: str | None = None) -> dict:
+        return {"model": name, "model_path": path, "fingerprint": path and "f"}
+
+    runs = [ev("final", "/r/sft/final"), ev("final", "/r/rl/final"), ev("pipeline/rl",
+            "/r/rl/final")]  # fmt: skip
+    assert _model_labels(runs) == ["sft/final", "rl/final", "rl/final"]
+    assert _model_labels([ev("run/sft", "/r/sft/final"), ev("openai:x@u")]) == [
+        "run/sft", "openai:x@u"]  # fmt: skip
+    a, b = "/w/runs/a/sft/final", "/w/runs/b/sft/final"
+    assert _model_labels([ev("final", a), ev("final", b)]) == ["a/sft/final", "b/sft/final"]
 
 
 def test_a_second_run_into_a_finished_folder_says_so(evals, lora_run):
@@ -71,8 +89,9 @@ def test_another_model_or_other_settings_are_refused_not_mixed_in(lora_run, tmp_
     """The run's SFT adapter (run/sft/final) and its base copied to base/final: both are
     `final`. Another model into a finished folder got "already holds this finished
     evaluation" and the first one's numbers; with more --samples its answers were mixed
-    in. Now each is refused in one line naming both, before a model is loaded; a copy of
-    the same files goes on, and --compare tells the two apart by path."""
+    in. Now each is refused in one line naming both, before a model is loaded (so is the
+    same files at another path, as an RL stage that changed no weight leaves them, and a
+    model retrained in place), and --compare tells the two apart by path."""
     run = Run.open(lora_run)
     adapter = run.artifact("sft", "adapter")
     base = tmp_path / "base" / "final"
@@ -94,7 +113,8 @@ def test_another_model_or_other_settings_are_refused_not_mixed_in(lora_run, tmp_
 
     copy = tmp_path / "copy" / "final"
     shutil.copytree(adapter, copy)
-    r = _one(copy, out)
+    assert "(the same files at another path)" in _refusal(_one(copy, out))
+    r = _one(adapter, out)
     assert r.exit_code == 0 and "already holds this finished evaluation" in r.output
     assert _one(copy, tmp_path / "evals" / "copy").exit_code == 0
     weights = copy / "adapter_model.safetensors"

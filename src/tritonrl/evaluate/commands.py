@@ -12,16 +12,17 @@ API_MAX_TOKENS new tokens unless one of those says otherwise, and answers that s
 limit are marked `truncated` in samples.jsonl, counted in the summary and warned about.
 An eval into a folder that holds part of the same evaluation continues it (more --samples
 or tasks add to it: only the missing answers are asked); one that is finished says so and
-exits 0. The same evaluation is the same model files (a copy elsewhere is the same model),
-backend, sampling and token limit (`tritonrl.evaluate.identity`, OUT/eval.json); a folder
-of another is refused, naming both, before the model is loaded; so is an --out that is a
-file. `--compare` names each column and model by the shortest path tail that tells them
-apart. `--backend vllm` generates with vLLM (CUDA).
+exits 0. The same evaluation is the same model (its resolved path and its files'
+fingerprint), backend, sampling and token limit (`tritonrl.evaluate.identity`,
+OUT/eval.json); a folder of another is refused, naming both, before the model is loaded;
+so is an --out that is a file. `--compare` names each column and model by the shortest
+path tail that tells them apart. `--backend vllm` generates with vLLM (CUDA).
 Exit 0 on success, 2 for bad input, 1 when the evaluation fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -78,8 +79,11 @@ def _model_labels(summaries: list[dict]) -> list[str]:
     paths' distinct tails (`a/sft/final`, `b/sft/final`)."""
     names = [s["model"] for s in summaries]
     paths = [s.get("model_path") for s in summaries]
-    if len(set(names)) == len({p or n for p, n in zip(paths, names, strict=True)}):
-        return names
+    keys = [(p, s.get("fingerprint")) if p else n for p, s, n in zip(paths, summaries, names,
+                                                                      strict=True)]  # fmt: skip
+    pairs = list(zip(names, keys, strict=True))
+    if all((n1 == n2) == (k1 == k2) for n1, k1 in pairs for n2, k2 in pairs):
+        return names  # one name a model
     local = [p for p in paths if p]
     tails = dict(zip(local, distinct_tails(local), strict=True))
     return [tails[p] if p else s["model"] for p, s in zip(paths, summaries, strict=True)]
@@ -250,7 +254,8 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
     from tritonrl.evaluate.runner import evaluate
 
     try:
-        lm = open_model(model, where, backend, cfg.rl.vllm_gpu_memory_utilization)
+        with _no_loading_bars():
+            lm = open_model(model, where, backend, cfg.rl.vllm_gpu_memory_utilization)
     except (ValueError, OSError) as e:
         _fail(e, 2)
     with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
@@ -265,6 +270,20 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
             return evaluate(lm, tasks, samples, out_dir, cfg, progress=show)
         except (DistillError, ValueError) as e:
             _fail(e, 1)
+
+
+@contextlib.contextmanager
+def _no_loading_bars():
+    """transformers' "Loading weights" bar off while the model loads: eval's is the bar."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def _report(summary: dict, out_dir: Path) -> None:

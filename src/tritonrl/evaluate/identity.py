@@ -11,8 +11,10 @@ An evaluation is its model, its generation settings and its tasks:
   with its base) and a fingerprint of the files that decide its answers (weights, config,
   tokenizer): a file up to WHOLE_BYTES is hashed whole, a larger one by its size, its
   first and last MiB and SPREAD chunks spread through it, so a multi-GB model costs a few
-  MB of reading. No mtimes: a copy of a model is the same model, a model retrained in
-  place is not. An adapter's `base_model_name_or_path` is left out of its config's hash
+  MB of reading. Both must match: a model retrained in place is another model, and so is
+  one at another path even with the same files (an RL stage whose rewards were all 0
+  leaves rl/final byte for byte sft/final's; its evaluation is still not sft's). No
+  mtimes. An adapter's `base_model_name_or_path` is left out of its config's hash
   (loading rewrites it when a run moves; the base is fingerprinted itself). An `openai:`
   model is its name and URL.
 * the generation: the backend (transformers, vllm, openai), greedy (one sample a task) or
@@ -124,13 +126,16 @@ def _read(out: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _key(model: dict) -> str | None:
-    return model.get("fingerprint") or model.get("name")  # an API model: its name and URL
+def model_key(model: dict) -> tuple:
+    """What tells two models apart: path and files, or an API model's name and URL."""
+    if model.get("fingerprint"):
+        return model.get("path"), model["fingerprint"]
+    return (model.get("name"),)
 
 
 def check_folder(out_dir: str | Path, ident: dict, tasks) -> None:
-    """Nothing when `out_dir` is empty or holds this evaluation (the same model files and
-    generation settings, no task changed); else a ValueError, one line naming both."""
+    """Nothing when `out_dir` is empty or holds this evaluation (the same model path and
+    files, generation settings, no task changed); else a ValueError, one line naming both."""
     out = Path(out_dir)
     old = _read(out)
     if old is None:
@@ -142,10 +147,12 @@ def check_folder(out_dir: str | Path, ident: dict, tasks) -> None:
             )
         return
     a, b = old["model"], ident["model"]
-    same_model = _key(a) == _key(b)  # a copy elsewhere is the same model
-    if not same_model or old["generation"] != ident["generation"]:
-        changed = not same_model and a.get("path") and a.get("path") == b.get("path")
-        also = " (its files have changed since)" if changed else ""
+    if model_key(a) != model_key(b) or old["generation"] != ident["generation"]:
+        also = ""
+        if a.get("path") and a.get("path") == b.get("path") and a != b:
+            also = " (its files have changed since)"
+        elif a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint") and a != b:
+            also = " (the same files at another path)"
         raise ValueError(
             f"{out} holds an evaluation of {describe(old)}; this one is of "
             f"{describe(ident)}{also}: give another --out, never one folder for both"
