@@ -208,3 +208,15 @@ def test_an_api_model_gets_room_to_answer_and_cut_answers_are_counted(server, tm
     r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--rl.max_completion_length", "9",
                                  "--out", str(tmp_path / "both")])  # fmt: skip
     assert r.exit_code == 2 and "give one of them" in r.output
+
+
+def test_a_run_and_its_models_folder_are_one_model(lora_run):
+    """`--model RUN` and `--model RUN/sft/final` load the same files: one identity (the
+    run's tokenizer folder, its model's, was hashed twice, and the two were refused as
+    one model whose files had changed)."""
+    from tritonrl.evaluate.backends import model_identity
+
+    by_run = model_identity(str(lora_run))
+    by_folder = model_identity(str(Run.open(lora_run).artifact("sft", "adapter")))
+    assert by_run["path"] == by_folder["path"] and by_run["name"] != by_folder["name"]
+    assert by_run["fingerprint"] == by_folder["fingerprint"]

@@ -72,7 +72,8 @@ def fingerprint(parts: list[Path | str]) -> str:
     """A short hex digest of the model files in `parts` (directories, files, or names
     such as a hub id, hashed as they are)."""
     h = hashlib.sha256()
-    for part in parts:
+    unique = {str(p.resolve()) if isinstance(p, Path) else p: p for p in parts}
+    for part in unique.values():  # a run's tokenizer is often its model's folder
         if isinstance(part, str) or not part.exists():
             h.update(f"name\0{part}\0".encode())
             continue
