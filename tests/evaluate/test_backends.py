@@ -128,14 +128,16 @@ def test_vllm_answers_for_a_full_model_directory(lora_run):
     from tritonrl.evaluate.backends import VllmModel
 
     base = Run.open(lora_run).artifact("tiny_model", "model")
-    model = open_model(str(base), device="cuda")  # auto: vLLM for a full model on CUDA
-    assert isinstance(model, VllmModel) and model.name == base.name
     import torch
 
-    # vLLM holds its share (0.3 by default), not its own 0.9: the verifier's lanes on the
-    # same GPU keep room for full-size inputs.
-    free, total = torch.cuda.mem_get_info()
-    assert free > 0.5 * total, f"vLLM left {free / 2**30:.1f} of {total / 2**30:.1f} GiB"
+    free_before, total = torch.cuda.mem_get_info()
+    model = open_model(str(base), device="cuda")  # auto: vLLM for a full model on CUDA
+    assert isinstance(model, VllmModel) and model.name == base.name
+    # vLLM takes its share (0.3 by default), not its own 0.9: the verifier's lanes on the
+    # same GPU keep room for full-size inputs. (Measured as what this model took: another
+    # test's vLLM in this process may still hold its own share.)
+    taken = free_before - torch.cuda.mem_get_info()[0]
+    assert taken < 0.45 * total, f"vLLM took {taken / 2**30:.1f} of {total / 2**30:.1f} GiB"
     answers = model.generate(PROMPTS, 2, SHORT)
     assert [len(a) for a in answers] == [2, 2]
     assert all(isinstance(a.text, str) for per_prompt in answers for a in per_prompt)
