@@ -72,7 +72,7 @@ def test_a_named_config_with_a_dot_in_its_name_is_found_by_name():
     assert config.model.name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert not config.lora.enabled and config.pipeline.prepare_source == "builtin"
     assert config.sft.device == config.rl.device == config.verify.device == "cuda"
-    assert config.sft.bf16 and config.rl.bf16
+    assert not config.sft.bf16 and not config.rl.bf16  # bf16 autocast went NaN on the GPU
 
 
 def test_smollm2_recipe_is_a_small_full_parameter_run_on_builtin_data():
