@@ -94,18 +94,27 @@ start() {
   echo "started: pid $!"
 }
 
-poll() {
-  local until=$(( $(date +%s) + ${1:-540} ))
+poll() {  # the results are packed every minute too: a call cut off by the device
+  # budget still brings back what was done
+  local until=$(( $(date +%s) + ${1:-540} )) packed=$(date +%s)
   while pgrep -f bench/learning_demo.py > /dev/null && (( $(date +%s) < until )); do
     sleep 10
+    if (( $(date +%s) - packed >= 60 )); then pack; packed=$(date +%s); fi
   done
   pgrep -f bench/learning_demo.py > /dev/null && echo "still running" || echo "ended"
   tail -n 25 "$RESULTS/demo.log"
   for f in "$RESULTS"/*.log; do echo "== $f"; tail -n 4 "$f"; done
   nvidia-smi --query-gpu=memory.used --format=csv,noheader
-  (cd "$RESULTS" && tar -czf "${OUT:-/tmp}/demo.tar.gz" ./*.log ./*.md \
-    ./*.json ./*.png work/evals/*/summary.json work/run/rl/completions.jsonl \
-    work/run/rl/log_history.json work/run/sft/log_history.json 2>/dev/null || true)
+  df -h /tmp | tail -1
+  pack
+}
+
+pack() {
+  (cd "$RESULTS" && tar -czf "${OUT:-/tmp}/demo.tar.gz.part" ./*.log ./*.md \
+    ./*.json ./*.png work/evals/*/summary.json work/evals/*/samples.jsonl \
+    work/run/rl/completions.jsonl work/run/rl/log_history.json \
+    work/run/sft/log_history.json work/run/rl/checkpoints/*/trainer_state.json \
+    2>/dev/null; mv "${OUT:-/tmp}/demo.tar.gz.part" "${OUT:-/tmp}/demo.tar.gz") || true
 }
 
 case "${1:-}" in

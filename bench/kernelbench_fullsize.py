@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     config = VerifyConfig(
         device=args.device, static_checks=False, funnel=False, skip_timing_on_failure=False,
         ref_time_cache="off", gpu_memory_fraction=args.gpu_memory_fraction,
-        gpu_memory_factor=args.gpu_memory_factor,
+        gpu_memory_factor=args.gpu_memory_factor, full_max_elements=0,  # as written
     )  # fmt: skip
     rows, started, planned = [], time.perf_counter(), len(sized)
     with open(args.out, "a", encoding="utf-8") as out:

@@ -138,6 +138,20 @@ def test_full_mode_and_small_tasks_are_unchanged():
         plan_shapes(SOURCE, "huge")
 
 
+def test_full_mode_with_a_budget_shrinks_only_the_tasks_larger_than_it():
+    # 4096 x 64 x 512 x 256 floats: 128 GiB written; a budget of 2^24 elements must bring
+    # it under that without allocating anything, and leave a small task as written
+    before = _peak_rss_mb()
+    plan = plan_shapes(SOURCE, "full", budget=1 << 24)
+    assert plan and set(plan) <= {"batch_size", "features", "height", "width"}
+    inst = instantiate(SOURCE, "full", budget=1 << 24)
+    assert 1 << 22 < inst.footprint() <= 1 << 24
+    assert _peak_rss_mb() - before < 500
+    assert plan_shapes(SOURCE, "full", budget=1 << 40) == {}
+    small = SOURCE.replace("4096", "2").replace("512, 256", "8, 8")
+    assert plan_shapes(small, "full", budget=1 << 24) == {}
+
+
 def test_seeds_make_inputs_and_parameters_reproducible():
     inst = instantiate(SOURCE, "tiny")
     a, b = inst.inputs(seed=3)[0], inst.inputs(seed=3)[0]

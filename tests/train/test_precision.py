@@ -170,3 +170,39 @@ def test_a_diverging_run_stops_naming_the_step_and_keeps_its_last_good_checkpoin
     history = _strict((run_dir / sft["artifacts"]["log_history"]).read_text())
     assert history[-1]["step"] == 2 and history[-1]["eval_loss"] == "nan"  # seen, not 0
     json.dumps(Run.open(run_dir).status_dict(), allow_nan=False)  # `tritonrl status`
+
+
+def _float32_config(*overrides: str):
+    from tritonrl.config_loader import load_config
+
+    return load_config(None, [*SMALL_DATA, "--run.report_to", "[]", "--sft.max_steps", "1",
+                              *overrides])  # fmt: skip
+
+
+def test_tf32_is_asked_for_only_where_a_gpu_has_it(tmp_path):
+    """TrainingArguments refuses `tf32=True` without an Ampere-class GPU: the CPU gets
+    None (torch's setting left alone), whatever the config says."""
+    from tritonrl.train.precision import tf32_arg
+    from tritonrl.train.sft import trainer_args
+
+    assert tf32_arg(True, "cpu") is None and tf32_arg(False, "cpu") is None
+    config = _float32_config()
+    assert config.sft.tf32 and config.rl.tf32
+    assert trainer_args(config, tmp_path, "cpu", has_validation=False).tf32 is None
+
+
+@pytest.mark.gpu
+def test_float32_training_on_a_gpu_multiplies_on_tf32_tensor_cores(tmp_path):
+    """With bf16 off a stage computes in float32; on an Ampere-or-newer GPU its products
+    run as TF32 (TrainingArguments sets torch's switch), and `--sft.tf32 false` keeps
+    them exact."""
+    from tritonrl.train.sft import trainer_args
+
+    if torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("TF32 needs compute capability 8 or newer")
+    config = _float32_config()
+    trainer_args(config, tmp_path / "a", "cuda", has_validation=False)
+    assert torch.backends.cuda.matmul.allow_tf32
+    off = _float32_config("--sft.tf32", "false")
+    trainer_args(off, tmp_path / "b", "cuda", has_validation=False)
+    assert not torch.backends.cuda.matmul.allow_tf32

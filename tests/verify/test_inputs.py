@@ -4,13 +4,14 @@ generator, and the worker's memory and file limits follow the sets' sizes."""
 
 import threading
 
+import pytest
 import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.loaders import load_builtin, load_source
 from tritonrl.verify import refcache, verify
 from tritonrl.verify.funnel import prepare
-from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
+from tritonrl.verify.inputs import InputSet, plan_input_sets, prepare_set, timing_check_set
 
 
 def _gemm_task():
@@ -181,3 +182,45 @@ def test_a_reference_that_disagrees_with_itself_is_named_as_the_task_fault(tmp_p
     again = verify(task, fixed + "\n\nclass ModelNew(Model):\n    pass\n", config)
     # every set matched (a torch-only copy is still flagged by the run-time checks)
     assert again.input_sets and all(s.ok for s in again.input_sets), again.error
+
+
+HUGE_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x)
+
+batch_size = 4096
+dim = 393216
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+"""
+
+
+def test_full_size_sets_larger_than_the_limit_are_shrunk_and_say_so(tmp_path):
+    """KernelBench's newer problems hold up to 14 GiB of float32 a set; several prepared
+    at once (each kept on the host) killed an evaluation. A full set over
+    `verify.full_max_elements` is planned smaller, and its note names the sizes used."""
+    path = tmp_path / "1_Huge_Sigmoid.py"
+    path.write_text(HUGE_TASK)
+    task = load_source(str(path)).tasks[0]
+    limit = 1 << 20
+    specs = plan_input_sets(task, "cuda", 5, full_max_elements=limit)
+    assert {s.name: s.budget for s in specs if s.mode == "full"} == dict.fromkeys(
+        ("seed_a", "seed_b", "shifted"), limit
+    )
+    assert all(s.budget is None for s in specs if s.mode != "full")
+    assert timing_check_set(specs[1]).budget == limit
+    assert all(s.budget is None for s in plan_input_sets(task, "cuda", 5))
+    seed_a = next(s for s in specs if s.name == "seed_a")
+    prepared = prepare_set(task, seed_a, "cpu")  # the full-size plan, run on the CPU
+    x = prepared.inputs[0]
+    assert 2 * x.numel() <= limit and x.numel() > limit // 8
+    assert torch.equal(prepared.expected, torch.sigmoid(x))
+    assert prepared.note and "verify.full_max_elements" in prepared.note
+    assert "batch_size" in prepared.note and "dim" in prepared.note
+    with pytest.raises(ValueError, match="full_max_elements"):
+        VerifyConfig(full_max_elements=-1)

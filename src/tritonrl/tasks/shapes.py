@@ -5,7 +5,9 @@ KernelBench problems put their sizes in module-level integer constants
 This module rewrites those constants in the task's AST before executing it, so a task
 can be run:
 
-* `full`  - as written;
+* `full`  - as written, or, given a budget the written sizes exceed, shrunk to it
+            (KernelBench's newer problems hold up to 14 GiB of float32 a set: several such
+            sets at once, each kept on the host too, exhaust a machine's memory);
 * `tiny`  - shrunk to a small element budget (the funnel's cheap first run);
 * `small` - shrunk to a budget the CPU interpreter handles in seconds (unchanged for
             tasks already that small);
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import itertools
 import logging
 import re
@@ -364,8 +367,25 @@ def plan_shapes(
     """Overrides of the task's size constants for `mode` (see the module docstring)."""
     if mode not in MODES:
         raise ValueError(f"unknown shape mode {mode!r}; choose one of {MODES}")
+    return dict(_plan_cached(source, mode, where, budget))
+
+
+@functools.lru_cache(maxsize=512)
+def _plan_cached(
+    source: str, mode: str, where: str, budget: int | None
+) -> tuple[tuple[str, SizeValue], ...]:
+    """`plan_shapes`, once per task, mode and budget: every evaluation of a task plans the
+    same sizes (each input set, each sample), and shrinking builds the task many times."""
+    return tuple(_plan_shapes(source, mode, where, budget).items())
+
+
+def _plan_shapes(source: str, mode: str, where: str, budget: int | None) -> dict[str, SizeValue]:
     if mode == "full":
-        return {}
+        if not budget:
+            return {}
+        size, _ = TaskInstance(build_module(source, {}, where), "plan", {}).measure()
+        if size is None or size <= budget:
+            return {}
     budget = budget or DEFAULT_BUDGETS[mode]
     base = _shrink(source, where, budget)
     if not TaskInstance(build_module(source, base, where), mode, base).forward_ok():

@@ -58,6 +58,7 @@ from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
+from tritonrl.train.precision import tf32_arg
 from tritonrl.train.rl import (
     COMPLETIONS,
     CURRICULUM_FILE,
@@ -104,6 +105,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
         "loss_type": rl.loss_type,
         "beta": rl.beta,
         "bf16": rl.bf16,
+        "tf32": tf32_arg(rl.tf32, device),
         "use_cpu": device == "cpu",
         "save_strategy": "steps",
         "save_steps": rl.save_steps,

@@ -28,6 +28,12 @@ several GPUs. What is written: checkpoints hold the float32 weights (an exact re
 the final full model (`sft/model`, `rl/model`) is written in bf16 when bf16 was on
 (`final_dtype`), float32 otherwise; adapters are written in float32.
 
+`sft.tf32` / `rl.tf32` (on by default) let float32 matrix products use TF32 tensor cores
+on CUDA GPUs that have them (Ampere and newer): float32 accumulation over inputs rounded
+to 10 bits, several times the speed of exact float32, which is what a stage computes in
+when bf16 is off. `tf32_arg` gives TrainingArguments' `tf32`: None (torch's own setting
+left alone) on the CPU and on older GPUs, where TrainingArguments would refuse True.
+
 What it does NOT do: no fp16 (no loss scaling here), no 8-bit optimizer states.
 """
 
@@ -42,6 +48,16 @@ def load_dtype(bf16: bool, lora: bool):
     import torch
 
     return torch.bfloat16 if bf16 and lora else torch.float32
+
+
+def tf32_arg(enabled: bool, device: str) -> bool | None:
+    """TrainingArguments' `tf32` for a stage on `device`: True or False on a CUDA GPU
+    with TF32 (compute capability 8 and up), None elsewhere."""
+    import torch
+
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    return enabled if torch.cuda.get_device_capability()[0] >= 8 else None
 
 
 def final_dtype(bf16: bool):

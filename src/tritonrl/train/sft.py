@@ -50,7 +50,7 @@ from tritonrl.config_loader import config_to_dict
 from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals, atomic_write_json
 from tritonrl.runs.lifecycle import consistent_checkpoint, stage_services
 from tritonrl.train.model_card import sft_card
-from tritonrl.train.precision import final_dtype
+from tritonrl.train.precision import final_dtype, tf32_arg
 from tritonrl.train.sft_data import load_datasets, sft_data_files
 from tritonrl.train.sft_run import open_run, relocate_adapters, resolve_base
 
@@ -182,6 +182,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
         gradient_accumulation_steps=sft.gradient_accumulation,
         max_length=sft.max_length,
         bf16=sft.bf16,
+        tf32=tf32_arg(sft.tf32, device),
         use_cpu=device == "cpu",
         completion_only_loss=sft.completion_only_loss,
         lr_scheduler_type=sft.lr_scheduler,

@@ -32,6 +32,7 @@ import shutil
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.train.precision import tf32_arg
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
@@ -53,6 +54,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
         max_length=sft.max_length,
         completion_only_loss=True,
         bf16=config.rl.bf16,
+        tf32=tf32_arg(config.rl.tf32, device),
         use_cpu=device == "cpu",
         save_strategy="no",  # the round's checkpoint is ours
         eval_strategy="no",

@@ -249,8 +249,9 @@ def _prepare_sets(
 ) -> list | None:
     sets = []
     specs = plan_input_sets(
-        task, result.device, config.num_input_sets, config.multi_input, config.tiny_run_first
-    )
+        task, result.device, config.num_input_sets, config.multi_input, config.tiny_run_first,
+        config.full_max_elements,
+    )  # fmt: skip
     for spec in specs:
         # a set refilled into another's buffers keeps that set's model in the worker
         state = next((s.state_dict for s in sets if s.spec.name == spec.refill_of), None)

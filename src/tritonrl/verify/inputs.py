@@ -5,7 +5,9 @@ Per evaluation, with seeds drawn from the OS (never the common 0/42/1234 a kerne
 precompute for):
 
     tiny     shapes shrunk to a small budget        (the funnel's cheap first run)
-    seed_a   the task's inputs, secret seed A       (full size on CUDA, CPU budget else)
+    seed_a   the task's inputs, secret seed A       (full size on CUDA, CPU budget else;
+             a task larger than `verify.full_max_elements` is shrunk to it, said in the
+             set's note)
     seed_b   secret seed B, written INTO seed_a's buffers in place, so a kernel that
              caches results by pointer, shape or content returns stale outputs
     shifted  values rescaled and sign-flipped: x -> -1.7 x + 0.5 mean|x|, so a
@@ -49,6 +51,7 @@ class InputSet:
     dtype: torch.dtype | None = None
     refill_of: str | None = None  # write into that earlier set's buffers in place
     model_seed: int | None = None  # parameters' seed when not `seed` (a refill keeps its model)
+    budget: int | None = None  # elements a `full` set may hold (None: as written)
 
     @property
     def param_seed(self) -> int:
@@ -76,20 +79,26 @@ class PreparedSet:
 
 
 def plan_input_sets(
-    task: Task, device: str, count: int = 5, multi_input: bool = True, tiny_first: bool = True
-) -> list[InputSet]:
-    """The input sets for one evaluation, in funnel order (tiny first unless switched off)."""
-    sets = _plan(task, device, count, multi_input)
+    task: Task, device: str, count: int = 5, multi_input: bool = True, tiny_first: bool = True,
+    full_max_elements: int = 0,
+) -> list[InputSet]:  # fmt: skip
+    """The input sets for one evaluation, in funnel order (tiny first unless switched off).
+    `full_max_elements`: the most elements (inputs, parameters, outputs) a full-size set
+    may hold; a task written larger is shrunk to it (0: no limit)."""
+    sets = _plan(task, device, count, multi_input, full_max_elements or None)
     return sets if tiny_first else [s for s in sets if s.name != "tiny"]
 
 
-def _plan(task: Task, device: str, count: int, multi_input: bool) -> list[InputSet]:
+def _plan(
+    task: Task, device: str, count: int, multi_input: bool, budget: int | None
+) -> list[InputSet]:
     seed = lambda: secrets.randbits(31)  # noqa: E731 - fresh secret seed per set
 
     # The parameters' seed is a secret of its own: the worker seeds torch's global RNG
     # with it before building ModelNew, and with the input seed there a candidate could
     # regenerate its inputs in __init__ and precompute the answers (docs/hacks.md #15).
     def mk(name: str, mode: str, **kw) -> InputSet:
+        kw.setdefault("budget", budget if mode == "full" else None)
         return InputSet(name, mode, seed(), model_seed=kw.pop("model_seed", seed()), **kw)
 
     main = "full" if device == "cuda" else "small"
@@ -116,7 +125,7 @@ def timing_check_set(seed_a: InputSet) -> InputSet:
     the call that follows the timed loop must compute them (docs/hacks.md #7, #8, #16)."""
     return InputSet(
         "timing_check", seed_a.mode, secrets.randbits(31), refill_of=seed_a.name,
-        model_seed=seed_a.param_seed,
+        model_seed=seed_a.param_seed, budget=seed_a.budget,
     )  # fmt: skip
 
 
@@ -198,14 +207,19 @@ def prepare_set(
         raise ValueError(f"input set {spec.name} refills {spec.refill_of}: pass its model_state")
     ooms = cuda_ooms() if device == "cuda" else 0
     with TRUSTED_LOCK:
-        inst = instantiate(task, spec.mode)
+        inst = instantiate(task, spec.mode, spec.budget)
         init = inst.init_inputs()
         model, state = _build_reference(inst, init, spec.param_seed, spec.dtype, model_state)
+    note = None
+    if spec.mode == "full" and inst.overrides:
+        note = (
+            f"sizes {dict(inst.overrides)} instead of the task's own: it is larger than "
+            f"verify.full_max_elements ({spec.budget})"
+        )
     # Drawn on the device: beside other lanes' checks, never while one times. The gate
     # first, then the lock: a timing phase that holds the gate may wait for the lock.
     with gpu() if device == "cuda" else contextlib.nullcontext(), TRUSTED_LOCK:
         inputs = _draw_inputs(inst, spec, device)
-    note = None
     if spec.shift:
         # the drawn inputs go before the reference's pass, which clones its arguments: a
         # full-size problem's set is then on the device twice, not three times
@@ -217,7 +231,8 @@ def prepare_set(
             with gpu() if device == "cuda" else contextlib.nullcontext(), TRUSTED_LOCK:
                 inputs = _draw_inputs(inst, spec, device)  # the same draw: the same seed
             inputs = _float_tensors_map(inputs, lambda t: t * 3.0)
-            note = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
+            why = "sign flip gives non-finite reference outputs; magnitudes scaled x3 instead"
+            note = f"{note}; {why}" if note else why
             with TRUSTED_LOCK:  # a fresh model: the first forward may have changed its state
                 model, state = _build_reference(
                     inst, init, spec.param_seed, spec.dtype, model_state

@@ -389,7 +389,8 @@ def time_candidate(
     result = VerifyResult(task=task.id, device=resolve_device(config.device))
     if result.device != "cuda":
         return result.fail("performance", "timing needs a CUDA device")
-    spec = next(s for s in plan_input_sets(task, "cuda", 2, False) if s.name == "seed_a")
+    specs = plan_input_sets(task, "cuda", 2, False, full_max_elements=config.full_max_elements)
+    spec = next(s for s in specs if s.name == "seed_a")
     main = prepare_set(task, spec, "cuda")
     check = prepare_set(task, timing_check_set(spec), "cuda", model_state=main.state_dict)
     session_for = sessions if sessions is not None else FreshSessions("tritonrl-time-")
