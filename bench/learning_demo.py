@@ -4,7 +4,7 @@ no stage trained on, with the product's own commands; one GPU, one command.
     python bench/learning_demo.py --model qwen2.5-coder-1.5b --out OUT \
         [--kernelbench KB_CHECKOUT] [--config qwen-coder-1.5b-1gpu] [--samples 4]
         [--rl-budget-s 600 | --deadline-s 1260] [--device cuda] [--work DIR]
-        [-- --rl.learning_rate 3e-6 ...]
+        [-- --rl.learning_rate 1e-6 ...]
 
 The model is a named offline model (`qwen2.5-coder-0.5b`, `qwen2.5-coder-1.5b`,
 `smollm2`), a `.gguf`, a model directory, or `tiny` (the from-scratch model, for trying the
