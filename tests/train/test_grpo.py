@@ -96,8 +96,19 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app, caplog):
     transformers.AutoModelForCausalLM.from_pretrained(final)
 
     again = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "2"])
-    assert again.exit_code == 2 and "is done (2 steps)" in again.output, again.output
+    assert again.exit_code == 2 and "is done (2 steps, --algo grpo)" in again.output
     assert "raise --rl.max_steps above 2" in again.output
+
+    # Another algorithm cannot go on from GRPO's checkpoints: refused before anything is
+    # written (it used to mark the stage failed, claim a resume and raise the budget),
+    # and the advice names what would work, not a budget to raise.
+    manifest = (run_dir / "manifest.json").read_bytes()
+    other = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--algo", "best-of-n",
+                                           "--best_of_n.rounds", "3"])  # fmt: skip
+    assert other.exit_code == 2, other.output
+    assert "trained with --algo grpo" in other.output and "--algo grpo" in other.output
+    assert "new run directory" in other.output and "raise" not in other.output
+    assert (run_dir / "manifest.json").read_bytes() == manifest
 
     # A raised budget goes on from the last checkpoint, as sft's does.
     more = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "3"])

@@ -213,6 +213,27 @@ def resume_point(run: Run) -> str | None:
     return str(checkpoint)
 
 
+def check_algo(run: Run, config: Config) -> None:
+    """A RunError when the run's rl stage has trained with another algorithm and has
+    something to go on from (it is done, or holds a checkpoint): its checkpoints are that
+    algorithm's. Checked before the stage is touched, so the refusal writes nothing."""
+    if run.status(STAGE) == "pending":
+        return
+    recorded = run.stage(STAGE)["info"].get("algo")
+    if recorded in (None, config.rl.algo):
+        return
+    done = run.status(STAGE) == "done"
+    if not done and consistent_checkpoint(run, STAGE) is None:
+        return  # nothing to go on from: the new algorithm starts afresh
+    state = "is done" if done else f"stopped ({run.status(STAGE)})"
+    raise RunError(
+        f"stage 'rl' of run {run.path} {state} at step {run.stage(STAGE)['step']}, trained "
+        f"with --algo {recorded}, whose checkpoints --algo {config.rl.algo} cannot go on "
+        f"from; go on with --algo {recorded}, or train --algo {config.rl.algo} in a new "
+        "run directory (`tritonrl sft --run NEW ...`, then `tritonrl rl --run NEW`)"
+    )
+
+
 def budget_raised(run: Run, config: Config) -> bool:
     """Whether a done `rl` stage is to go on: its budget (`rl.max_steps`, or
     `best_of_n.rounds` for best-of-n and rwsft) is above the steps it did, and it has a
@@ -226,8 +247,9 @@ def budget_raised(run: Run, config: Config) -> bool:
                     else (config.rl.max_steps, "rl.max_steps"))  # fmt: skip
     if budget <= done:
         raise RunError(
-            f"stage 'rl' of run {run.path} is done ({done} steps); raise --{name} above "
-            f"{done} to train on from its last checkpoint, or start a new run directory"
+            f"stage 'rl' of run {run.path} is done ({done} steps, --algo {config.rl.algo}); "
+            f"raise --{name} above {done} to train on from its last checkpoint, or start a "
+            "new run directory"
         )
     if consistent_checkpoint(run, STAGE) is None:
         raise RunError(
@@ -260,6 +282,7 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
     run = Run.open(run_dir)
     require_sft(run)
     check_against_run(run, config)
+    check_algo(run, config)  # before anything is written: a refusal changes nothing
     extend = budget_raised(run, config)
     device = rl_device(config)
     with StopSignals() as stop, quiet_progress(), stage_services(run, config, stop):
