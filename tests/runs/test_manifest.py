@@ -349,6 +349,12 @@ def test_status_table_and_errors(tmp_path):
     assert result.exit_code == 0, result.output
     assert "failed" in result.stdout and "boom [bad markup" in result.stdout
     assert "interrupted" in result.stdout and "interrupted by SIGTERM at step 0" in result.stdout
+    for name in ("model", "tokenizer", "checkpoint", "log_history"):
+        (run.path / "sft" / name).mkdir(parents=True)
+        run.add_artifact("sft", name, run.path / "sft" / name)
+    narrow = CliRunner().invoke(_app(), ["status", str(run.path)], env={"COLUMNS": "80"})
+    for name in ("model", "tokenizer", "checkpoint", "log_history"):  # never cut mid-path
+        assert f"{name}=sft/{name}" in narrow.stdout, narrow.stdout
     missing = CliRunner().invoke(_app(), ["status", str(tmp_path / "none")])
     assert missing.exit_code == 2
     assert "not a run directory" in missing.output

@@ -69,7 +69,7 @@ def test_one_round_through_tritonrl_rl(sft_run, train_app, honest_first_samples,
     assert rl["info"]["kept"] == [3]
     logged = [json.loads(x) for x in (sft_run / "rl/completions.jsonl").read_text().splitlines()]
     assert [(c["step"], c["task"], c["correct"]) for c in logged] == [
-        (0, r["task"], r["details"]["correct"]) for r in rows]  # fmt: skip
+        (1, r["task"], r["details"]["correct"]) for r in rows]  # fmt: skip
     history = json.loads(run.artifact("rl", "log_history").read_text())
     assert history[0]["kept"] == 3 and history[0]["verify/correct"] == 0.5
     assert history[0]["train/steps"] == 2 and history[0]["train/loss"] > 0  # 3 pairs, batch 2

@@ -66,7 +66,7 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app, caplog):
     assert caplog.text.count(f"GRPO: generating with transformers' generate: {why}") == 1
     assert info["generation"] == {"backend": "transformers", "mode": None, "reason": why}
     rows = _rows(run_dir)
-    assert len(rows) == 8 and [r["step"] for r in rows] == [0] * 4 + [1] * 4
+    assert len(rows) == 8 and [r["step"] for r in rows] == [1] * 4 + [2] * 4
     for r in rows:  # what the model wrote and why it scored what it did
         assert set(r) >= {"step", "task", "level", "reward", "stage", "correct", "flags", "error",
                           "speedup", "completion"}  # fmt: skip
@@ -116,7 +116,7 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app, caplog):
     rl = Run.open(run_dir).stage("rl")
     assert rl["status"] == "done" and rl["step"] == 3
     assert rl["info"]["resumed_from_checkpoint"] == "rl/checkpoints/checkpoint-2"
-    assert [r["step"] for r in _rows(run_dir)] == [0] * 4 + [1] * 4 + [2] * 4
+    assert [r["step"] for r in _rows(run_dir)] == [1] * 4 + [2] * 4 + [3] * 4
     history = json.loads(Run.open(run_dir).artifact("rl", "log_history").read_text())
     assert [h["step"] for h in history if "loss" in h] == [1, 2, 3]
 
@@ -239,7 +239,7 @@ def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, 
     history = json.loads(Run.open(run_dir).artifact("rl", "log_history").read_text())
     after = [h for h in history if "loss" in h and h["step"] > stopped]
     assert after and all(h["curriculum/level2_share"] == 0.3 for h in after)
-    assert {r["step"] for r in _rows(run_dir)} == set(range(6))
+    assert {r["step"] for r in _rows(run_dir)} == set(range(1, 7))
 
 
 def test_rl_without_a_finished_sft_stage_names_it(tmp_path, train_app):

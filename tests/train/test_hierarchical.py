@@ -184,7 +184,7 @@ def test_tritonrl_rl_with_hierarchical_runs_two_grpo_steps(sft_run, train_app, _
     rl = run.stage("rl")
     assert rl["status"] == "done" and rl["step"] == 2 and rl["info"]["config"]["rl"]["hierarchical"]
     rows = (sft_run / "rl/completions.jsonl").read_text().splitlines()
-    assert [json.loads(r)["step"] for r in rows] == [0] * 4 + [1] * 4  # verified once each
+    assert [json.loads(r)["step"] for r in rows] == [1] * 4 + [2] * 4  # verified once each
     history = json.loads(run.artifact("rl", "log_history").read_text())
     steps = [h for h in history if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2]

@@ -6,6 +6,7 @@ config changes may continue a run."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -108,7 +109,12 @@ def test_sigterm_interrupts_and_the_same_command_resumes_and_says_so(tmp_path):
     stdout, stderr = again.communicate(timeout=300)
     assert again.returncode == 0, stderr[-3000:]
     assert f"resuming SFT of {run_dir} from {checkpoint} (step {step})" in stderr
+    assert "missing keys" not in stderr  # the tiny model's tied lm_head is saved once
     assert f"SFT done (resumed from {checkpoint}): 8 steps" in stdout
+    # losses as a person reads them (four significant digits), not 7.951335430145264
+    losses = re.search(r"loss (\S+) -> (\S+), eval loss (\S+);", stdout)
+    assert losses, stdout
+    assert all(x == "n/a" or x == f"{float(x):.4g}" for x in losses.groups()), losses.groups()
     _assert_one_progress_bar(stderr)
 
     status = _tritonrl("status", str(run_dir), "--json")

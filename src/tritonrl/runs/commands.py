@@ -41,8 +41,13 @@ _STYLE = {
 
 def _table(run: Run) -> Table:
     table = Table(title=str(run.path), title_justify="left")
+    # the artifacts' column as wide as its longest line (up to 60): the error column,
+    # prose, wraps between words first
+    longest = max((len(f"{k}={v}") for r in run.stages.values()
+                   for k, v in r["artifacts"].items()), default=1)  # fmt: skip
     for column in ("stage", "status", "step", "artifacts", "error"):
-        table.add_column(column, overflow="fold")
+        width = min(longest, 60) if column == "artifacts" else None
+        table.add_column(column, overflow="fold", min_width=width)
     for name, record in run.stages.items():
         status = record["status"]
         shown = f"[{_STYLE.get(status, '')}]{status}[/]"
@@ -51,7 +56,8 @@ def _table(run: Run) -> Table:
             shown = "[yellow]running? (its process is gone)[/]"
             error = (f"process {record['owner']['pid']} ended without a word (killed?); "
                      "run the same command to go on from the last checkpoint")  # fmt: skip
-        artifacts = ", ".join(f"{k}={v}" for k, v in record["artifacts"].items())
+        # one a line: a narrow terminal wraps between them, never inside a path
+        artifacts = "\n".join(f"{k}={v}" for k, v in record["artifacts"].items())
         table.add_row(name, shown, str(record["step"]), artifacts or "-", error)
     return table
 

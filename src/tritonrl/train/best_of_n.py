@@ -26,8 +26,8 @@ After each round: a checkpoint `rl/checkpoints/round-N` (the policy, tokenizer,
 `rl/checkpoint` with the stage's step = N), the round's metrics (mean reward, correct
 and compiled rates, samples, kept, fine-tuning loss, the curriculum's) in the log,
 `rl/log_history.json` and, with `run.report_to` tensorboard, `rl/tensorboard` (step =
-round). Each completion is in `rl/completions.jsonl` with `step` = the rounds done before
-its round (so round 1's have step 0). SIGTERM/SIGINT finish the round, checkpoint it and
+round). Each completion is in `rl/completions.jsonl` with `step` = its round (from 1, as
+the log counts). SIGTERM/SIGINT finish the round, checkpoint it and
 stop (`Interrupted`); the same command resumes after the last checkpointed round with
 its policy and curriculum state. The final policy goes to `rl/final` (`sft.save_final`).
 
@@ -184,7 +184,7 @@ class Loop:
         set_seed(config.run.seed + number)  # a resumed round samples as the first try did
         samples = sampling.generate(self.model, self.tokenizer, [self.prompts[t] for t in ids],
                                     config)  # fmt: skip
-        rows = sampling.score(self.tasks, ids, samples, self.verify, self.recorder, number - 1)
+        rows = sampling.score(self.tasks, ids, samples, self.verify, self.recorder, number)
         kept = sampling.select(algo, rows, config.best_of_n.keep, config.best_of_n.min_reward)
         sampling.write_round(self.run, number, rows, kept)
         history = []

@@ -16,6 +16,9 @@ checkpoint and what to try) at the first NaN or infinite gradient, trainable wei
 logged loss, grad norm or eval loss, before that step can be saved: a checkpoint never
 holds non-finite weights. Stages set the trainer's `logging_nan_inf_filter` off, so a
 NaN loss is logged as NaN (the filter logs the window's running mean, often 0, instead).
+`untied_missing_keys(model, keys)` is what a trainer's checkpoint load calls missing
+less the keys of weights tied to a loaded one (a tied output embedding is saved once:
+no warning about a key that was never apart).
 
 What it does NOT do: it does not write checkpoints (the trainer does, with rotation of
 the old ones) or upload them (`runs/sync.py`).
@@ -35,6 +38,17 @@ from tritonrl.runs import Run, StopSignals
 from tritonrl.runs.lifecycle import record_checkpoint
 
 log = logging.getLogger(__name__)
+
+
+def untied_missing_keys(model, missing: list[str]) -> list[str]:
+    """`missing` without the names of weights that share their tensor with a weight
+    whose name is not missing (Qwen2's `lm_head.weight` is `model.embed_tokens.weight`)."""
+    groups: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(name)
+    twins = {n: names for names in groups.values() if len(names) > 1 for n in names}
+    gone = set(missing)
+    return [k for k in missing if not any(t not in gone for t in twins.get(k, ()))]
 
 
 def _checkpoint(args, state) -> Path:

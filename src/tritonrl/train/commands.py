@@ -71,12 +71,13 @@ def sft(
     run_dir: str = typer.Option(..., "--run", help="Run directory (created when new)."),
     config: str | None = CONFIG,
 ) -> None:
-    """Supervised fine-tuning into a run directory (LoRA unless lora.enabled is false).
+    """Supervised fine-tuning into a run directory: LoRA adapters, or the whole model
+    where the config's lora.enabled is false (as in the default config, tiny-cpu).
 
     Every --SECTION.KEY VALUE overrides one config field, e.g. --sft.max_steps 10.
     """
     from tritonrl.runs import Interrupted, Run, RunError
-    from tritonrl.train.sft import run_sft
+    from tritonrl.train.sft import loss_text, run_sft
 
     cfg, _ = command_config(ctx, config, "sft")
     train_log = logging.getLogger("tritonrl.train")
@@ -98,8 +99,9 @@ def sft(
     kind = "adapter" if result.lora else "model"
     resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     out.print(
-        f"SFT done{resumed}: {result.steps} steps in {result.seconds:.0f}s, loss "
-        f"{result.first_loss} -> {result.last_loss}, eval loss {result.eval_loss}; "
+        f"SFT done{resumed}: {_steps(result.steps)} in {result.seconds:.0f}s, loss "
+        f"{loss_text(result.first_loss)} -> {loss_text(result.last_loss)}, eval loss "
+        f"{loss_text(result.eval_loss)}; "
         f"{kind} in {result.output}",
         markup=False,
     )
@@ -151,7 +153,7 @@ def rl(
     resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
     out.print(
-        f"RL ({cfg.rl.algo}) done{resumed}: {result.steps} steps in {result.seconds:.0f}s, "
+        f"RL ({cfg.rl.algo}) done{resumed}: {_steps(result.steps)} in {result.seconds:.0f}s, "
         f"{result.completions} completions verified, mean reward {mean}; {kind} in "
         f"{result.output}; completions in {result.run_dir / STAGE / 'completions.jsonl'}",
         markup=False,
@@ -190,3 +192,7 @@ def register(app: typer.Typer) -> None:
     app.command("convert-gguf")(convert_gguf)
     app.command("sft", context_settings=OVERRIDES)(sft)
     app.command("rl", context_settings=OVERRIDES)(rl)
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"

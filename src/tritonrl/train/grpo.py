@@ -201,6 +201,8 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
     windows (`GpuHold`)."""
     from transformers import ProgressCallback, TrainerCallback
 
+    from tritonrl.train.callbacks import untied_missing_keys
+
     if config.rl.algo == "rloo":
         from trl import RLOOTrainer as Base
     else:
@@ -238,6 +240,10 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
 
         def create_model_card(self, *args, **kwargs) -> None:
             return None
+
+        def _issue_warnings_after_load(self, load_result) -> None:
+            missing = untied_missing_keys(self.model, load_result.missing_keys)
+            super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
         def training_step(self, *args, **kwargs):
             self._clock.begin()

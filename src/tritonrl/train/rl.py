@@ -12,10 +12,11 @@ is the verifier through the warm worker pool (`tritonrl.reward.adapters`).
 
 Every verified completion is appended to `RUN/rl/completions.jsonl` (`CompletionLog`),
 one line each: `{"step", "task", "level", "reward", "stage", "correct", "flags", "error",
-"speedup", "completion"}`, `step` being the optimizer steps (GRPO, RLOO) or rounds
-(best-of-n, rwsft) done when it was generated. The manifest's stage `rl` records its
-step, checkpoints, the final model or adapter (`rl/model` or `rl/adapter`, and
-`rl/tokenizer`), the completions file, and the algorithm's settings in its info.
+"speedup", "completion"}`, `step` being the optimizer step (GRPO, RLOO) or round
+(best-of-n, rwsft) it was generated for, counted from 1 as the trainer's log counts. The
+manifest's stage `rl` records its step, checkpoints, the final model or adapter
+(`rl/model` or `rl/adapter`, and `rl/tokenizer`), the completions file, and the
+algorithm's settings in its info.
 SIGTERM/SIGINT stop at the next step boundary with a checkpoint and mark the stage
 interrupted; the same command resumes it.
 
@@ -174,7 +175,7 @@ class CompletionLog:
             rewards = await reward(prompts, completions, **kwargs)
             state = kwargs.get("trainer_state")
             self.record(
-                state.global_step if state is not None else None,
+                state.global_step + 1 if state is not None else None,  # the step it trains
                 reward.scorer.last_details,
                 completions,
             )

@@ -283,6 +283,8 @@ def _trainer_class():
     from transformers import ProgressCallback
     from trl import SFTTrainer
 
+    from tritonrl.train.callbacks import untied_missing_keys
+
     class Trainer(SFTTrainer):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
@@ -290,6 +292,10 @@ def _trainer_class():
 
         def create_model_card(self, *args, **kwargs) -> None:
             return None
+
+        def _issue_warnings_after_load(self, load_result) -> None:
+            missing = untied_missing_keys(self.model, load_result.missing_keys)
+            super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
     return Trainer
 
@@ -394,7 +400,10 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
             raise
         run.finish_stage(STAGE)
     log.info(
-        "SFT done in %.0fs: loss %s -> %s", result.seconds, result.first_loss, result.last_loss
+        "SFT done in %.0fs: loss %s -> %s",
+        result.seconds,
+        loss_text(result.first_loss),
+        loss_text(result.last_loss),
     )
     return result
 
@@ -421,3 +430,8 @@ def load_sft_model(run: Run | str | Path, device: str = "cpu"):
     base = load_causal_lm(base_path)
     model = PeftModel.from_pretrained(base, run.artifact(STAGE, "adapter"))
     return model.to(device), tokenizer
+
+
+def loss_text(x: float | None) -> str:
+    """A loss as a person reads it: four significant digits; n/a when none was logged."""
+    return "n/a" if x is None else f"{x:.4g}"
