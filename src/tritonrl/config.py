@@ -345,6 +345,10 @@ class RlConfig:
     num_generations: int = 8  # the group size: completions per prompt
     temperature: float = 0.8
     learning_rate: float = 1e-6
+    # Steps of linear warm-up (GRPO, RLOO): AdamW's first update moves every weight by
+    # about the learning rate whatever its gradient, and RL starts a fresh optimizer on a
+    # fine-tuned model (docs/benchmarks.md: at 1e-5 one such step broke a 0.5B model).
+    warmup_steps: int = 0
     max_completion_length: int = 2048  # tokens; a kernel with its plan needs ~1-2k
     # "dapo", TRL 1.16's default: token losses summed over the whole accumulated batch
     # and divided by its number of completion tokens. "grpo" (the paper's) averages per
@@ -406,6 +410,7 @@ class RlConfig:
         _need(self.max_completion_length >= 1, "rl.max_completion_length must be >= 1")
         _need(self.temperature > 0, "rl.temperature must be positive")
         _need(self.learning_rate > 0, "rl.learning_rate must be positive")
+        _need(self.warmup_steps >= 0, "rl.warmup_steps must be >= 0")
         _need(self.beta >= 0, "rl.beta must be >= 0")
         _need(self.hierarchical_speedup_weight >= 0, "rl.hierarchical_speedup_weight must be >= 0")
         _need(self.hierarchical_speedup_clip > 0, "rl.hierarchical_speedup_clip must be positive")

@@ -387,3 +387,28 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
     steps = [h for h in history if "loss" in h]
     assert len(steps) == 2 and all(h["time/generate_s"] > 0 for h in steps)
     assert all(r["completion"] is not None for r in _rows(sft_run))
+
+
+def test_rl_warms_its_learning_rate_up_over_warmup_steps(tmp_path):
+    """AdamW's first update moves every weight by about the learning rate whatever its
+    gradient; `rl.warmup_steps` makes the first updates a fraction of it."""
+    import torch
+    from transformers import get_scheduler
+
+    from tritonrl.train.grpo import trainer_args
+
+    config = load_config(None, ["--rl.warmup_steps", "4", "--rl.learning_rate", "1e-6",
+                                "--rl.max_steps", "10"])  # fmt: skip
+    args = trainer_args(config, tmp_path / "out", "cpu")
+    assert args.warmup_steps == 4 and args.learning_rate == 1e-6
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
+    schedule = get_scheduler(args.lr_scheduler_type, optimizer, args.warmup_steps,
+                             args.max_steps)  # fmt: skip
+    rates = []
+    for _ in range(5):
+        rates.append(schedule.get_last_lr()[0])
+        optimizer.step()
+        schedule.step()
+    assert rates[0] == 0.0 and rates[1] == pytest.approx(0.25e-6) and rates[4] == 1e-6
+    with pytest.raises(ValueError, match="rl.warmup_steps"):
+        load_config(None, ["--rl.warmup_steps", "-1"])

@@ -91,6 +91,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
         ckpt: rl.gradient_checkpointing,
         "output_dir": str(out_dir),
         "learning_rate": rl.learning_rate,
+        "warmup_steps": rl.warmup_steps,
         "max_steps": rl.max_steps,
         "per_device_train_batch_size": rl.per_device_batch_size,
         "gradient_accumulation_steps": rl.gradient_accumulation,
