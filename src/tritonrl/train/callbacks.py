@@ -16,9 +16,9 @@ checkpoint and what to try) at the first NaN or infinite gradient, trainable wei
 logged loss, grad norm or eval loss, before that step can be saved: a checkpoint never
 holds non-finite weights. Stages set the trainer's `logging_nan_inf_filter` off, so a
 NaN loss is logged as NaN (the filter logs the window's running mean, often 0, instead).
-`untied_missing_keys(model, keys)` is what a trainer's checkpoint load calls missing
-less the keys of weights tied to a loaded one (a tied output embedding is saved once:
-no warning about a key that was never apart).
+`TiedWeightsLoad`, a trainer mixin, drops from a checkpoint load's missing keys those of
+weights tied to a loaded one (`untied_missing_keys`: a tied output embedding is saved
+once, no warning about a key that was never apart).
 
 What it does NOT do: it does not write checkpoints (the trainer does, with rotation of
 the old ones) or upload them (`runs/sync.py`).
@@ -49,6 +49,14 @@ def untied_missing_keys(model, missing: list[str]) -> list[str]:
     twins = {n: names for names in groups.values() if len(names) > 1 for n in names}
     gone = set(missing)
     return [k for k in missing if not any(t not in gone for t in twins.get(k, ()))]
+
+
+class TiedWeightsLoad:
+    """Mixin for a transformers Trainer: no "missing keys" warning for tied weights."""
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        missing = untied_missing_keys(self.model, load_result.missing_keys)
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
 
 def _checkpoint(args, state) -> Path:

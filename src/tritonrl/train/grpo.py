@@ -202,7 +202,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
     windows (`GpuHold`)."""
     from transformers import ProgressCallback, TrainerCallback
 
-    from tritonrl.train.callbacks import untied_missing_keys
+    from tritonrl.train.callbacks import TiedWeightsLoad
 
     if config.rl.algo == "rloo":
         from trl import RLOOTrainer as Base
@@ -225,7 +225,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
             if self.trainer._gpu_hold is not None:
                 self.trainer._gpu_hold.release()
 
-    class Trainer(Base):
+    class Trainer(TiedWeightsLoad, Base):
         def __init__(self, *args, **kwargs):
             self._gpu_hold = None if gate is None else GpuHold(gate)
             self._clock = StepClock()
@@ -241,10 +241,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
 
         def create_model_card(self, *args, **kwargs) -> None:
             return None
-
-        def _issue_warnings_after_load(self, load_result) -> None:
-            missing = untied_missing_keys(self.model, load_result.missing_keys)
-            super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
         def training_step(self, *args, **kwargs):
             self._clock.begin()

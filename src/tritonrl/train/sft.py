@@ -283,19 +283,15 @@ def _trainer_class():
     from transformers import ProgressCallback
     from trl import SFTTrainer
 
-    from tritonrl.train.callbacks import untied_missing_keys
+    from tritonrl.train.callbacks import TiedWeightsLoad
 
-    class Trainer(SFTTrainer):
+    class Trainer(TiedWeightsLoad, SFTTrainer):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.remove_callback(ProgressCallback)  # TrainingBar is the one bar
 
         def create_model_card(self, *args, **kwargs) -> None:
             return None
-
-        def _issue_warnings_after_load(self, load_result) -> None:
-            missing = untied_missing_keys(self.model, load_result.missing_keys)
-            super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
     return Trainer
 
