@@ -168,7 +168,8 @@ class Proxy:
 
     def stop(self) -> None:
         listener, self._listener = self._listener, None
-        listener.close()
+        if listener is not None:
+            listener.close()
         for s in self._sockets:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)

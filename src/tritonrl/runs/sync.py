@@ -192,7 +192,7 @@ class StoreSync:
                 last_error=None,
                 failures=0,
             )  # fmt: skip
-        self._write_status()
+            self._write_status()  # under the lock: the file never lags what status() says
         level = logging.INFO if result.files or result.deleted else logging.DEBUG
         log.log(level, "synced %s to %s: %d files (%d bytes) up, %d deleted, %.1f s",
                 self.run_dir, self.url, result.files, result.bytes, result.deleted,
@@ -208,10 +208,10 @@ class StoreSync:
             self._retry_at = time.monotonic() + delay
             self._status.update(last_error={"at": now(), "error": text},
                                 failures=self._failures)  # fmt: skip
+            self._write_status()  # under the lock: the file never lags what status() says
             self._cond.notify_all()
         log.warning("sync of %s to %s failed (%s); retrying in %.1f s, training goes on with "
                     "local checkpoints", self.run_dir, self.url, text, delay)  # fmt: skip
-        self._write_status()
 
     def _write_status(self) -> None:
         try:
