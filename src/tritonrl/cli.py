@@ -373,6 +373,7 @@ def _register_stages() -> None:
     """Stage commands that live beside their code (data, training, runs)."""
     from tritonrl.data.commands import register as register_data
     from tritonrl.evaluate.commands import register as register_eval
+    from tritonrl.pipeline import continue_pipeline
     from tritonrl.pipeline import register as register_pipeline
     from tritonrl.runs.bucket import register as register_bucket
     from tritonrl.runs.commands import register as register_runs
@@ -380,7 +381,7 @@ def _register_stages() -> None:
 
     register_data(app)
     register_train(app)
-    register_runs(app)
+    register_runs(app, continue_pipeline)
     register_bucket(app)
     register_eval(app)
     register_pipeline(app)

@@ -347,7 +347,7 @@ def _unsynced(run_dir: Path) -> str | None:
     """Why the run's store does not hold its last state, when it has one and its last
     push failed (the final sync is the pipeline's last step); None otherwise."""
     from tritonrl.runs import Run
-    from tritonrl.runs.sync import store_status
+    from tritonrl.runs.syncdir import store_status
 
     url = Run.open(run_dir).store
     status = store_status(run_dir) if url else None
@@ -377,6 +377,17 @@ def report(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     out.print(f"report: {path}", markup=False)
+
+
+def continue_pipeline(config, config_path: Path, run_dir: Path, say=print) -> int:
+    """Go on with a run this pipeline drove (`tritonrl resume`, runs/resume.py: `config`
+    is the run's recorded config, loaded from `config_path`); the exit code."""
+    try:
+        run_pipeline(config, run_dir, ["--config", str(config_path)], say=say)
+    except StageFailed as e:
+        say(f"pipeline stopped: {e}")
+        return 2 if e.code == 2 else e.code if e.code > 128 else 1
+    return 0
 
 
 def register(app: typer.Typer) -> None:

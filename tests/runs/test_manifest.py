@@ -14,6 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tritonrl.pipeline import continue_pipeline
 from tritonrl.runs import MANIFEST, PIPELINE, ArtifactNotFound, Run, RunError
 from tritonrl.runs.commands import register
 
@@ -310,7 +311,7 @@ def _app() -> typer.Typer:
     def main():  # a group, so that `status` is a sub-command as in tritonrl
         pass
 
-    register(app)
+    register(app, continue_pipeline)
     return app
 
 

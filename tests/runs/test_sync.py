@@ -16,7 +16,8 @@ import pytest
 from tritonrl.runs import Interrupted, Run
 from tritonrl.runs import checkpoint as ck
 from tritonrl.runs.store import Store, open_store
-from tritonrl.runs.sync import StoreSync, store_status
+from tritonrl.runs.sync import StoreSync
+from tritonrl.runs.syncdir import store_status
 
 
 @pytest.fixture

@@ -13,15 +13,16 @@ store commands `tritonrl resume --store URL [--run-dir DIR]` (`runs/resume.py`) 
 `resumed_from` (in both forms) is where the run last resumed, as the stage that resumed
 records it in its info (`resumed_from_checkpoint`): one value, shown twice.
 
-`register(app)` adds the commands to the `tritonrl` typer app. `status` and `runs list`
-only read: they never change a run. Exit 0 on success, 2 when RUN is not a run directory
-or a store cannot be used (the message names the URL and the credential variables);
-`resume` exits with the code of the stage it continued.
+`register(app, continue_pipeline)` adds the commands to the `tritonrl` typer app.
+`status` and `runs list` only read: they never change a run. Exit 0 on success, 2 when
+RUN is not a run directory or a store cannot be used (the message names the URL and the
+credential variables); `resume` exits with the code of the stage it continued.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
 import typer
 from rich.console import Console
@@ -29,6 +30,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritonrl.runs.manifest import Run, RunError
+from tritonrl.runs.resume import LAYOUT, ContinuePipeline, continue_run, list_store, restore
+from tritonrl.runs.store import StoreError
 
 _STYLE = {
     "pending": "dim",
@@ -113,29 +116,31 @@ def _error(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def resume(
-    store: str = typer.Option(..., "--store", help="The run's URL in its store, or a store "
-                              "that holds one run (s3://bucket/runs/demo)."),
-    run_dir: str | None = typer.Option(None, "--run-dir", help="Where to restore it "
-                                       "(default: runs/<run name>)."),
-) -> None:  # fmt: skip
-    """Fetch a run from its object store and continue it where it stopped."""
-    import logging
+def _resume(continue_pipeline: ContinuePipeline):
+    """The `resume` command, which goes on with a pipeline's run through
+    `continue_pipeline` (the pipeline's: runs sit below it)."""
 
-    from tritonrl.runs.resume import continue_run, restore
-    from tritonrl.runs.store import StoreError
+    def resume(
+        store: str = typer.Option(..., "--store", help="The run's URL in its store, or a "
+                                  "store that holds one run (s3://bucket/runs/demo)."),
+        run_dir: str | None = typer.Option(None, "--run-dir", help="Where to restore it "
+                                           "(default: runs/<run name>)."),
+    ) -> None:  # fmt: skip
+        """Fetch a run from its object store and continue it where it stopped."""
+        logging.getLogger("tritonrl").setLevel(logging.INFO)
+        console = Console(highlight=False, soft_wrap=True)
+        try:
+            run, skipped = restore(store, run_dir)
+            for name, why in skipped:
+                console.print(f"skipped checkpoint {name}: {why}", markup=False)
+            say = lambda m: console.print(m, markup=False)  # noqa: E731 - one line a message
+            code = continue_run(run, continue_pipeline, say=say)
+        except (StoreError, RunError, ValueError) as e:
+            raise _error(str(e)) from None
+        if code:
+            raise typer.Exit(code)
 
-    logging.getLogger("tritonrl").setLevel(logging.INFO)
-    console = Console(highlight=False, soft_wrap=True)
-    try:
-        run, skipped = restore(store, run_dir)
-        for name, why in skipped:
-            console.print(f"skipped checkpoint {name}: {why}", markup=False)
-        code = continue_run(run, say=lambda m: console.print(m, markup=False))
-    except (StoreError, RunError, ValueError) as e:
-        raise _error(str(e)) from None
-    if code:
-        raise typer.Exit(code)
+    return resume
 
 
 def runs_list(
@@ -143,9 +148,6 @@ def runs_list(
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
 ) -> None:
     """The runs in an object store, with their stages."""
-    from tritonrl.runs.resume import list_store
-    from tritonrl.runs.store import StoreError
-
     try:
         found = list_store(store)
     except (StoreError, ValueError) as e:
@@ -166,15 +168,14 @@ def runs_list(
     if found:
         console.print(table)
     else:
-        from tritonrl.runs.resume import LAYOUT
-
         console.print(f"no runs in {store} (it and one level below). {LAYOUT}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add `status`, `resume` and `runs list` to the `tritonrl` app."""
+def register(app: typer.Typer, continue_pipeline: ContinuePipeline) -> None:
+    """Add `status`, `resume` and `runs list` to the `tritonrl` app; `continue_pipeline`
+    (`tritonrl.pipeline.continue_pipeline`) goes on with a run the pipeline drove."""
     app.command("status")(status)
-    app.command("resume")(resume)
+    app.command("resume")(_resume(continue_pipeline))
     runs = typer.Typer(help="Runs kept in an object store.", no_args_is_help=True)
     runs.command("list")(runs_list)
     app.add_typer(runs, name="runs")

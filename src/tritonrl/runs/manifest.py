@@ -24,7 +24,7 @@ and a sync thread's process) do not lose each other's updates.
 
 What it does NOT do: it does not write the artifacts themselves (the stages do, with
 `atomic_write_bytes` or a temp dir + rename), copy anything to an object store, or decide
-which stage runs next; the store's copy is `runs/store.py`'s and `runs/sync.py`'s.
+which stage runs next; the store's copy is `runs/transfer.py`'s and `runs/sync.py`'s.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from tritonrl.runs.atomic import atomic_write_json, finite_json
+from tritonrl.runs.checkpoint import step_of
+from tritonrl.runs.syncdir import store_status
 
 log = logging.getLogger(__name__)
 
@@ -303,8 +305,6 @@ class Run:
         records it (`resumed_from_checkpoint`, run-relative), the latest started stage
         first; a run restored into a stage that had no checkpoint yet gives that stage,
         its step and checkpoint None; None when no stage resumed."""
-        from tritonrl.runs.checkpoint import step_of
-
         restored = self.data.get("restored_from") or {}
         into = self.stages.get(restored.get("stage"), {})
         if restored.get("stage") and not into.get("info", {}).get(RESUMED):
@@ -349,8 +349,6 @@ class Run:
                 record["process_gone"] = True  # recorded running; its process is not
         store = None
         if self.store:
-            from tritonrl.runs.sync import store_status
-
             store = {"url": self.store, **(store_status(self.path) or {})}
         return {"stages": stages, "resumed_from": self.resumed_from(), "store": store}
 

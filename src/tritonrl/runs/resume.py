@@ -5,12 +5,13 @@
     tritonrl runs list --store s3://bucket/runs               # its runs and their stages
 
 `resume` is what a fresh machine runs after a pre-emption: it fetches the run's manifest
-and files (`store.pull`: a checkpoint that is incomplete or corrupt is skipped, with a
+and files (`transfer.pull`: a checkpoint that is incomplete or corrupt is skipped, with a
 warning, for the previous consistent one), records where it came from in the manifest
 (`restored_from`: store, stage, step, at), and continues the run: the pipeline when
 `tritonrl pipeline` drove it (every stage not done, the interrupted one from its
-checkpoint), else the stage that was running (sft or rl), with the run's recorded config (and the rl
-sections its rl stage recorded).
+checkpoint; the pipeline's own `continue_pipeline`, which the command hands in, since
+runs sit below the pipeline), else the stage that was running (sft or rl), with the
+run's recorded config (and the rl sections its rl stage recorded).
 A `--run-dir` that already holds this run (same store URL) is continued as it is, without
 fetching; one that holds another run is refused. The stage that resumes records
 `resumed_from` (stage, step, checkpoint, store), which `tritonrl status` shows.
@@ -25,15 +26,23 @@ import datetime as dt
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
+from tritonrl.config import Config
+from tritonrl.config_loader import load_config
 from tritonrl.runs.manifest import MANIFEST, Run, RunError
+from tritonrl.runs.store import open_store
+from tritonrl.runs.transfer import list_runs, pull
 
 log = logging.getLogger(__name__)
 TRAINING = ("sft", "rl")
 RESUME_CONFIG = "resume-config.yaml"  # in RUN/logs: the recorded config the stages get
+
+# (config, its file, run_dir, say) -> exit code: continue a run the pipeline drove
+ContinuePipeline = Callable[[Config, Path, Path, Callable[[str], None]], int]
 
 # Where `--store URL` puts a run: how a run that is not found may have been stored.
 LAYOUT = (
@@ -45,8 +54,6 @@ LAYOUT = (
 def run_url(store_url: str) -> str:
     """The URL of the one run `store_url` names: itself when it holds a manifest, else its
     only run; a RunError listing the runs when it holds none or several."""
-    from tritonrl.runs.store import list_runs
-
     runs = list_runs(store_url)
     base = store_url.rstrip("/")
     for found in runs:
@@ -83,8 +90,6 @@ def _next_stage(run: Run) -> tuple[str | None, int]:
 def restore(store_url: str, run_dir: str | Path | None) -> tuple[Run, list]:
     """The run `store_url` names, in `run_dir` (default runs/<name>): fetched unless it is
     already there; and the checkpoints the fetch skipped, with why."""
-    from tritonrl.runs.store import open_store, pull
-
     open_store(store_url, write=True)  # the resumed run syncs there
     url = run_url(store_url)
     run_dir = Path(run_dir) if run_dir else Path("runs") / url.rstrip("/").rsplit("/", 1)[-1]
@@ -120,26 +125,19 @@ def config_file(run: Run) -> Path:
     return path
 
 
-def continue_run(run: Run, say=print) -> int:
-    """Continue `run` where it stopped (see the module docstring); the exit code."""
-    from tritonrl.config_loader import load_config
-
+def continue_run(run: Run, continue_pipeline: ContinuePipeline, say=print) -> int:
+    """Continue `run` where it stopped (see the module docstring); the exit code. A run
+    `tritonrl pipeline` drove goes on through `continue_pipeline(config, config_path,
+    run_dir, say)` (the pipeline's, given by the command: runs sit below the pipeline)."""
     stage, step = _next_stage(run)
     if stage is None:
         say(f"{run.path}: every stage is done; nothing to resume")
         return 0
     path = config_file(run)
-    load_config(path)  # a config this tritonrl cannot read fails here, naming the key
+    config = load_config(path)  # a config this tritonrl cannot read fails here, naming the key
     say(f"resuming {run.path}: stage {stage} from step {step}")
     if run.data.get("driver") == "pipeline":
-        from tritonrl.pipeline import StageFailed, run_pipeline
-
-        try:
-            run_pipeline(load_config(path), run.path, ["--config", str(path)], say=say)
-        except StageFailed as e:
-            say(f"pipeline stopped: {e}")
-            return 2 if e.code == 2 else e.code if e.code > 128 else 1
-        return 0
+        return continue_pipeline(config, path, run.path, say)
     if stage not in TRAINING:
         raise RunError(
             f"run {run.path}: stage {stage} is not done and was not run by `tritonrl "
@@ -152,8 +150,6 @@ def continue_run(run: Run, say=print) -> int:
 
 
 def list_store(store_url: str) -> list[dict]:
-    """The runs in a store with their stages (`store.list_runs`)."""
-    from tritonrl.runs.store import list_runs, open_store
-
+    """The runs in a store with their stages (`transfer.list_runs`)."""
     open_store(store_url)
     return list_runs(store_url)

@@ -4,7 +4,7 @@
         train()                  # after each checkpoint: sync.request()
     # on the way out, also on an exception, Ctrl-C or `Interrupted`: a final sync_now()
 
-A daemon thread pushes the run (`store.push`: changed files only, manifest last) every
+A daemon thread pushes the run (`transfer.push`: changed files only, manifest last) every
 `interval_s` seconds; with `interval_s == 0` it pushes only when asked, `request()` waking
 it (with `interval_s > 0` a request is served by the next periodic push). `sync_now()`
 pushes in the caller's thread (one push at a time: it waits for one in flight): the
@@ -14,9 +14,9 @@ A push that fails is logged as a warning naming the URL and the error, and retri
 thread after 1 s, doubling to 60 s, until one goes through (which sends everything that
 changed meanwhile); nothing raises into the training thread, which goes on with its local
 checkpoints. The last successful sync (when, files, bytes) and the current error are
-written to `RUN/.sync/status.json`; `store_status(run_dir)` reads it.
+written to `RUN/.sync/status.json`; `syncdir.store_status(run_dir)` reads it.
 
-What it does NOT do: it does not decide what to upload or in which order (`store.py`),
+What it does NOT do: it does not decide what to upload or in which order (`transfer.py`),
 write checkpoints, or stop the training when the store stays unreachable.
 """
 
@@ -31,22 +31,11 @@ from pathlib import Path
 
 from tritonrl.runs.atomic import atomic_write_json
 from tritonrl.runs.manifest import now
-from tritonrl.runs.store import SYNC_DIR, Store, open_store, push
+from tritonrl.runs.store import Store, open_store
+from tritonrl.runs.syncdir import STATUS, SYNC_DIR, store_status
+from tritonrl.runs.transfer import push
 
 log = logging.getLogger(__name__)
-
-STATUS = "status.json"
-
-
-def store_status(run_dir: str | Path) -> dict | None:
-    """`RUN/.sync/status.json`: {"url", "last_sync": None | {"at", "files", "bytes",
-    "deleted", "seconds"}, "last_error": None | {"at", "error"}, "failures"}; None when
-    the run was never synced."""
-    try:
-        found = json.loads((Path(run_dir) / SYNC_DIR / STATUS).read_text())
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
 
 
 class StoreSync:
