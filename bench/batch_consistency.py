@@ -26,7 +26,7 @@ from pathlib import Path
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import load_builtin, load_source
 from tritonrl.verify import verify
-from tritonrl.verify.pool import VerifierPool
+from tritonrl.verify.pool.pool import VerifierPool
 
 HOSTILE = Path(__file__).resolve().parent.parent / "tests" / "verify" / "hostile"
 

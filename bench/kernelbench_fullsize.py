@@ -191,7 +191,7 @@ def _pooled(
     """Problems verified on a pool's warm lanes, several at once; each row's seconds are
     its job's own stages (its wait for a lane is not counted). Past `budget_s` seconds
     since `started` the rest are cancelled."""
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     pool_config = dataclasses.replace(config, memory_mb=max(config.memory_mb, 16384))
     rows = []

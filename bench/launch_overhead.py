@@ -35,7 +35,7 @@ from tritonrl.tasks import load_builtin
 from tritonrl.tasks.check import import_source
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.verify import verify
-from tritonrl.verify.pool import VerifierPool
+from tritonrl.verify.pool.pool import VerifierPool
 
 TASKS = ["level1/1_ReLU", "level1/16_Softmax", "level1/23_Matmul_Rectangular",
          "level1/18_LayerNorm", "level2/1_Gemm_Bias_ReLU"]  # fmt: skip

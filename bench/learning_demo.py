@@ -320,7 +320,7 @@ def probe_pool():
     """A one-lane CUDA pool that times whatever the candidate is (no static checks, no
     funnel), and its config."""
     from tritonrl.config import VerifyConfig
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     config = VerifyConfig(device="cuda", static_checks=False, funnel=False,
                           skip_timing_on_failure=False, ref_time_cache="off")  # fmt: skip

@@ -29,9 +29,8 @@ from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import Task, load_tasks
-from tritonrl.verify.gate import gate_for
-from tritonrl.verify.lane import Lane
-from tritonrl.verify.pool import visible_gpus
+from tritonrl.verify.pool.gate import gate_for, visible_gpus
+from tritonrl.verify.pool.lane import Lane
 from tritonrl.verify.timing_phase import time_candidate
 
 _BIG = {
@@ -108,7 +107,7 @@ def busy(lanes: int, device: str, stop: threading.Event) -> None:
     `stop`."""
     from verify_throughput import build_batch  # bench/, beside this file
 
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     batch = [(t, c) for t, _, c in build_batch(8)]
     round_ = 0

@@ -19,7 +19,7 @@ from verify_throughput import KINDS, TASKS, _cpu_now, build_batch  # bench/, bes
 
 def main() -> None:
     from tritonrl.config import VerifyConfig
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")

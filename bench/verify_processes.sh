@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Separate verifier processes on one GPU at once: does each still time its candidates
-# alone (tritonrl.verify.gate's lock across processes)? Each GROUP (a quoted list of
+# alone (tritonrl.verify.pool.gate's lock across processes)? Each GROUP (a quoted list of
 # --match patterns) goes to its own `bench/kernelbench_fullsize.py` process, which
 # verifies its problems one at a time; the rows of all go to OUT.jsonl, and the speedups
 # a copy of the reference earned (1.0 is right) are printed with the problem-seconds.

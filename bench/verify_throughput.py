@@ -27,7 +27,7 @@ started to the last verdict, in candidates per second:
 Each pool mode gets a reference-time cache of its own, so modes and runs compare alike.
 
 `--no-shared-launchers` and `--no-warm-compiler` switch off what the pool does on CUDA
-so that a job does not pay for Triton's start-up (tritonrl.verify.launchers,
+so that a job does not pay for Triton's start-up (tritonrl.verify.pool.launchers,
 zygote._warm_compiler): run with and without them to see what each saves.
 
 It prints a table with the ratios to `cli` (and `nofunnel` to `pool`) and, per mode,
@@ -176,7 +176,7 @@ def run_pool(batch, device: str, workers: int, funnel: bool, ref_times: Path,
     (shared_launchers, warm_compiler). The extras hold each GPU gate's `stats()` over
     the batch (what correctness runs held, how long they waited for timing windows)."""
     from tritonrl.config import VerifyConfig
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     start = time.perf_counter()
     config = VerifyConfig(device=device, funnel=funnel, exclusive_timing=exclusive_timing,

@@ -325,7 +325,7 @@ def _usage(message: str) -> NoReturn:
 def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
     """`verify --batch`: every case through one pool, rows streamed to --out."""
     from tritonrl.verify.batch import read_cases, result_row
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     try:
         cases = read_cases(cases_path)

@@ -56,7 +56,7 @@ class VerifyConfig:
     # Calibrated timing (CUDA only): candidate and reference interleaved in the worker,
     # trials extended past `trials` until the relative standard error of each median is
     # under `target_rse` (capped by max_trials / timing_max_seconds); the speedup is the
-    # ratio of the medians (tritonrl.verify.timing).
+    # ratio of the medians (tritonrl.verify.inside.timing).
     timing: bool = True
     warmup: int = 10
     trials: int = 50
@@ -70,7 +70,7 @@ class VerifyConfig:
     # then runs them one after another, which understates a speedup that relies on it.
     cuda_max_connections: int = 1
     # The worker pool on CUDA: a timing phase has its GPU alone, no other lane's
-    # correctness run beside it (tritonrl.verify.gate). False: more candidates a second,
+    # correctness run beside it (tritonrl.verify.pool.gate). False: more candidates a second,
     # and timings exposed to the other lanes' work.
     exclusive_timing: bool = True
     # Which speedup the reward and fast_p use. Every timed candidate is timed two ways:
@@ -99,7 +99,7 @@ class VerifyConfig:
     # The worker pool (batch verification, trainer adapters): a lane's sandbox is
     # replaced after this many jobs (and after any timeout or crash).
     pool_recycle_jobs: int = 256
-    # The pool's GPU-memory budget (tritonrl.verify.budget): before a lane runs a job it
+    # The pool's GPU-memory budget (tritonrl.verify.pool.budget): before a lane runs a job it
     # reserves the job's estimate, gpu_memory_factor x its largest input set's bytes
     # (inputs, parameters, reference outputs) plus 1 GB for the worker's CUDA context,
     # from one budget per GPU, and waits while the lanes running hold too much; a job

@@ -7,7 +7,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 from eval_loopback import Teacher
 
-from tritonrl.verify.pool import close_shared_pools
+from tritonrl.verify.pool.pool import close_shared_pools
 
 
 @pytest.fixture

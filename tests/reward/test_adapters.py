@@ -7,7 +7,7 @@ import pytest
 from tritonrl.config import VerifyConfig
 from tritonrl.reward.adapters import compute_score, make_trl_reward
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.pool import close_shared_pools
+from tritonrl.verify.pool.pool import close_shared_pools
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 GOOD = f"```python\n{RELU.solution}```"
@@ -65,7 +65,7 @@ def test_unknown_task_ids_and_missing_columns_are_clear_errors():
 
 def test_verl_batch_entry_point_scores_every_row_in_order_and_verifies_repeats_once():
     from tritonrl.reward.adapters import compute_score_batch
-    from tritonrl.verify.pool import shared_pool
+    from tritonrl.verify.pool.pool import shared_pool
 
     pool = shared_pool(VerifyConfig())
     before = pool.stats["submitted"]

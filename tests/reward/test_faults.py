@@ -14,7 +14,7 @@ import pytest
 from tritonrl.config import VerifyConfig
 from tritonrl.reward.adapters import make_trl_reward
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.pool import close_shared_pools
+from tritonrl.verify.pool.pool import close_shared_pools
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 HOSTILE = Path(__file__).parents[1] / "verify" / "hostile"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tritonrl.config import load_config
 from tritonrl.runs import Interrupted, Run
 from tritonrl.train import sampling
-from tritonrl.verify.pool import close_shared_pools
+from tritonrl.verify.pool.pool import close_shared_pools
 
 pytest.importorskip("trl")
 QUIET = ["--run.report_to", "[none]"]

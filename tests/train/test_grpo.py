@@ -24,7 +24,7 @@ from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run, RunError
 from tritonrl.runs.checkpoint import seal
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.pool import close_shared_pools
+from tritonrl.verify.pool.pool import close_shared_pools
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow  # trains models
@@ -309,7 +309,7 @@ def test_the_trainer_holds_its_gpu_gate_except_while_the_rewards_are_verified(
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.train.grpo import _trainer_class, trainer_args
     from tritonrl.train.rl import load_policy
-    from tritonrl.verify.gate import GpuGate
+    from tritonrl.verify.pool.gate import GpuGate
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     config = load_config(None, ["--rl.max_steps", "1", "--curriculum.enabled", "false", *QUIET])
@@ -356,7 +356,7 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
 
     from tritonrl.config_loader import override_config
     from tritonrl.train.rl import run_rl
-    from tritonrl.verify.gate import current_gate
+    from tritonrl.verify.pool.gate import current_gate
 
     if importlib.util.find_spec("flashinfer") is None:
         monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "0")  # vLLM samples in PyTorch

@@ -165,7 +165,7 @@ def _relu():
 @pytest.fixture(scope="module")
 def _pools_closed():
     yield
-    from tritonrl.verify.pool import close_shared_pools
+    from tritonrl.verify.pool.pool import close_shared_pools
 
     close_shared_pools()
 

@@ -11,7 +11,7 @@ import torch
 from tritonrl.config import VerifyConfig
 from tritonrl.verify.inputs import InputSet, PreparedSet
 from tritonrl.verify.job import WORKER_BASE_MB, file_mb_for, sized_config
-from tritonrl.verify.lane import Lane
+from tritonrl.verify.pool.lane import Lane
 from tritonrl.verify.session import WorkerError
 
 GB = 1 << 30

@@ -129,7 +129,7 @@ def test_the_pool_names_its_own_file_size_limit() -> None:
 def test_the_sandboxs_limits_are_verify_configs(tmp_path) -> None:
     """One source of the limits: a sandbox made with its defaults, a fresh worker's and a
     pool lane's for a default `VerifyConfig` all run under `VerifyConfig`'s values."""
-    from tritonrl.verify.lane import Lane
+    from tritonrl.verify.pool.lane import Lane
 
     verify = VerifyConfig(device="cpu")
     want = (verify.timeout_s, verify.memory_mb, verify.max_procs, verify.max_file_mb)
@@ -147,7 +147,7 @@ def test_the_sandboxs_limits_are_verify_configs(tmp_path) -> None:
 
 
 def test_the_file_size_limit_is_verify_max_file_mb(tmp_path) -> None:
-    from tritonrl.verify.lane import Lane, pool_file_mb
+    from tritonrl.verify.pool.lane import Lane, pool_file_mb
 
     roomy = VerifyConfig(device="cpu", max_file_mb=300)
     assert WorkerSession(tmp_path, roomy, "cpu").config.max_file_mb == 300
@@ -266,8 +266,8 @@ def test_a_reply_that_is_not_a_json_object_is_refused(line, error) -> None:
 
 
 def test_a_fresh_worker_and_a_pool_lanes_job_are_both_sessions(tmp_path) -> None:
-    from tritonrl.verify.gate import GpuGate
-    from tritonrl.verify.lane import Lane, PooledSession
+    from tritonrl.verify.pool.gate import GpuGate
+    from tritonrl.verify.pool.lane import Lane, PooledSession
 
     config = VerifyConfig(device="cpu")
     fresh = FreshSessions()

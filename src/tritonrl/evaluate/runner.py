@@ -94,7 +94,7 @@ def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
     a third sample added to two is drawn as they were."""
     from tritonrl.data.prompts import build_messages
     from tritonrl.reward.schemes import reward_for
-    from tritonrl.verify.pool import shared_pool
+    from tritonrl.verify.pool.pool import shared_pool
 
     verify, n = config.verify, len(indices)
     prompts = [build_messages(t.source, include_example=config.data.include_example,

@@ -42,7 +42,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import Task, load_source
 from tritonrl.verify.inputs import TRUSTED_LOCK
-from tritonrl.verify.pool import VerifierPool, shared_pool, unshared
+from tritonrl.verify.pool.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ and the log says which and why. Either samples the whole distribution at
 `rl.temperature` (`trainer_args` pins top_k, top_p, min_p and repetition_penalty).
 
 Timing beside training: on CUDA the trainer holds the shared side of its GPU's verifier
-gate (`GpuHold`, `tritonrl.verify.gate`) from the start of each optimizer step (the
+gate (`GpuHold`, `tritonrl.verify.pool.gate`) from the start of each optimizer step (the
 generation: transformers', or colocated vLLM's `LLM.generate` and the weight push before
 it, all inside TRL's `_generate`, called from `training_step`) through the loss, its
 backward pass and the optimizer step, and lets go while it waits for the rewards; the
@@ -191,7 +191,7 @@ def trainer_gate(device: str):
     """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
     if device != "cuda":
         return None
-    from tritonrl.verify.gate import current_gate
+    from tritonrl.verify.pool.gate import current_gate
 
     return current_gate()
 
@@ -375,7 +375,7 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     log.info("%s: %s", config.rl.algo.upper(), generator.line)
     run.set_info(STAGE, generation=generator.info())
     if generator.mode == "server":
-        from tritonrl.verify.gate import visible_gpus
+        from tritonrl.verify.pool.gate import visible_gpus
 
         warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")

@@ -6,7 +6,7 @@
 Each stage records its time and, when the funnel is on, a failing stage ends the
 evaluation. The trusted side (this process) builds inputs, runs the reference, compares
 outputs and decides; the candidate only ever runs in the sandboxed worker
-(`tritonrl.verify.worker`), which never sees a reference output. The worker's flags come
+(`tritonrl.verify.inside.worker`), which never sees a reference output. The worker's flags come
 from its replies and from its findings log, read after every reply and when the worker
 dies or times out (a forward that segfaults right after a host round-trip is flagged,
 not merely "wrong"); a set during which the worker died is a failed input set.
@@ -22,10 +22,10 @@ reference's passes, comparing outputs) are `gpu_memory` too.
 
 Never raises for a bad candidate: every outcome is a `VerifyResult`. By default each
 candidate gets a fresh `WorkerSession`; `sessions` (a `session.SessionFactory`: the
-worker pool's lanes, `tritonrl.verify.lane`) gives the work dir and the session instead. `verify` is
-`finish(prepare(...))`: `prepare` is the trusted side's half up to the input sets and
-their reference outputs, which needs no worker (the pool runs it ahead of the lanes);
-`finish` runs the candidate.
+worker pool's lanes, `tritonrl.verify.pool.lane`) gives the work dir and the session
+instead. `verify` is `finish(prepare(...))`: `prepare` is the trusted side's half up to
+the input sets and their reference outputs, which needs no worker (the pool runs it
+ahead of the lanes); `finish` runs the candidate.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device, stale_share
 from tritonrl.verify.findings import read_findings
-from tritonrl.verify.gate import GpuGate, current_gate
 from tritonrl.verify.inputs import (
     TRUSTED_LOCK,
     PreparedSet,
@@ -64,6 +63,7 @@ from tritonrl.verify.job import (
     stage,
     write_job,
 )
+from tritonrl.verify.pool.gate import GpuGate, current_gate
 from tritonrl.verify.result import InputSetOutcome, VerifyResult
 from tritonrl.verify.session import FreshSessions, Session, SessionFactory, WorkerError
 from tritonrl.verify.static import static_check
@@ -110,8 +110,8 @@ def prepare(
     gpu_gate: GpuGate | None = None,
 ) -> Prepared:
     """The trusted side's half of `verify`: needs no worker, so the pool runs it ahead of
-    the lanes (`tritonrl.verify.pool`). `gpu_gate`: the GPU gate whose shared side the
-    reference's passes hold (`tritonrl.verify.gate`; None: on CUDA, `current_gate()`).
+    the lanes (`tritonrl.verify.pool.pool`). `gpu_gate`: the GPU gate whose shared side the
+    reference's passes hold (`tritonrl.verify.pool.gate`; None: on CUDA, `current_gate()`).
     Never raises."""
     config = config or VerifyConfig()
     result = VerifyResult(task=task.id, device=resolve_device(config.device))

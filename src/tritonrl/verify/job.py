@@ -33,8 +33,8 @@ import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import tensorfile
-from tritonrl.verify.gate import GpuGate
 from tritonrl.verify.inputs import PreparedSet
+from tritonrl.verify.pool.gate import GpuGate
 from tritonrl.verify.result import VerifyResult
 from tritonrl.verify.session import Session, reply_limit
 
@@ -198,7 +198,7 @@ WORKER_GPU_BASE_BYTES = 1 << 30
 
 def gpu_estimate(sets, factor: float) -> int:
     """The GPU memory a job needs, as a pool's budget reserves it
-    (`tritonrl.verify.budget`): `factor` times its largest set's inputs, parameters and
+    (`tritonrl.verify.pool.budget`): `factor` times its largest set's inputs, parameters and
     reference outputs, plus WORKER_GPU_BASE_BYTES; 0 for a job with no set (the funnel
     ended before the worker). The worker holds the timed set beside the one it runs,
     the timing phase a copy of the inputs and both outputs, the trusted side the

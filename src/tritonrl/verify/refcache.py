@@ -142,9 +142,9 @@ def _measure(task, prepared, options) -> dict:
     import torch
 
     from tritonrl.tasks.check import to_device
+    from tritonrl.verify.inside.stats import summarize
+    from tritonrl.verify.inside.timing import Timer
     from tritonrl.verify.job import data_bytes
-    from tritonrl.verify.stats import summarize
-    from tritonrl.verify.timing import Timer
 
     global _TIMER
     if _TIMER is None:

@@ -1,6 +1,6 @@
 """One sandboxed worker process, driven command by command from the trusted side.
 
-`WorkerSession` starts `python -m tritonrl.verify.worker` inside the sandbox of
+`WorkerSession` starts `python -m tritonrl.verify.inside.worker` inside the sandbox of
 `tritonrl.verify.sandbox` (`spawn_sandboxed`: the same mechanisms, limits and
 process-tree kill as `run_sandboxed`), sends JSON commands on its stdin and reads one
 JSON reply per command from its stdout, under one wall-clock deadline for the whole
@@ -50,7 +50,7 @@ import tritonrl
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.findings import read_findings
-from tritonrl.verify.gate import GpuGate, current_gate
+from tritonrl.verify.pool.gate import GpuGate, current_gate
 
 MAX_REPLY_BYTES = 4 << 20
 STDERR_CAP = 64 << 10
@@ -72,7 +72,7 @@ class Session(Protocol):
     manager that starts and ends it, `call` (one command, one reply, or WorkerError),
     `findings` (its findings log), `limit_error` (a reply that hit a sandbox limit, as a
     WorkerError), its `workdir` and the sandbox mechanisms `enforced` and `missing`.
-    `gpu_gate`: this process's gate of its GPU (`tritonrl.verify.gate`), whose shared
+    `gpu_gate`: this process's gate of its GPU (`tritonrl.verify.pool.gate`), whose shared
     side its GPU work holds and whose exclusive side its timing holds; None on the CPU."""
 
     workdir: Path
@@ -325,7 +325,7 @@ class WorkerSession:
         self.missing: list[str] = []
 
     def __enter__(self) -> WorkerSession:
-        argv = [sys.executable, "-m", "tritonrl.verify.worker"]
+        argv = [sys.executable, "-m", "tritonrl.verify.inside.worker"]
         # What is not enforced goes into the verdict (VerifyResult.sandbox), not the log.
         self.child = sb.spawn_sandboxed(argv, self.workdir, self.config, stdin=subprocess.PIPE)
         self.proc = self.child.proc

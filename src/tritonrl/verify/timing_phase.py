@@ -1,7 +1,7 @@
 """The timing phase on the trusted side: what the funnel runs for a correct kernel on CUDA.
 
 `time_phase` asks the worker to time the candidate beside the reference
-(`tritonrl.verify.timing`), then re-derives or bounds everything the worker reported:
+(`tritonrl.verify.inside.timing`), then re-derives or bounds everything the worker reported:
 statistics from the raw times, the total against this side's wall clock (timer
 tampering), the last timed output and one call on fresh inputs against the trusted
 references (`timing_phase`: a kernel that behaves only while checked, defers work across
@@ -34,6 +34,8 @@ from tritonrl.tasks.task import Task
 from tritonrl.verify import refcache, tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device
 from tritonrl.verify.inputs import plan_input_sets, prepare_set, timing_check_set
+from tritonrl.verify.inside.stats import effective_speedup, speedup_stats, summarize
+from tritonrl.verify.inside.timing import TimingOptions, peak_bandwidth_bytes_per_s
 from tritonrl.verify.job import (
     Staging,
     call,
@@ -46,8 +48,6 @@ from tritonrl.verify.job import (
 )
 from tritonrl.verify.result import VerifyResult
 from tritonrl.verify.session import FreshSessions, Session, SessionFactory
-from tritonrl.verify.stats import effective_speedup, speedup_stats, summarize
-from tritonrl.verify.timing import TimingOptions, peak_bandwidth_bytes_per_s
 
 
 def _load_output(session: Session, name: str):
@@ -74,7 +74,7 @@ def time_phase(
     bounded here (statistics from the raw times, totals against this side's clock,
     outputs compared with the trusted references, the reference against its time alone).
 
-    On a pooled session it holds the GPU gate's shared side (`tritonrl.verify.gate`)
+    On a pooled session it holds the GPU gate's shared side (`tritonrl.verify.pool.gate`)
     while the worker readies the timing (`time_prep`) and checks its outputs
     (`time_check`), and the exclusive side only while the worker times and this side
     times the reference alone (the stages `perf_prep`, `gpu_wait`, `performance`,

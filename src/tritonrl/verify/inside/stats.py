@@ -6,7 +6,7 @@ sides, needs no GPU.
 The speedup is the ratio of the medians: on the H100 a trimmed mean still moved a 2.7 ms
 matmul's copy-of-reference speedup to 1.020 with a few slow trials that the medians
 ignored (docs/benchmarks.md). What this module does NOT do: time anything
-(`tritonrl.verify.timing`) or decide what a speedup earns (`tritonrl.reward`).
+(`tritonrl.verify.inside.timing`) or decide what a speedup earns (`tritonrl.reward`).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from tritonrl.verify import launchers
-from tritonrl.verify.launchers import LauncherStore, check_signature, module_path
+from tritonrl.verify.pool import launchers
+from tritonrl.verify.pool.launchers import LauncherStore, check_signature, module_path
 
 nv = pytest.importorskip("triton.backends.nvidia.driver")
 

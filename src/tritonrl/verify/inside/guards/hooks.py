@@ -19,20 +19,20 @@ import inspect
 import logging
 import threading
 
-from tritonrl.verify.guards.audit import install_audit_hook
-from tritonrl.verify.guards.host import (
+from tritonrl.verify.inside.guards.audit import install_audit_hook
+from tritonrl.verify.inside.guards.host import (
     install_dispatch_hooks,
     install_host_hooks,
     wrap_thread_start,
 )
-from tritonrl.verify.guards.launches import (
+from tritonrl.verify.inside.guards.launches import (
     Launch,
     install_interpreter_hooks,
     wrap_bench,
     wrap_compiled_getitem,
     wrap_jit_run,
 )
-from tritonrl.verify.guards.state import COUNTERS, LOCK, PATCHES, patch, raw
+from tritonrl.verify.inside.guards.state import COUNTERS, LOCK, PATCHES, patch, raw
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from tritonrl.verify.guards.audit import audit_finding
-from tritonrl.verify.guards.state import AUDITS, STATE, patch
+from tritonrl.verify.inside.guards.audit import audit_finding
+from tritonrl.verify.inside.guards.state import AUDITS, STATE, patch
 
 # `.item()` reads are metadata-like for a few scalars; many of them are a host loop.
 SCALAR_READ_BUDGET = 16

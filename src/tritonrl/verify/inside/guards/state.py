@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tritonrl.verify.guards.hooks import LaunchCounter
-    from tritonrl.verify.guards.ops import OpAudit
+    from tritonrl.verify.inside.guards.hooks import LaunchCounter
+    from tritonrl.verify.inside.guards.ops import OpAudit
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from tritonrl.tasks.check import import_source
-from tritonrl.verify import guards
-from tritonrl.verify.guards import (
+from tritonrl.verify.inside import guards
+from tritonrl.verify.inside.guards import (
     LaunchCounter,
     OpAudit,
     capture_timers,
@@ -455,15 +455,15 @@ def test_timer_patching_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(guards, "inputs_mutated", lambda *a: [])
     monkeypatch.setattr("tritonrl.tasks.check.compare_outputs", lambda *a: None)
     # the measurement loop, which the worker builds only after the candidate loaded
-    monkeypatch.setattr("tritonrl.verify.timing.Timer._series", lambda *a: ([1e-3], False))
-    monkeypatch.setattr("tritonrl.verify.timing._gc_disable", lambda: None)
+    monkeypatch.setattr("tritonrl.verify.inside.timing.Timer._series", lambda *a: ([1e-3], False))
+    monkeypatch.setattr("tritonrl.verify.inside.timing._gc_disable", lambda: None)
     assert timers_intact(captured) == [
         "timer_tampering: time.perf_counter was replaced",
         "timer_tampering: torch.allclose was replaced",
         "timer_tampering: torch.Tensor.__eq__ was replaced",
-        "timer_tampering: tritonrl.verify.guards.inputs_mutated was replaced",
-        "timer_tampering: tritonrl.verify.timing.Timer._series was replaced",
-        "timer_tampering: tritonrl.verify.timing._gc_disable was replaced",
+        "timer_tampering: tritonrl.verify.inside.guards.inputs_mutated was replaced",
+        "timer_tampering: tritonrl.verify.inside.timing.Timer._series was replaced",
+        "timer_tampering: tritonrl.verify.inside.timing._gc_disable was replaced",
         "timer_tampering: tritonrl.tasks.check.compare_outputs was replaced",
     ]
     monkeypatch.undo()
@@ -643,7 +643,7 @@ def test_gpu_launches_and_audit(tmp_path, monkeypatch) -> None:
 
 _WRITE_ROOTS_PROBE = """
 import json, os, sys, torch
-from tritonrl.verify.guards import audit_findings, install_hooks
+from tritonrl.verify.inside.guards import audit_findings, install_hooks
 install_hooks()
 with open(".triton/cache/entry.tmp", "w") as f:  # Triton's cache: a temp file, renamed
     f.write("x")

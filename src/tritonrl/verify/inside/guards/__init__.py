@@ -72,18 +72,18 @@ from typing import Any
 
 import torch
 
-from tritonrl.verify.guards.audit import audit_findings, taking_sets
-from tritonrl.verify.guards.hooks import LaunchCounter, hooks_intact, install_hooks
-from tritonrl.verify.guards.host import SCALAR_READ_BUDGET
-from tritonrl.verify.guards.inout import (
+from tritonrl.verify.inside.guards.audit import audit_findings, taking_sets
+from tritonrl.verify.inside.guards.hooks import LaunchCounter, hooks_intact, install_hooks
+from tritonrl.verify.inside.guards.host import SCALAR_READ_BUDGET
+from tritonrl.verify.inside.guards.inout import (
     check_output_types,
     inputs_mutated,
     nested_leaves,
     refill_,
     snapshot_inputs,
 )
-from tritonrl.verify.guards.launches import Launch
-from tritonrl.verify.guards.ops import (
+from tritonrl.verify.inside.guards.launches import Launch
+from tritonrl.verify.inside.guards.ops import (
     ALLOCATION_OPS,
     COPY_OPS,
     METADATA_OPS,
@@ -93,14 +93,14 @@ from tritonrl.verify.guards.ops import (
     OpAudit,
     expand_allowed,
 )
-from tritonrl.verify.guards.state import SINKS
-from tritonrl.verify.guards.threads import (
+from tritonrl.verify.inside.guards.state import SINKS
+from tritonrl.verify.inside.guards.threads import (
     ThreadSnapshot,
     new_threads,
     thread_snapshot,
     warm_runtime,
 )
-from tritonrl.verify.guards.timers import TIMER_NAMES, capture_timers, timers_intact
+from tritonrl.verify.inside.guards.timers import TIMER_NAMES, capture_timers, timers_intact
 
 __all__ = [
     "ALLOCATION_OPS",

@@ -3,7 +3,7 @@
 `capture_timers` records the identity of the timing, comparison and harness functions
 (`TIMER_NAMES`, plus extra dotted paths, plus every patched entry point) before
 candidate code loads; `timers_intact` names those that were replaced since. The guards
-are named by the package (`tritonrl.verify.guards.inputs_mutated`): that is where the
+are named by the package (`tritonrl.verify.inside.guards.inputs_mutated`): that is where the
 worker and `run_guarded` look them up.
 
 What it does NOT do: notice a replacement undone before the check, or a function
@@ -17,8 +17,8 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
-from tritonrl.verify.guards.hooks import install_hooks
-from tritonrl.verify.guards.state import PATCHES, raw
+from tritonrl.verify.inside.guards.hooks import install_hooks
+from tritonrl.verify.inside.guards.state import PATCHES, raw
 
 TIMER_NAMES = (
     "time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
@@ -30,25 +30,28 @@ TIMER_NAMES = (
     "torch.Tensor.__sub__", "torch.Tensor.abs", "torch.Tensor.double", "torch.Tensor.cpu",
     "torch.Tensor.clone", "torch.Tensor.copy_", "torch.Tensor.__torch_function__",
     "builtins.isinstance", "builtins.len", "builtins.abs",
-    "tritonrl.verify.guards.snapshot_inputs", "tritonrl.verify.guards.inputs_mutated",
-    "tritonrl.verify.guards.check_output_types", "tritonrl.verify.guards.new_threads",
-    "tritonrl.verify.guards.refill_", "tritonrl.verify.guards.run_guarded",
-    "tritonrl.verify.guards.OpAudit.violations", "tritonrl.verify.guards.OpAudit.__exit__",
-    "tritonrl.verify.guards.LaunchCounter.__exit__", "tritonrl.verify.guards.LaunchCounter.count",
+    "tritonrl.verify.inside.guards.snapshot_inputs", "tritonrl.verify.inside.guards.inputs_mutated",
+    "tritonrl.verify.inside.guards.check_output_types", "tritonrl.verify.inside.guards.new_threads",
+    "tritonrl.verify.inside.guards.refill_", "tritonrl.verify.inside.guards.run_guarded",
+    "tritonrl.verify.inside.guards.OpAudit.violations",
+    "tritonrl.verify.inside.guards.OpAudit.__exit__",
+    "tritonrl.verify.inside.guards.LaunchCounter.__exit__",
+    "tritonrl.verify.inside.guards.LaunchCounter.count",
     # what the worker runs on outputs and inputs after forward, outside the op audit
     "torch.Tensor", "torch.Tensor.detach", "torch.Tensor.contiguous", "torch.Tensor.reshape",
     "torch.Tensor.view", "torch.Tensor.untyped_storage", "torch.save", "torch.load",
-    "torch.no_grad", "json.dumps", "tritonrl.verify.guards.OpAudit.__torch_dispatch__",
-    "tritonrl.verify.guards.OpAudit.__enter__", "tritonrl.verify.guards.audit_findings",
-    "tritonrl.verify.guards.timers_intact",
+    "torch.no_grad", "json.dumps", "tritonrl.verify.inside.guards.OpAudit.__torch_dispatch__",
+    "tritonrl.verify.inside.guards.OpAudit.__enter__",
+    "tritonrl.verify.inside.guards.audit_findings", "tritonrl.verify.inside.guards.timers_intact",
     # the measurement loop itself (imported here, before the candidate loads)
-    "tritonrl.verify.timing.Timer", "tritonrl.verify.timing.Timer.measure",
-    "tritonrl.verify.timing.Timer._loop", "tritonrl.verify.timing.Timer._trial",
-    "tritonrl.verify.timing.Timer._calibrate", "tritonrl.verify.timing.Timer._raise_preroll",
-    "tritonrl.verify.timing.Timer._sync_now", "tritonrl.verify.timing.Timer._series",
-    "tritonrl.verify.timing.TimingOptions", "tritonrl.verify.timing.summarize",
-    "tritonrl.verify.timing.converged", "tritonrl.verify.timing._gc_disable",
-    "tritonrl.verify.timing._gc_enable", "tritonrl.verify.timing._gc_isenabled",
+    "tritonrl.verify.inside.timing.Timer", "tritonrl.verify.inside.timing.Timer.measure",
+    "tritonrl.verify.inside.timing.Timer._loop", "tritonrl.verify.inside.timing.Timer._trial",
+    "tritonrl.verify.inside.timing.Timer._calibrate",
+    "tritonrl.verify.inside.timing.Timer._raise_preroll",
+    "tritonrl.verify.inside.timing.Timer._sync_now", "tritonrl.verify.inside.timing.Timer._series",
+    "tritonrl.verify.inside.timing.TimingOptions", "tritonrl.verify.inside.timing.summarize",
+    "tritonrl.verify.inside.timing.converged", "tritonrl.verify.inside.timing._gc_disable",
+    "tritonrl.verify.inside.timing._gc_enable", "tritonrl.verify.inside.timing._gc_isenabled",
 )  # fmt: skip
 _ABSENT = object()
 

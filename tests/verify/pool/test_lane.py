@@ -23,7 +23,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.reward import compute_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import verify
-from tritonrl.verify.pool import VerifierPool
+from tritonrl.verify.pool.pool import VerifierPool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -31,7 +31,7 @@ RELU = load_builtin("level1/1_ReLU").tasks[0]
 GOOD = RELU.solution
 RUNTIME = VerifyConfig(static_checks=False)  # the run-time layer alone
 CPU = VerifyConfig(device="cpu")
-HOSTILE = Path(__file__).parent / "hostile"
+HOSTILE = Path(__file__).parents[1] / "hostile"
 
 
 def at_import(code: str) -> str:

@@ -25,9 +25,9 @@ from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
-from tritonrl.verify.guards.hooks import LaunchCounter, install_hooks
-from tritonrl.verify.guards.host import SCALAR_READ_BUDGET
-from tritonrl.verify.guards.state import AUDITS, LOCK, STATE, report
+from tritonrl.verify.inside.guards.hooks import LaunchCounter, install_hooks
+from tritonrl.verify.inside.guards.host import SCALAR_READ_BUDGET
+from tritonrl.verify.inside.guards.state import AUDITS, LOCK, STATE, report
 
 log = logging.getLogger(__name__)
 

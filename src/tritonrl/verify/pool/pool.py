@@ -5,7 +5,7 @@
         for index, result in pool.imap_unordered(pairs): ...       # as they finish
         future = pool.submit(task, completion)                     # one at a time
 
-Each lane (`tritonrl.verify.lane`) is one sandboxed fork server that keeps torch and
+Each lane (`tritonrl.verify.pool.lane`) is one sandboxed fork server that keeps torch and
 triton imported and forks a fresh, separately Landlock-confined worker per candidate.
 The funnel runs in two halves: preparing threads (one per four lanes of a GPU, or of the
 CPU) take jobs from one queue and run the trusted side's half (`funnel.prepare`:
@@ -14,7 +14,7 @@ lane takes its GPU's prepared jobs and runs the candidate's half (`funnel.finish
 the lane as its session factory. A lane thus does not wait for its next job's inputs; a
 few jobs per GPU wait prepared (`ahead_for`; their input sets held in memory). Before
 a lane runs a job it reserves the job's GPU memory (`job.gpu_estimate`) from its GPU's
-budget (`tritonrl.verify.budget`: `verify.gpu_memory_fraction` of the GPU's memory, or
+budget (`tritonrl.verify.pool.budget`: `verify.gpu_memory_fraction` of the GPU's memory, or
 `verify.gpu_memory_budget_mb`) and waits while the lanes running hold too much; a job
 larger than the budget runs alone.
 
@@ -22,9 +22,9 @@ Lanes default to one per CPU core (`default_workers`; on CUDA at most `LANES_PER
 per visible GPU, at least one), spread round-robin over the GPUs, each lane's sandbox
 seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's work for it
 (reference outputs, timing) running on the same device; a gate per GPU
-(`tritonrl.verify.gate`) lets correctness runs share it and one timing phase at a time
+(`tritonrl.verify.pool.gate`) lets correctness runs share it and one timing phase at a time
 have it alone. On CUDA the lanes share Triton's C modules (driver utilities, launchers)
-built by trusted code (`shared_launchers`, `tritonrl.verify.launchers`), not each job's
+built by trusted code (`shared_launchers`, `tritonrl.verify.pool.launchers`), not each job's
 gcc, and each zygote compiles one trusted kernel for its GPU first, so that jobs start
 past Triton's first-compile cost (`warm_compiler`). Identical (task, candidate) pairs in
 one batch are verified once and each gets its own copy of the result. A lane is
@@ -60,12 +60,12 @@ from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
-from tritonrl.verify.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
 from tritonrl.verify.funnel import finish, prepare
-from tritonrl.verify.gate import gate_for, visible_gpus
 from tritonrl.verify.job import gpu_estimate
-from tritonrl.verify.lane import Lane
-from tritonrl.verify.launchers import LauncherStore
+from tritonrl.verify.pool.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
+from tritonrl.verify.pool.gate import gate_for, visible_gpus
+from tritonrl.verify.pool.lane import Lane
+from tritonrl.verify.pool.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
 
 # VerifyConfig fields a lane's sandbox is built from: a job must agree with its pool.
@@ -108,7 +108,7 @@ class VerifierPool:
 
             majors_minors = [torch.cuda.get_device_capability(i) for i in range(len(gpus))]
             capabilities = [major * 10 + minor for major, minor in majors_minors]
-        # Triton's C modules built once by trusted code (tritonrl.verify.launchers).
+        # Triton's C modules built once by trusted code (tritonrl.verify.pool.launchers).
         self.launchers = None
         if gpus and shared_launchers:
             self.launchers = LauncherStore(self.root / "launchers")

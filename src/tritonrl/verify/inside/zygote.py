@@ -1,6 +1,6 @@
 """The worker pool's fork server: runs INSIDE a lane's sandbox, forks one worker per job.
 
-    python -m tritonrl.verify.zygote        (started by `tritonrl.verify.lane` through
+    python -m tritonrl.verify.inside.zygote        (started by `tritonrl.verify.pool.lane` through
                                              `spawn_sandboxed`, cwd = the lane's root)
 
 It imports torch, triton and the worker's modules once (installing no guard and never
@@ -16,7 +16,7 @@ The zygote forks; the child closes every inherited descriptor, takes fresh pipes
 stdin, stdout and stderr, chdirs to JOB_DIR, sets `env` (HOME, TMPDIR,
 TRITON_CACHE_DIR, ...), applies a nested Landlock domain that allows writes only
 beneath `landlock["rw"]` (the job dir, its cache dir, /dev/null), and runs the normal
-`tritonrl.verify.worker.main()`, which answers commands until `{"op": "exit"}`. The
+`tritonrl.verify.inside.worker.main()`, which answers commands until `{"op": "exit"}`. The
 zygote relays the trusted side's bytes to the child's stdin and every line the child
 writes on its stdout back as `R<line>`, and keeps the head and tail of its stderr (64
 KiB, as a fresh worker's session does); the child holds no descriptor of the zygote's
@@ -151,7 +151,7 @@ def _child(job: dict, stdin_r: int, stdout_w: int, stderr_w: int) -> None:
         os._exit(_SETUP_FAILED)
     status = 1
     try:
-        from tritonrl.verify.worker import main
+        from tritonrl.verify.inside.worker import main
 
         main()
         status = 0
@@ -279,9 +279,9 @@ def _preload() -> None:
     import triton.language  # noqa: F401
 
     import tritonrl.tasks.check  # noqa: F401
-    import tritonrl.verify.guards  # noqa: F401
-    import tritonrl.verify.timing  # noqa: F401
-    import tritonrl.verify.worker  # noqa: F401
+    import tritonrl.verify.inside.guards  # noqa: F401
+    import tritonrl.verify.inside.timing  # noqa: F401
+    import tritonrl.verify.inside.worker  # noqa: F401
 
     if os.environ.get("TRITONRL_ZYGOTE_TARGET"):
         _warm_compiler(int(os.environ["TRITONRL_ZYGOTE_TARGET"]))

@@ -26,7 +26,7 @@ passed, #12.) The optional CUDA-graph mode captures each callable once and repla
 graph per trial (for launch-bound kernels).
 
 The statistics (`summarize`, `converged`, and the trusted side's `speedup_stats`,
-`effective_speedup`) live in `tritonrl.verify.stats`. What this module does NOT do:
+`effective_speedup`) live in `tritonrl.verify.inside.stats`. What this module does NOT do:
 decide correctness, choose inputs, compare outputs, or time on the CPU (the
 interpreter's speed says nothing about a GPU). It runs inside the sandboxed worker.
 """
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tritonrl.verify.stats import converged, summarize
+from tritonrl.verify.inside.stats import converged, summarize
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 cache
 MAX_PREROLL_MS = 1.0  # the longest GPU spin that waits for the host to launch a call

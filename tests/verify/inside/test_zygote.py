@@ -1,4 +1,4 @@
-"""The pool's fork server (`python -m tritonrl.verify.zygote`) spoken to line by line, as a
+"""The pool's fork server (`python -m tritonrl.verify.inside.zygote`) spoken to line by line, as a
 lane speaks to it: it says it is ready once, forks one real worker per job in the job's
 dir with the job's environment, frames every line the worker writes as `R...` so that
 nothing the job prints can pass for its own `Z...` lines, reports each job's exit status
@@ -49,7 +49,7 @@ class Zygote:
         self.root = root
         env = {k: v for k, v in os.environ.items() if k != "TRITONRL_ZYGOTE_TARGET"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tritonrl.verify.zygote"],
+            [sys.executable, "-m", "tritonrl.verify.inside.zygote"],
             cwd=root,
             env=env,
             stdin=subprocess.PIPE,
@@ -199,7 +199,7 @@ def test_the_zygote_warms_triton_up_without_a_gpu_and_starts_no_thread(tmp_path)
     # multi-threaded process can deadlock its children) and leave the environment and
     # the lane's dir as they were.
     code = (
-        "import os, torch\nfrom tritonrl.verify.zygote import _warm_compiler\n"
+        "import os, torch\nfrom tritonrl.verify.inside.zygote import _warm_compiler\n"
         "os.environ['TRITON_CACHE_DIR'] = 'before'\n"
         "threads = len(os.listdir('/proc/self/task'))  # torch's own, before the warm-up\n"
         "print(_warm_compiler(90), len(os.listdir('/proc/self/task')) - threads,\n"

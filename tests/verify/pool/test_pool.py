@@ -21,7 +21,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.reward import SCHEMES, compute_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import verify
-from tritonrl.verify.pool import VerifierPool
+from tritonrl.verify.pool.pool import VerifierPool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -94,7 +94,7 @@ def test_limits_in_a_pool_are_named_like_a_fresh_workers_and_earn_nothing():
     verify.max_file_mb when the lane started), reward 0 in every scheme; the lane serves
     the next job."""
     config = VerifyConfig(device="cpu", memory_mb=3072, timeout_s=30, static_checks=False)
-    hostile = Path(__file__).parent / "hostile"
+    hostile = Path(__file__).parents[1] / "hostile"
     bomb = (hostile / "c24_memory_bomb.py").read_text()
     fill = (hostile / "c24_giant_file.py").read_text()
     with VerifierPool(config, workers=1) as pool:
@@ -117,8 +117,8 @@ def test_every_command_and_the_exit_of_a_job_hold_the_gpu_gates_shared_side(lane
     # A worker makes its CUDA context at `load` and tears it down as it exits: both use
     # the GPU, so neither may overlap a timing phase. (A CPU lane given a gate: the
     # worker is the real one; the CUDA lanes' own test times on the GPU.)
-    from tritonrl.verify.gate import GpuGate
-    from tritonrl.verify.lane import PooledSession
+    from tritonrl.verify.pool.gate import GpuGate
+    from tritonrl.verify.pool.lane import PooledSession
 
     gate, seen = GpuGate(), []
     call, leave = PooledSession.call, PooledSession.__exit__
@@ -172,7 +172,7 @@ def test_results_stream_as_they_finish(pool):
 def test_a_lanes_next_job_is_prepared_while_it_runs_one(lane1, monkeypatch):
     """The trusted side's half of the next job (its inputs and reference outputs) runs
     while the lane's worker runs the current one, not after it."""
-    import tritonrl.verify.pool as pool_module
+    import tritonrl.verify.pool.pool as pool_module
 
     events: list[tuple[str, str, float]] = []
 
@@ -199,7 +199,7 @@ def test_a_lanes_next_job_is_prepared_while_it_runs_one(lane1, monkeypatch):
 
 
 def test_close_ends_the_jobs_waiting_prepared_and_every_thread():
-    from tritonrl.verify.pool import PoolClosed
+    from tritonrl.verify.pool.pool import PoolClosed
 
     p = VerifierPool(CPU, workers=1)
     slow = at_import("import time\ntime.sleep(60)")
@@ -326,7 +326,7 @@ def test_a_cuda_pool_gives_jobs_triton_modules_built_by_trusted_code():
     [(2, 0, 2), (16, 0, 16), (2, 1, 2), (64, 1, 16), (128, 8, 128), (4, 8, 8), (64, 2, 32)],
 )
 def test_lanes_default_to_the_cores_at_most_16_per_gpu(monkeypatch, cores, gpus, lanes):
-    import tritonrl.verify.pool as pool_module
+    import tritonrl.verify.pool.pool as pool_module
 
     monkeypatch.setattr(pool_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert pool_module.default_workers([str(g) for g in range(gpus)]) == lanes

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tritonrl.verify.gate import GpuGate
+from tritonrl.verify.pool.gate import GpuGate
 
 
 def _in_thread(fn) -> threading.Thread:
@@ -93,7 +93,7 @@ def test_a_hung_correctness_run_delays_timing_only_so_long_and_is_reported():
 
 
 def test_one_gate_per_gpu_for_the_whole_process():
-    from tritonrl.verify.gate import gate_for
+    from tritonrl.verify.pool.gate import gate_for
 
     assert gate_for("0") is gate_for("0") and gate_for("0") is not gate_for("1")
 
@@ -109,7 +109,7 @@ def test_verify_calls_from_several_threads_time_one_at_a_time_on_their_gpus_gate
     from tritonrl.config import VerifyConfig
     from tritonrl.tasks import load_builtin
     from tritonrl.verify import verify
-    from tritonrl.verify.gate import current_gate
+    from tritonrl.verify.pool.gate import current_gate
 
     task = load_builtin("level1/1_ReLU").tasks[0]
     config = VerifyConfig(device="cuda", ref_time_cache="off")
@@ -304,7 +304,7 @@ def test_a_drain_is_filled_only_with_holds_expected_to_end_before_it():
 _OTHER_PROCESS = """
 import sys, time
 from pathlib import Path
-from tritonrl.verify.gate import GpuGate, ProcessLock
+from tritonrl.verify.pool.gate import GpuGate, ProcessLock
 gate = GpuGate(drain_s=float(sys.argv[3]), cross=ProcessLock(Path(sys.argv[1]), "gpu-test"))
 side, hold = sys.argv[2], 1.0
 if side == "exclusive":
@@ -354,7 +354,7 @@ def _times(proc) -> tuple[bool, float, float]:
 def test_a_timing_phase_in_another_process_holds_this_ones_runs_and_timing_back(tmp_path):
     # Two processes on one GPU (two `tritonrl verify` commands, a trainer and an eval):
     # while one times, the other's correctness runs and its own timing phase wait.
-    from tritonrl.verify.gate import ProcessLock
+    from tritonrl.verify.pool.gate import ProcessLock
 
     gate = GpuGate(cross=ProcessLock(tmp_path, "gpu-test"))
     other = _other_process(tmp_path, "exclusive")
@@ -370,7 +370,7 @@ def test_a_timing_phase_in_another_process_holds_this_ones_runs_and_timing_back(
 def test_a_timing_phase_waits_for_another_process_runs_only_so_long(tmp_path):
     # Another process's correctness run delays this one's timing phase until it ends;
     # past the gate's drain_s the timing goes on and says it shared the GPU.
-    from tritonrl.verify.gate import ProcessLock
+    from tritonrl.verify.pool.gate import ProcessLock
 
     other = _other_process(tmp_path, "shared")
     gate = GpuGate(drain_s=10.0, cross=ProcessLock(tmp_path, "gpu-test"))

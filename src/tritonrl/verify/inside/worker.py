@@ -1,7 +1,7 @@
 """The verifier's worker: runs ONE candidate inside the sandbox, driven by the trusted
 side one command at a time.
 
-    python -m tritonrl.verify.worker       (cwd = the work dir the sandbox confines)
+    python -m tritonrl.verify.inside.worker       (cwd = the work dir the sandbox confines)
 
 The work dir holds `candidate.py` and `sets/<name>.pt` (init inputs, inputs, reference
 parameters, seed) written by the trusted side. Commands arrive as JSON lines on stdin;
@@ -38,7 +38,7 @@ peak during the command) and `ooms`, the allocations the CUDA caching allocator 
 during the command (a library such as cuDNN may catch one and compute another way: the
 trusted side then reads a wrong output as the GPU's memory, not as a cheat).
 
-The guards (`tritonrl.verify.guards`) are installed BEFORE the candidate is imported.
+The guards (`tritonrl.verify.inside.guards`) are installed BEFORE the candidate is imported.
 What this worker reports is NOT trusted: the candidate shares its process and could
 forge any reply. Correctness is decided by the trusted side from the saved outputs and
 reference outputs that never enter this process; the guard findings here are a second
@@ -110,7 +110,8 @@ def _take_set(path: Path) -> dict:
     """One set file, mapped, and its files deleted. Mapped, not read: a full-size set's
     GB stay file pages until moved to the device (the mapping outlives the unlinked name,
     and so does its disk space: it is freed when the set's host tensors are dropped)."""
-    from tritonrl.verify import guards, tensorfile
+    from tritonrl.verify import tensorfile
+    from tritonrl.verify.inside import guards
 
     with guards.taking_sets():
         data = tensorfile.load(path, mmap=True)
@@ -208,7 +209,7 @@ class Worker:
 
     # -- commands ---------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
-        from tritonrl.verify import guards
+        from tritonrl.verify.inside import guards
 
         self.device = cmd.get("device", "cpu")
         self.policy = cmd.get("policy", "strict")
@@ -217,7 +218,7 @@ class Worker:
             guards.SINKS.append(self.findings.write)
         store = os.environ.get("TRITONRL_LAUNCHERS")
         if store and self.device == "cuda":  # a pool job: Triton's C modules, pre-built
-            from tritonrl.verify import launchers
+            from tritonrl.verify.pool import launchers
 
             launchers.install(store, str(Path(launchers.REQUESTS).resolve()))
         if self.device == "cuda":  # the context now, while the pool's GPU gate is not held
@@ -289,7 +290,8 @@ class Worker:
         import torch
 
         from tritonrl.tasks.check import to_device
-        from tritonrl.verify import guards, tensorfile
+        from tritonrl.verify import tensorfile
+        from tritonrl.verify.inside import guards
 
         audit = None
         try:
@@ -350,7 +352,7 @@ class Worker:
             reference = self._reference(cmd["reference"], self.sets[name])
             if self.timer is None:
                 t = self.timers  # the loop as imported before the candidate loaded
-                self.timer = t["tritonrl.verify.timing.Timer"](
+                self.timer = t["tritonrl.verify.inside.timing.Timer"](
                     t["torch.cuda.Event"], t["torch.cuda.synchronize"], t["time.perf_counter"],
                     t["torch.cuda._sleep"], cpu_clock=t["time.thread_time"],
                 )  # fmt: skip
@@ -379,7 +381,9 @@ class Worker:
         reference = self.timed["reference"]
         self.measured = None  # a second measurement's outputs replace the first's
         try:
-            options = self.timers["tritonrl.verify.timing.TimingOptions"](**cmd.get("options", {}))
+            options = self.timers["tritonrl.verify.inside.timing.TimingOptions"](
+                **cmd.get("options", {})
+            )
             ref_inputs = _copies(inputs)
             fns = {"new": lambda: model(*inputs), "ref": lambda: reference(*ref_inputs)}
             with torch.no_grad():
@@ -422,7 +426,8 @@ class Worker:
         what was timed is shown to compute the right thing."""
         import torch
 
-        from tritonrl.verify import guards, tensorfile
+        from tritonrl.verify import tensorfile
+        from tritonrl.verify.inside import guards
 
         m, timed = self.measured, self.timed
         if m is None or timed is None:
@@ -506,7 +511,7 @@ class Worker:
         return {"torch_fallback": "torch computed inside forward: " + ", ".join(sorted(ops)[:8])}
 
     def _common_flags(self) -> dict[str, str]:
-        from tritonrl.verify import guards
+        from tritonrl.verify.inside import guards
 
         flags: dict[str, str] = {}
         tampered = guards.timers_intact(self.timers)

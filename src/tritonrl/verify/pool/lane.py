@@ -1,12 +1,12 @@
 """One lane of the worker pool: a sandboxed zygote, and the sessions it runs one by one.
 
-`Lane` starts `python -m tritonrl.verify.zygote` with `spawn_sandboxed` (the lane's
+`Lane` starts `python -m tritonrl.verify.inside.zygote` with `spawn_sandboxed` (the lane's
 root as work dir, the pool's cache root writable too, on CUDA `CUDA_VISIBLE_DEVICES` =
 the lane's GPU), waits for it to import torch and triton, and then serves the funnel
 as its session factory (`session.SessionFactory`): `workdir()` makes a job dir beneath
 the lane's root and `lane(workdir, config, device)` returns a `PooledSession`, a
 `session.Session` as a fresh `WorkerSession` is, whose `gpu_gate` is the lane's per-GPU
-gate (`tritonrl.verify.gate`): the funnel holds its shared side while the job uses the
+gate (`tritonrl.verify.pool.gate`): the funnel holds its shared side while the job uses the
 GPU, the timing phase its exclusive side while it measures.
 
 A job's Triton cache is `<cache root>/<sha256 of candidate.py>`, reached through the
@@ -20,7 +20,7 @@ something alive kills the whole sandbox: the lane starts a fresh zygote for its 
 (it is "recycled"), as it does after `recycle_jobs` clean jobs. The verdict of such a
 job is the failure text a fresh `WorkerSession` gives (`session.died_error`).
 
-What it does NOT do: schedule (see `tritonrl.verify.pool`), or trust the zygote: its
+What it does NOT do: schedule (see `tritonrl.verify.pool.pool`), or trust the zygote: its
 lines are only read as "ready", "done" and the framed replies of the job's worker,
 which are as untrusted as a fresh worker's.
 """
@@ -44,8 +44,8 @@ from typing import Any
 from tritonrl.config import VerifyConfig
 from tritonrl.verify import sandbox as sb
 from tritonrl.verify.findings import read_findings
-from tritonrl.verify.gate import GpuGate
-from tritonrl.verify.launchers import LauncherStore
+from tritonrl.verify.pool.gate import GpuGate
+from tritonrl.verify.pool.launchers import LauncherStore
 from tritonrl.verify.session import (
     STDERR_CAP,
     ReplyReader,
@@ -109,7 +109,7 @@ class Lane:
 
     # -- the zygote ---------------------------------------------------------------------
     def start(self) -> None:
-        argv = [sys.executable, "-m", "tritonrl.verify.zygote"]
+        argv = [sys.executable, "-m", "tritonrl.verify.inside.zygote"]
         self.child = sb.spawn_sandboxed(argv, self.root, self.sandbox, stdin=subprocess.PIPE)
         self.starts += 1
         self.jobs = 0

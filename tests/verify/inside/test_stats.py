@@ -1,11 +1,11 @@
-"""The statistics of a timing (`tritonrl.verify.stats`): medians, their errors and the
+"""The statistics of a timing (`tritonrl.verify.inside.stats`): medians, their errors and the
 floor under them, the speedup's interval, the noise rule, and when more trials stop."""
 
 import pytest
 
 from tritonrl.reward import compute_reward
+from tritonrl.verify.inside.stats import effective_speedup, speedup_stats, summarize
 from tritonrl.verify.result import VerifyResult
-from tritonrl.verify.stats import effective_speedup, speedup_stats, summarize
 
 
 def test_trimmed_mean_ignores_the_tails_and_rse_shrinks_with_more_trials():
@@ -48,7 +48,7 @@ def test_an_identical_kernels_interval_holds_one_across_runs(ref_us, new_us):
 
 
 def test_trials_stop_once_more_could_not_narrow_the_interval():
-    from tritonrl.verify.stats import SYSTEMATIC_MS, converged
+    from tritonrl.verify.inside.stats import SYSTEMATIC_MS, converged
 
     # 4 us, scattered by +-0.6 us: an RSE above 1%, but a standard error already under the
     # floor that the interval keeps whatever the count

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tritonrl.verify.guards.state import COUNTERS, LOCK, STATE, patch
+from tritonrl.verify.inside.guards.state import COUNTERS, LOCK, STATE, patch
 
 log = logging.getLogger(__name__)
 

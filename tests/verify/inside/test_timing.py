@@ -89,7 +89,7 @@ class _Device:
 
 
 def _timer(device: _Device):
-    from tritonrl.verify.timing import Timer
+    from tritonrl.verify.inside.timing import Timer
 
     return Timer(
         device.Event, device.sync, device.clock, device.spin, device.flush, device.cpu_clock
@@ -100,7 +100,7 @@ def test_a_launch_slower_than_the_flush_is_not_timed():
     # A 4 us kernel whose launch takes the host 200 us, after a flush of 90 us: without a
     # pre-roll the GPU would wait inside the timed span and read 114 us. The exposed
     # trials are thrown away, the spin raised, and the kernel's 4 us is what is timed.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     m = _timer(device).measure(
@@ -118,7 +118,7 @@ def test_the_launch_inclusive_series_times_what_an_eager_call_costs():
     # of 50 us on the GPU launched in 10 us. On device time (the launch hidden by the
     # pre-roll) the kernel is 12.5x faster; with its launch inside, a user calling it
     # eagerly waits 204 us for it against the reference's 60 us.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     m = _timer(device).measure(
@@ -140,7 +140,7 @@ def test_with_its_launch_inside_work_left_on_a_side_stream_still_counts():
     # ending 0.5 ms later: read by the stream's events, the call would cost its host's
     # 10 us launch alone, and a side stream would buy a kernel out of its launch cost.
     # Timed to the device-wide synchronisation, it costs the work it left.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     side = device.call(0.01, 0.004, side_ms=0.5)
@@ -158,7 +158,7 @@ def test_at_most_one_result_of_a_callable_is_alive_and_only_the_kept_ones_are_re
     # A full-size problem's outputs are GBs each on the device: the previous result of a
     # callable is dropped before it is called again, and the reference's results are not
     # kept at all (only the candidate's last is checked after timing).
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     class Out:
         alive = {"new": 0, "ref": 0}
@@ -191,7 +191,7 @@ def test_a_spin_faster_than_calibrated_still_reaches_the_cap():
     # The GPU's clock rose after the spin was calibrated: each spin lasts a quarter as
     # long as planned, so a pre-roll of 1.5x the launch never covers it. The spin keeps
     # growing until it does, and the series still gets its trials.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     timer = _timer(device)
@@ -207,7 +207,7 @@ def test_a_series_timed_to_the_synchronisation_is_not_extended():
     # Noisy 20 us kernels (+-20%): short of the RSE target after 50 trials, so they are
     # extended; work on a side stream is timed to the device-wide synchronisation, whose
     # spread more trials do not narrow, so that measurement stops at the minimum.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     noisy = device.call(0.01, 0.02, jitter=0.2)
@@ -220,7 +220,7 @@ def test_a_series_timed_to_the_synchronisation_is_not_extended():
 
 
 def test_a_launch_past_the_longest_pre_roll_is_timed_as_it_is_and_said():
-    from tritonrl.verify.timing import MAX_PREROLL_MS, TimingOptions
+    from tritonrl.verify.inside.timing import MAX_PREROLL_MS, TimingOptions
 
     device = _Device(flush_ms=0.09)
     m = _timer(device).measure({"new": device.call(3.0, 0.004)}, TimingOptions())
@@ -234,7 +234,7 @@ def test_trials_the_host_was_descheduled_in_are_thrown_away():
     # from the synchronisation (read as work off the stream, the call would time 320 us),
     # or 2 ms in its launch (the GPU would wait inside the timed span, and the pre-roll
     # grow to its cap). Those trials time the machine's load: thrown away, spin unraised.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     def stalls(i):
         return [(0.0, 0.3), (2.0, 0.0), (0.0, 0.3), (0.0, 0.0), (0.0, 0.0)][i % 5]
@@ -251,7 +251,7 @@ def test_trials_the_host_was_descheduled_in_are_thrown_away():
 def test_the_reference_is_timed_by_its_stream_events_only():
     # `watch`: the reference's late wake-ups neither throw its trials away nor read as
     # work off its stream (which would make it slower and the candidate's speedup larger)
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     late = device.call(0.01, 0.02, stalls=lambda i: (0.0, 0.3))
@@ -267,7 +267,7 @@ def test_losing_the_cpu_in_every_trial_hides_no_work_off_the_stream():
     # thread of its own holding the GIL, say) while its work runs on a side stream: at
     # most max_trials are thrown away, then the trials count, timed to the
     # synchronisation, and a note says so.
-    from tritonrl.verify.timing import TimingOptions
+    from tritonrl.verify.inside.timing import TimingOptions
 
     device = _Device(flush_ms=0.09)
     cheat = device.call(0.01, 0.004, side_ms=0.5, stalls=lambda i: (0.0, 0.05))
@@ -281,7 +281,7 @@ def test_losing_the_cpu_in_every_trial_hides_no_work_off_the_stream():
 def test_a_host_off_the_cpu_while_the_timer_calibrates_hides_no_work_off_the_stream():
     # A late wake-up in every calibration trial would read as a large synchronisation
     # overhead, under which side-stream work could hide: it is held to a bound instead.
-    from tritonrl.verify.timing import MAX_SYNC_OVERHEAD_MS, TimingOptions
+    from tritonrl.verify.inside.timing import MAX_SYNC_OVERHEAD_MS, TimingOptions
 
     device = _Device(flush_ms=0.09)
     timer = _timer(device)
@@ -299,7 +299,7 @@ def test_a_slow_return_from_the_synchronisation_is_held_against_the_reference():
     # host on the CPU throughout (a busy machine). The reference's trials, timed in the
     # same blocks, lag as much: the candidate's lag is no sign of work off its stream.
     # Work that is (0.3 ms) still is, even beside a reference lagging past the bound.
-    from tritonrl.verify.timing import MAX_SYNC_OVERHEAD_MS, TimingOptions
+    from tritonrl.verify.inside.timing import MAX_SYNC_OVERHEAD_MS, TimingOptions
 
     device = _Device(flush_ms=0.09)
     timer = _timer(device)
@@ -570,7 +570,7 @@ def test_on_the_gpu_a_host_off_the_cpu_is_not_what_is_timed():
 
     import torch
 
-    from tritonrl.verify.timing import Timer, TimingOptions
+    from tritonrl.verify.inside.timing import Timer, TimingOptions
 
     x = torch.randn(16 * 1024 * 1024, device="cuda")
     y = torch.empty_like(x)
@@ -599,7 +599,7 @@ def _chain5(kernel: str):
 
     from tritonrl.tasks import load_source
 
-    fixtures = Path(__file__).parent / "fixtures"
+    fixtures = Path(__file__).parents[1] / "fixtures"
     task = load_source(str(fixtures / "1_Chain5_Elementwise.py")).tasks[0]
     return task, (fixtures / kernel).read_text()
 

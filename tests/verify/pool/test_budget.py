@@ -1,4 +1,4 @@
-"""The pool's GPU-memory budget (`tritonrl.verify.budget`): reservations never pass the
+"""The pool's GPU-memory budget (`tritonrl.verify.pool.budget`): reservations never pass the
 capacity, are served in order (a large job is not starved), a job larger than the budget
 runs alone, a waiter can be given up, nothing deadlocks; and a pool's lanes reserve their
 jobs' estimates from it. No CUDA needed: the budget is given in bytes (or MB to a pool).
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tritonrl.config import VerifyConfig
-from tritonrl.verify.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
+from tritonrl.verify.pool.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
 
 MB = 1 << 20
 
@@ -128,7 +128,7 @@ def test_a_pools_lanes_reserve_their_jobs_and_wait_for_room():
     # job, which then runs alone. Every verdict comes, and equals a lone verify's.
     from tritonrl.tasks import load_builtin
     from tritonrl.verify import verify
-    from tritonrl.verify.pool import VerifierPool
+    from tritonrl.verify.pool.pool import VerifierPool
 
     task = load_builtin("level1/1_ReLU").tasks[0]
     wrong = task.solution.replace("tl.maximum(x, 0.0)", "x")
