@@ -1,0 +1,187 @@
+"""`tritonrl verify`: one candidate kernel through the verifier, or a batch of them through
+the worker pool.
+
+    tritonrl verify TASK KERNEL [--json]       verify one candidate (code or completion)
+    tritonrl verify --batch CASES.jsonl --out RESULTS.jsonl [--workers N]
+                                               many, through the worker pool (streamed)
+
+TASK is a task file or an id such as `builtin:level1/1_ReLU`; KERNEL a file, `-` for
+stdin, or the code itself. The command takes `--config FILE|NAME` and `--verify.KEY
+VALUE` overrides (`tritonrl.cli_config`); `--device` and `--policy` are short for
+`--verify.device` and `--verify.policy`. `register(app)` adds it to the `tritonrl` app.
+
+What it does NOT do: compute a verdict (the funnel does) or load torch before it runs
+(the verifier's modules are imported when the command runs).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tritonrl.cli_config import CONFIG, OVERRIDES
+from tritonrl.reward import reward_for
+from tritonrl.tasks import Task
+from tritonrl.tasks.commands import load, usage, verify_config
+from tritonrl.verify.batch import read_cases, result_row
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _one_task(spec: str) -> Task:
+    report = load([spec])
+    if len(report.tasks) != 1:
+        err.print(
+            f"[red]error:[/red] {spec!r} names {len(report.tasks)} tasks; give exactly one "
+            "(a file, or an id such as builtin:level1/1_ReLU)"
+        )
+        raise typer.Exit(2)
+    return report.tasks[0]
+
+
+def _read_kernel(kernel: str) -> bytes:
+    """KERNEL is a file, `-` for stdin, or the code itself."""
+    if kernel == "-":
+        return sys.stdin.buffer.read()
+    path = Path(kernel)
+    try:
+        if path.is_file():
+            return path.read_bytes()
+    except OSError:
+        pass  # a long code string is not a path
+    if "\n" in kernel or "ModelNew" in kernel:
+        return kernel.encode()
+    err.print(
+        f"[red]error:[/red] KERNEL {kernel!r}: no such file (give a file, - for stdin, "
+        "or the code itself)"
+    )
+    raise typer.Exit(2)
+
+
+def verify_cmd(
+    ctx: typer.Context,
+    task: str | None = typer.Argument(
+        None, help="One task: a file or an id like builtin:level1/1_ReLU."
+    ),
+    kernel: str | None = typer.Argument(
+        None, help="Candidate file (code or completion), or - for stdin."
+    ),
+    config_path: str | None = CONFIG,
+    device: str | None = typer.Option(
+        None, help="Short for --verify.device: auto, cpu (Triton interpreter) or cuda."
+    ),
+    policy: str | None = typer.Option(
+        None, help="Short for --verify.policy: strict (all compute in Triton) or partial."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    batch: Path | None = typer.Option(
+        None,
+        "--batch",
+        help='CASES.jsonl, one {"task": ..., "kernel": TEXT} or {"task": ..., '
+        '"kernel_file": PATH} per line (PATH relative to the JSONL file\'s folder).',
+    ),
+    out_path: Path | None = typer.Option(
+        None, "--out", help="RESULTS.jsonl for --batch: one result per case, as each finishes."
+    ),
+    workers: int = typer.Option(
+        0, help="--batch: pool lanes (0: one per CPU core; on CUDA at most 16 per GPU)."
+    ),
+    force: bool = typer.Option(False, "--force", help="--batch: overwrite an existing --out."),
+):
+    """Verify one candidate kernel, or with --batch many through the worker pool. Exit 0
+    whenever every candidate got a verdict, 1 when some --batch line was unusable (its row
+    says why), 2 for bad usage. --out is never overwritten without --force. The
+    verifier's settings and the reward scheme are the config's verify section (--config,
+    --verify.KEY VALUE, e.g. --verify.timeout_s 30)."""
+    shortcuts = {"--device": ("verify.device", device), "--policy": ("verify.policy", policy)}
+    config, args = verify_config(ctx, config_path, "verify", shortcuts, (task, kernel), 2)
+    task, kernel = (*args, None, None)[:2]
+    if batch is not None or out_path is not None:
+        if task is not None or kernel is not None or as_json:
+            usage("--batch takes no TASK, KERNEL or --json (results go to --out)")
+        if batch is None or out_path is None:
+            usage("--batch and --out go together")
+        _verify_batch(batch, out_path, config, workers, force)
+        return
+    if task is None or kernel is None:
+        usage("give TASK and KERNEL, or --batch CASES.jsonl --out RESULTS.jsonl")
+    from tritonrl.verify.funnel import verify  # lazy: loads torch
+
+    the_task = _one_task(task)
+    code = _read_kernel(kernel)
+    result = verify(the_task, code, config)
+    reward = reward_for(result, config)
+    if as_json:
+        typer.echo(json.dumps({**result.to_dict(), "reward": reward}))
+        return
+    verdict = "[green]correct[/green]" if result.correct else "[red]not correct[/red]"
+    out.print(f"{result.task}: {verdict}, stage {result.stage}, reward {reward:.3f}")
+    if result.error:
+        out.print(f"  error: {result.error}", markup=False)
+    if result.flags:
+        out.print(f"  flags: {', '.join(result.flags)}", markup=False)
+    for o in result.input_sets:
+        out.print(
+            f"  {o.name}: {'ok' if o.ok else 'FAIL'} {o.detail if not o.ok else ''}", markup=False
+        )
+    if result.speedup is not None:
+        lo, hi = result.speedup_ci or (result.speedup, result.speedup)
+        out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
+
+
+def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
+    """`verify --batch`: every case through one pool, rows streamed to --out."""
+    from tritonrl.verify.pool.pool import VerifierPool  # lazy: loads torch
+
+    try:
+        cases = read_cases(cases_path)
+    except OSError as e:
+        usage(f"--batch {cases_path}: {e.strerror or e}")
+    try:
+        sink = open(out_path, "w" if force else "x", encoding="utf-8")  # noqa: SIM115
+    except FileExistsError:
+        usage(f"--out {out_path} exists; pass --force to overwrite it")
+    except OSError as e:
+        usage(f"--out {out_path}: {e.strerror or e}")
+    good = [c for c in cases if c.error is None]
+    bad = [c for c in cases if c.error is not None]
+    correct = 0
+    progress = Progress(
+        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, disable=not sys.stderr.isatty(),
+    )  # fmt: skip
+
+    def emit(row: dict) -> None:
+        sink.write(json.dumps(row) + "\n")
+        sink.flush()
+        progress.advance(bar)
+
+    with sink, progress:
+        bar = progress.add_task("verify", total=len(cases))
+        for case in bad:
+            err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
+            emit(result_row(case, None))
+        if good:
+            with VerifierPool(config, workers or None) as pool:
+                pairs = [(c.task, c.code) for c in good]
+                for i, result in pool.imap_unordered(pairs):
+                    correct += result.correct
+                    emit(result_row(good[i], result, reward_for(result, config)))
+    err.print(
+        f"{len(cases)} cases: {correct} correct, {len(good) - correct} not correct, "
+        f"{len(bad)} without a verdict (bad input); results in {out_path}"
+    )
+    if bad:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `verify` to the `tritonrl` app."""
+    app.command("verify", context_settings=OVERRIDES)(verify_cmd)
