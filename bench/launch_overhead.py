@@ -32,7 +32,7 @@ import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import load_builtin
-from tritonrl.tasks.check import import_source
+from tritonrl.tasks.runtime import import_source
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.verify import verify
 from tritonrl.verify.pool.pool import VerifierPool

@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tritonrl.tasks.check import check_task
 from tritonrl.tasks.generator import (
     BINARY,
     COLS,
@@ -28,6 +27,7 @@ from tritonrl.tasks.generator import (
     simulate,
 )
 from tritonrl.tasks.shapes import build_module
+from tritonrl.verify.solution_check import check_task
 
 
 def _first_seed(level: int, wanted) -> int:

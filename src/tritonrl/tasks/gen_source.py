@@ -6,7 +6,7 @@ program in one fused, fully masked kernel whose grid and blocks come from the in
 shapes; `formula` is the program as one PyTorch expression.
 
 What it does NOT do: it does not draw or check programs (`tritonrl.tasks.generator`), and
-never runs what it writes (`tritonrl.tasks.check.check_task` does).
+never runs what it writes (`tritonrl.verify.solution_check.check_task` does).
 """
 
 from __future__ import annotations

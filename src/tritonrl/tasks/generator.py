@@ -19,7 +19,7 @@ depend on `x` (a max over clamped values, `min(max(x, y), y)`) is caught by runn
 plain Python on random rows, and redrawn.
 
 This module does not generate matmuls, convolutions or parameterised layers, and does not
-run what it generates: `tritonrl.tasks.check.check_task` does (tests run every kind).
+run what it generates: `tritonrl.verify.solution_check.check_task` does (tests run every kind).
 
 This module draws programs, rejects degenerate ones and builds the `Task`s; the op table
 (`UNARY`, `BINARY`, `REDUCTIONS`, `Step`, `Program`) is `tritonrl.tasks.gen_ops` and the

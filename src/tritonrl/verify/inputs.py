@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from tritonrl.astlock import AST_LOCK
-from tritonrl.tasks.check import to_device
+from tritonrl.tasks.runtime import to_device
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.tasks.task import Task
 from tritonrl.verify.compare import compare_outputs

@@ -141,7 +141,7 @@ def _measure(task, prepared, options) -> dict:
     same GPU next."""
     import torch
 
-    from tritonrl.tasks.check import to_device
+    from tritonrl.tasks.runtime import to_device
     from tritonrl.verify.inside.stats import summarize
     from tritonrl.verify.inside.timing import Timer
     from tritonrl.verify.job import data_bytes

@@ -16,7 +16,7 @@ import types
 import pytest
 import torch
 
-from tritonrl.tasks.check import import_source
+from tritonrl.tasks.runtime import import_source
 from tritonrl.verify.inside import guards
 from tritonrl.verify.inside.guards import (
     LaunchCounter,
@@ -447,13 +447,13 @@ def forward(x):
 
 def test_timer_patching_is_caught(monkeypatch) -> None:
     """#12 timer tampering and #13 harness patching."""
-    captured = capture_timers(extra=["tritonrl.tasks.check.compare_outputs"])
+    captured = capture_timers(extra=["tritonrl.verify.solution_check.compare_outputs"])
     assert timers_intact(captured) == []
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
     monkeypatch.setattr(torch.Tensor, "__eq__", lambda a, b: True)
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     monkeypatch.setattr(guards, "inputs_mutated", lambda *a: [])
-    monkeypatch.setattr("tritonrl.tasks.check.compare_outputs", lambda *a: None)
+    monkeypatch.setattr("tritonrl.verify.solution_check.compare_outputs", lambda *a: None)
     # the measurement loop, which the worker builds only after the candidate loaded
     monkeypatch.setattr("tritonrl.verify.inside.timing.Timer._series", lambda *a: ([1e-3], False))
     monkeypatch.setattr("tritonrl.verify.inside.timing._gc_disable", lambda: None)
@@ -464,7 +464,7 @@ def test_timer_patching_is_caught(monkeypatch) -> None:
         "timer_tampering: tritonrl.verify.inside.guards.inputs_mutated was replaced",
         "timer_tampering: tritonrl.verify.inside.timing.Timer._series was replaced",
         "timer_tampering: tritonrl.verify.inside.timing._gc_disable was replaced",
-        "timer_tampering: tritonrl.tasks.check.compare_outputs was replaced",
+        "timer_tampering: tritonrl.verify.solution_check.compare_outputs was replaced",
     ]
     monkeypatch.undo()
     assert timers_intact(captured) == []

@@ -289,7 +289,7 @@ class Worker:
     def _run(self, name: str, data: dict, refill_of: str | None, keep: bool) -> dict:
         import torch
 
-        from tritonrl.tasks.check import to_device
+        from tritonrl.tasks.runtime import to_device
         from tritonrl.verify import tensorfile
         from tritonrl.verify.inside import guards
 

@@ -278,7 +278,7 @@ def _preload() -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    import tritonrl.tasks.check  # noqa: F401
+    import tritonrl.tasks.runtime  # noqa: F401
     import tritonrl.verify.inside.guards  # noqa: F401
     import tritonrl.verify.inside.timing  # noqa: F401
     import tritonrl.verify.inside.worker  # noqa: F401

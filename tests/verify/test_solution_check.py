@@ -3,8 +3,8 @@
 import torch
 
 from tritonrl.tasks import Task, load_builtin
-from tritonrl.tasks.check import check_task
 from tritonrl.verify.compare import compare_outputs
+from tritonrl.verify.solution_check import check_task
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 

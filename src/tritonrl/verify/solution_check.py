@@ -4,7 +4,8 @@ A fast in-process check for task authors and the generator's tests: it runs *tru
 solutions that ship with a task, in this process, on a few input sets (two seeds at the
 planned size, one at odd sizes). `tritonrl tasks check` and every untrusted candidate go
 through `tritonrl.verify`, which sandboxes them; nothing here defends against a hostile
-kernel. The output comparison and tolerances are the verifier's (`tritonrl.verify.compare`).
+kernel. The output comparison and tolerances are the verifier's (`tritonrl.verify.compare`),
+which is why this check sits in the verifier's package and not in `tritonrl.tasks`.
 
 On a machine without CUDA the solution runs under the Triton interpreter
 (`TRITON_INTERPRET=1`), which must be set before a kernel is defined: `check_task`
@@ -13,47 +14,18 @@ sets it itself when asked for the CPU.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import tempfile
 import time
-import types
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import torch
 
+from tritonrl.tasks.runtime import import_source, to_device
 from tritonrl.tasks.shapes import instantiate
 from tritonrl.tasks.task import Task
 from tritonrl.verify.compare import compare_outputs
-
-
-def import_source(source: str, name: str, directory: str | Path) -> types.ModuleType:
-    """Import Python source from a real file (Triton's `@jit` reads its function's source
-    back with `inspect`, so code executed from a string would not compile)."""
-    path = Path(directory) / f"{name}.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look modules up by name
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
-def to_device(obj: Any, device: str) -> Any:
-    """Every tensor in `obj` (nested lists and tuples too, integer tensors included) moved
-    to `device`; other values as they are."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(x, device) for x in obj)
-    return obj
 
 
 @dataclass
