@@ -59,6 +59,8 @@ def _read(path: Path) -> str:
 
 
 def _guess_level(source: str) -> int:
+    # The labeller loads only for a task file that names no level: the sandboxed worker
+    # imports this package and never needs it (lazy: the worker's imports stay few).
     from tritonrl.tasks.difficulty import label_level
 
     return label_level(source)

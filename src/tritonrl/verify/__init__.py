@@ -12,15 +12,15 @@ __all__ = ["VerifyConfig", "VerifyResult", "verify"]
 
 def __getattr__(name: str):
     if name == "verify":
-        from tritonrl.verify.funnel import verify
+        from tritonrl.verify.funnel import verify  # lazy: the funnel loads torch
 
         return verify
     if name == "VerifyResult":
-        from tritonrl.verify.result import VerifyResult
+        from tritonrl.verify.result import VerifyResult  # lazy: as every name here
 
         return VerifyResult
     if name == "VerifyConfig":
-        from tritonrl.config import VerifyConfig
+        from tritonrl.config import VerifyConfig  # lazy: as every name here
 
         return VerifyConfig
     raise AttributeError(f"module 'tritonrl.verify' has no attribute {name!r}")

@@ -26,6 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from tritonrl.runs.atomic import atomic_write_json
+from tritonrl.tasks.runtime import to_device
+from tritonrl.tasks.shapes import build_module
+from tritonrl.verify.inputs import TRUSTED_LOCK
+from tritonrl.verify.inside.stats import summarize
+from tritonrl.verify.inside.timing import Timer
+from tritonrl.verify.job import data_bytes
 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
@@ -118,9 +124,6 @@ def reference_model(task, prepared, device: str):
     an unlocked build here would move another thread's seeded draws)."""
     import torch
 
-    from tritonrl.tasks.shapes import build_module
-    from tritonrl.verify.inputs import TRUSTED_LOCK
-
     with TRUSTED_LOCK:
         module = build_module(task.source, prepared.overrides, task.origin)
         torch.manual_seed(prepared.spec.param_seed)
@@ -140,11 +143,6 @@ def _measure(task, prepared, options) -> dict:
     CUDA cache goes back to the device: the candidate's worker checks its outputs on the
     same GPU next."""
     import torch
-
-    from tritonrl.tasks.runtime import to_device
-    from tritonrl.verify.inside.stats import summarize
-    from tritonrl.verify.inside.timing import Timer
-    from tritonrl.verify.job import data_bytes
 
     global _TIMER
     if _TIMER is None:

@@ -110,8 +110,8 @@ def _take_set(path: Path) -> dict:
     """One set file, mapped, and its files deleted. Mapped, not read: a full-size set's
     GB stay file pages until moved to the device (the mapping outlives the unlinked name,
     and so does its disk space: it is freed when the set's host tensors are dropped)."""
-    from tritonrl.verify import tensorfile
-    from tritonrl.verify.inside import guards
+    from tritonrl.verify import tensorfile  # lazy: torch loads after the worker starts
+    from tritonrl.verify.inside import guards  # lazy: torch loads after the worker starts
 
     with guards.taking_sets():
         data = tensorfile.load(path, mmap=True)
@@ -209,7 +209,7 @@ class Worker:
 
     # -- commands ---------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
-        from tritonrl.verify.inside import guards
+        from tritonrl.verify.inside import guards  # lazy: torch loads after the worker starts
 
         self.device = cmd.get("device", "cpu")
         self.policy = cmd.get("policy", "strict")
@@ -218,7 +218,7 @@ class Worker:
             guards.SINKS.append(self.findings.write)
         store = os.environ.get("TRITONRL_LAUNCHERS")
         if store and self.device == "cuda":  # a pool job: Triton's C modules, pre-built
-            from tritonrl.verify.pool import launchers
+            from tritonrl.verify.pool import launchers  # lazy: a CUDA pool job's only
 
             launchers.install(store, str(Path(launchers.REQUESTS).resolve()))
         if self.device == "cuda":  # the context now, while the pool's GPU gate is not held
@@ -289,9 +289,9 @@ class Worker:
     def _run(self, name: str, data: dict, refill_of: str | None, keep: bool) -> dict:
         import torch
 
-        from tritonrl.tasks.runtime import to_device
-        from tritonrl.verify import tensorfile
-        from tritonrl.verify.inside import guards
+        from tritonrl.tasks.runtime import to_device  # lazy: torch loads after the worker starts
+        from tritonrl.verify import tensorfile  # lazy: torch loads after the worker starts
+        from tritonrl.verify.inside import guards  # lazy: torch loads after the worker starts
 
         audit = None
         try:
@@ -426,8 +426,8 @@ class Worker:
         what was timed is shown to compute the right thing."""
         import torch
 
-        from tritonrl.verify import tensorfile
-        from tritonrl.verify.inside import guards
+        from tritonrl.verify import tensorfile  # lazy: torch loads after the worker starts
+        from tritonrl.verify.inside import guards  # lazy: torch loads after the worker starts
 
         m, timed = self.measured, self.timed
         if m is None or timed is None:
@@ -469,7 +469,7 @@ class Worker:
         the timing phase) with the same parameters the candidate got."""
         import torch
 
-        from tritonrl.tasks.shapes import build_module
+        from tritonrl.tasks.shapes import build_module  # lazy: torch loads after the worker starts
 
         source = Path(spec["path"]).read_text(encoding="utf-8")
         overrides = {
@@ -511,7 +511,7 @@ class Worker:
         return {"torch_fallback": "torch computed inside forward: " + ", ".join(sorted(ops)[:8])}
 
     def _common_flags(self) -> dict[str, str]:
-        from tritonrl.verify.inside import guards
+        from tritonrl.verify.inside import guards  # lazy: torch loads after the worker starts
 
         flags: dict[str, str] = {}
         tampered = guards.timers_intact(self.timers)

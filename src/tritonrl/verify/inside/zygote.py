@@ -151,7 +151,7 @@ def _child(job: dict, stdin_r: int, stdout_w: int, stderr_w: int) -> None:
         os._exit(_SETUP_FAILED)
     status = 1
     try:
-        from tritonrl.verify.inside.worker import main
+        from tritonrl.verify.inside.worker import main  # lazy: preloaded; the fork runs it
 
         main()
         status = 0
@@ -278,10 +278,10 @@ def _preload() -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    import tritonrl.tasks.runtime  # noqa: F401
-    import tritonrl.verify.inside.guards  # noqa: F401
-    import tritonrl.verify.inside.timing  # noqa: F401
-    import tritonrl.verify.inside.worker  # noqa: F401
+    import tritonrl.tasks.runtime  # noqa: F401 - lazy: the preload itself
+    import tritonrl.verify.inside.guards  # noqa: F401 - lazy: the preload itself
+    import tritonrl.verify.inside.timing  # noqa: F401 - lazy: the preload itself
+    import tritonrl.verify.inside.worker  # noqa: F401 - lazy: the preload itself
 
     if os.environ.get("TRITONRL_ZYGOTE_TARGET"):
         _warm_compiler(int(os.environ["TRITONRL_ZYGOTE_TARGET"]))

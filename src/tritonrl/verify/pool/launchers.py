@@ -48,6 +48,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tritonrl.verify.findings import read_head
+
 log = logging.getLogger(__name__)
 
 LAUNCHER, UTILS = "__triton_launcher", "cuda_utils"
@@ -198,8 +200,6 @@ class LauncherStore:
     def take(self, workdir: Path) -> None:
         """Queue the launchers a finished job asked for (its file is untrusted: bounded,
         every line checked, at most MAX_REQUESTS_PER_JOB taken)."""
-        from tritonrl.verify.findings import read_head
-
         data = read_head(Path(workdir) / REQUESTS, MAX_REQUEST_BYTES)
         wanted = []
         for line in data.splitlines()[:MAX_REQUESTS_PER_JOB]:

@@ -60,6 +60,7 @@ from pathlib import Path
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
+from tritonrl.verify.compare import resolve_device
 from tritonrl.verify.funnel import finish, prepare
 from tritonrl.verify.job import gpu_estimate
 from tritonrl.verify.pool.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
@@ -91,8 +92,6 @@ class VerifierPool:
         shared_launchers: bool = True,
         warm_compiler: bool = True,
     ) -> None:
-        from tritonrl.verify.compare import resolve_device
-
         config = config or VerifyConfig()
         self.device = resolve_device(device or config.device)
         self.config = dataclasses.replace(config, device=self.device)
@@ -393,8 +392,6 @@ _AT_EXIT: list[bool] = []
 def shared_pool(config: VerifyConfig | None = None, workers: int | None = None) -> VerifierPool:
     """A process-wide pool for these lane fields and lane count, created on first use and
     closed at exit (the trainer adapters use it)."""
-    from tritonrl.verify.compare import resolve_device
-
     config = config or VerifyConfig()
     config = dataclasses.replace(config, device=resolve_device(config.device))
     key = (*(getattr(config, f) for f in LANE_FIELDS), config.pool_recycle_jobs, workers)
