@@ -3,9 +3,9 @@ worker reports (`summarize`, `speedup_stats`, `effective_speedup`), and the conv
 rule the worker's timer extends its trials by (`converged`). Plain Python: runs on both
 sides, needs no GPU.
 
-The speedup is the ratio of the medians: on the H100 a trimmed mean still moved a 2.7 ms
-matmul's copy-of-reference speedup to 1.020 with a few slow trials that the medians
-ignored (docs/benchmarks.md). What this module does NOT do: time anything
+The speedup is the ratio of the medians: a trimmed mean still moves a copy of the
+reference off 1 with a few slow trials that the medians ignore. What this module does
+NOT do: time anything
 (`tritonrl.verify.inside.timing`) or decide what a speedup earns (`tritonrl.reward`).
 """
 
@@ -16,9 +16,9 @@ import statistics
 
 TRIM = 0.1  # trimmed mean: 10% off each tail
 # The spread between runs of an identical kernel that no run sees in itself (where its
-# buffers landed): on the H100, copies of the reference beside busy lanes read up to 0.5 us
-# apart at 9-20 us, and 0.1-0.3% apart at 0.2-2.7 ms (docs/benchmarks.md). Each median's
-# error is at least the larger of the two; with them, all 84 such runs' intervals held 1.
+# buffers landed): an absolute part that dominates for kernels of a few microseconds and
+# a relative part for longer ones. Each median's error is at least the larger of the two,
+# so the interval of a copy of the reference holds 1.
 SYSTEMATIC_MS = 2e-4
 SYSTEMATIC_REL = 1e-3
 

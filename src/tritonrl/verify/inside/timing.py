@@ -81,9 +81,9 @@ class Timer:
     more than the GPU's time from `pre` to `start`) is thrown away and the spin raised
     to 1.5x that launch, at least doubling, up to MAX_PREROLL_MS, at which trials count
     as they are and a note says how many. What is timed is thus the call's GPU time; the host's
-    launch time is not, as in CUDA-graph mode. On the H100, in a pool of 16 lanes, Triton
-    launches took the host longer than a 256 MB flush often enough that 4 us kernels
-    read 10-80 us without it (docs/benchmarks.md).
+    launch time is not, as in CUDA-graph mode. In a busy pool, Triton launches take the
+    host longer than a 256 MB flush often enough that microsecond kernels would read
+    several times their GPU time without it.
 
     A trial in which the host thread was off the CPU (its wall clock ran more than
     LOST_CPU_MS past its thread CPU clock: descheduled by a busy machine, or waiting for

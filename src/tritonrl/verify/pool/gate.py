@@ -5,9 +5,9 @@ reference passes, and the untimed parts of a timing phase: readying it and check
 outputs) side by side: `with gate.shared(): ...`. A timing measurement takes the
 exclusive side (`gate.exclusive`, also usable as a lock): new shared holders wait while it
 waits or holds (so timing is not starved), and it waits for those already inside to
-finish. Every lane's throughput waits on these windows, so they hold only the trials.
-On the H100, 15 lanes checking other candidates beside a timed 2.7 ms matmul
-moved its copy-of-reference speedup to between 0.91 and 1.14 (docs/benchmarks.md).
+finish. Every lane's throughput waits on these windows, so they hold only the trials:
+lanes checking other candidates beside a timed kernel move its copy-of-reference speedup
+by several per cent.
 
 Filling the drain: while a timing phase waits for the holders inside to leave, a new
 holder whose label's holds have lasted, on average (`FILL_WEIGHT`-weighted, over this
@@ -15,9 +15,8 @@ gate's past holds), no longer than the holders inside are still expected to last
 in: it would likely be done before the GPU is free anyway. A label never seen, a
 holder that has overrun its own expectation, and the timing itself (once the GPU is
 drained) let nobody in, so a window is never starved and never shared; a misjudged
-fill makes the wait longer by at most that one hold. On the H100 the windows were
-mostly such waits: 4.5 s of a 6.7 s batch, in which the GPU was held alone for 0.9 s
-(docs/benchmarks.md).
+fill makes the wait longer by at most that one hold. Without the fill, a busy batch's
+windows are mostly such waits rather than timing.
 
 A candidate that hangs inside a correctness run would hold its shared slot until its
 deadline; the exclusive side waits at most `drain_s` for the holders to leave and then
