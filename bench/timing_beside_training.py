@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--pause-s", type=float, default=2.0)
     ap.add_argument("--out", type=Path, default=Path("."))
     args = ap.parse_args()
-    from tritonrl.train.tiny_model import build_tiny_model
+    from tritonrl.models.tiny import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="tbt-"))
     model_dir = build_tiny_model(work / "tiny")

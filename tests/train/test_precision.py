@@ -35,7 +35,7 @@ def qwen2_bf16(tmp_path_factory):
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     from tritonrl.config import TinyModelConfig
-    from tritonrl.train.tiny_model import IM_END, PAD, build_tiny_model
+    from tritonrl.models.tiny import IM_END, PAD, build_tiny_model
 
     tiny = build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "m", TinyModelConfig(generated_tasks=50)

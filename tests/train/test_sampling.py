@@ -85,4 +85,3 @@ def test_a_rounds_samples_come_from_the_whole_distribution_whatever_the_model_sa
     samples = sampling.generate(model, AutoTokenizer.from_pretrained(path), [prompt], config)
     assert len(samples) == 1 and len(samples[0]) == 8
     assert len(set(samples[0])) > 1, samples
-    assert sampling.sampling_kwargs(None) == {"do_sample": False, "repetition_penalty": 1.0}

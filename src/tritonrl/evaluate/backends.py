@@ -10,7 +10,7 @@ backend)` what the model is (that name, the resolved path, its files' fingerprin
 backend; `tritonrl.evaluate.identity`), both found without loading anything.
 Models: a local HF model directory; a LoRA adapter directory (adapter_config.json: its
 base is loaded, a `.gguf` base too, and the adapter put on it with peft); a `.gguf` file
-(`tritonrl.train.models.load_causal_lm`, dequantized); a run directory (the latest model
+(`tritonrl.models.load.load_causal_lm`, dequantized); a run directory (the latest model
 its manifest names: rl's when that stage is done, else sft's; an adapter goes on the
 run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
 endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
@@ -18,7 +18,7 @@ endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
 Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`
 (`greedy=` says otherwise: an evaluation of 3 samples that lacks one asks n=1, sampled),
 from the whole distribution on every backend (no top-k, top-p or repetition penalty,
-whatever the model's generation_config.json says; `train.sampling.sampling_kwargs`), as
+whatever the model's generation_config.json says; `models.sampling.sampling_kwargs`), as
 GRPO samples; at most `rl.max_completion_length` new tokens (`tritonrl eval
 --max-tokens`). Local models see the tokenizer's chat template (plain turns without one);
 API models get the messages. `generate` also says of each answer whether it stopped at
@@ -97,7 +97,7 @@ class LocalModel(_Answers):
                  greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
         import torch
 
-        from tritonrl.train.sampling import sampling_kwargs
+        from tritonrl.models.sampling import sampling_kwargs
 
         texts = [self._text(p) for p in prompts]
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -209,7 +209,7 @@ def model_name(spec: str) -> str:
 def _adapter_model(adapter: Path, base: str | Path, tokenizer_dir: Path):
     from peft import PeftModel
 
-    from tritonrl.train.models import load_causal_lm, load_tokenizer
+    from tritonrl.models.load import load_causal_lm, load_tokenizer
 
     model = PeftModel.from_pretrained(load_causal_lm(str(base)), str(adapter))
     return model, load_tokenizer(str(tokenizer_dir))
@@ -217,7 +217,7 @@ def _adapter_model(adapter: Path, base: str | Path, tokenizer_dir: Path):
 
 def _local_model(path: Path):
     """(model, tokenizer) of a model dir, a .gguf file or an adapter dir (on its base)."""
-    from tritonrl.train.models import load_causal_lm, load_tokenizer
+    from tritonrl.models.load import load_causal_lm, load_tokenizer
 
     config = path / "adapter_config.json"
     if path.is_dir() and not config.is_file() and not (path / "config.json").is_file():
@@ -238,8 +238,8 @@ def _local_model(path: Path):
 def _run_model(path: Path):
     """(model, tokenizer) the run's manifest names as its latest, as `tritonrl rl` loads."""
     from tritonrl.config import TINY
+    from tritonrl.models.adapters import relocate_adapters
     from tritonrl.runs import Run
-    from tritonrl.train.sft_run import relocate_adapters
 
     run, stage = Run.open(path), _run_stage(path)
     tokenizer = next((run.artifact(s, "tokenizer") for s in (stage, "sft")
@@ -296,7 +296,7 @@ def model_identity(spec: str, device: str = "cpu", backend: str = "auto") -> dic
 
 
 def _tokenizer(path):
-    from tritonrl.train.models import load_tokenizer
+    from tritonrl.models.load import load_tokenizer
 
     return load_tokenizer(str(path))
 

@@ -52,8 +52,8 @@ def eval_tasks(specs: list[str], levels: list[int] | None = None, limit: int | N
             parts = spec.split(":")
             tasks += generate_tasks(int(parts[1]), seed=int(parts[2]) if len(parts) > 2 else 1)
         elif spec.startswith("run:"):
+            from tritonrl.data.heldout import heldout_tasks
             from tritonrl.runs import Run
-            from tritonrl.train.rl_data import heldout_tasks
 
             run = Run.open(spec[4:])
             from tritonrl.config_loader import config_from_dict

@@ -121,7 +121,7 @@ def _resume(run: Run, config: Config, model, curriculum) -> tuple[object, int]:
 
         set_peft_model_state_dict(model, load_file(str(ckpt / "adapter_model.safetensors")))
         return model, done
-    from tritonrl.train.models import load_causal_lm
+    from tritonrl.models.load import load_causal_lm
 
     resumed = load_causal_lm(ckpt, dtype=model.dtype,
                              trust_remote_code=config.model.trust_remote_code)  # fmt: skip

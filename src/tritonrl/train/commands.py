@@ -50,8 +50,8 @@ def tiny_model(
 
     Every --tiny_model.KEY VALUE overrides one field, e.g. --tiny_model.num_layers 2.
     """
+    from tritonrl.models.tiny import build_tiny_model, count_parameters
     from tritonrl.train.sft import quiet_progress
-    from tritonrl.train.tiny_model import build_tiny_model, count_parameters
 
     cfg, _ = command_config(ctx, config, "tiny-model")
     with quiet_progress():
@@ -174,7 +174,7 @@ def convert_gguf(
     `qwen2.5-coder-0.5b` and `qwen2.5-coder-1.5b` are Qwen2.5-Coder-Instruct (Q4_K_M),
     joined from their parts packages (the error names the pip line that installs them).
     """
-    from tritonrl.train.models import convert_gguf as convert
+    from tritonrl.models.load import convert_gguf as convert
     from tritonrl.train.sft import quiet_progress
 
     try:

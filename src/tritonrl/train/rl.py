@@ -109,9 +109,9 @@ def load_policy(run: Run, config: Config, device: str):
     `tritonrl.train.precision`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tritonrl.train.models import load_causal_lm
+    from tritonrl.models.adapters import relocate_adapters
+    from tritonrl.models.load import load_causal_lm
     from tritonrl.train.precision import load_dtype
-    from tritonrl.train.sft_run import relocate_adapters
 
     relocate_adapters(run)
     tokenizer = AutoTokenizer.from_pretrained(run.artifact("sft", "tokenizer"))

@@ -37,6 +37,7 @@ import random
 from pathlib import Path
 
 from tritonrl.config import Config, VerifyConfig
+from tritonrl.models.sampling import sampling_kwargs
 from tritonrl.runs import Run
 from tritonrl.train.rl import STAGE, CompletionLog
 
@@ -69,19 +70,6 @@ def level_pool(tasks: dict, level: int | None) -> list[str]:
             "or enable the curriculum"
         )
     return pool
-
-
-def sampling_kwargs(temperature: float | None) -> dict:
-    """transformers `generate` arguments: greedy for None, else the model's whole
-    distribution at `temperature`, as TRL's GRPO (top_k 0, top_p 1) and vLLM (its
-    SamplingParams defaults) sample. Set explicitly, because otherwise generate narrows it
-    with transformers' default top-k of 50 and whatever the model's generation_config.json
-    says (Qwen2.5-Coder's: top_p 0.8, top_k 20, repetition_penalty 1.05), so the same
-    model would be sampled differently by each trainer and eval backend."""
-    if temperature is None:
-        return {"do_sample": False, "repetition_penalty": 1.0}
-    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0,
-            "repetition_penalty": 1.0}  # fmt: skip
 
 
 def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]:

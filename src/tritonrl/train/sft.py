@@ -47,12 +47,13 @@ from pathlib import Path
 
 from tritonrl.config import TINY, Config, sft_device
 from tritonrl.config_loader import config_to_dict
+from tritonrl.models.adapters import relocate_adapters
 from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals, atomic_write_json
 from tritonrl.runs.lifecycle import consistent_checkpoint, stage_services
 from tritonrl.train.model_card import sft_card
 from tritonrl.train.precision import final_dtype, tf32_arg
 from tritonrl.train.sft_data import load_datasets, sft_data_files
-from tritonrl.train.sft_run import open_run, relocate_adapters, resolve_base
+from tritonrl.train.sft_run import open_run, resolve_base
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def base_model(run: Run, config: Config) -> str:
     if not config.uses_tiny_model:
         return config.model.name_or_path
     if not run.has_artifact("tiny_model", "model"):
-        from tritonrl.train.tiny_model import build_tiny_model
+        from tritonrl.models.tiny import build_tiny_model
 
         run.start_stage("tiny_model")
         try:
@@ -92,7 +93,7 @@ def base_model(run: Run, config: Config) -> str:
 
 
 def load_tokenizer(path: str, config: Config):
-    from tritonrl.train.models import load_tokenizer as load_any_tokenizer
+    from tritonrl.models.load import load_tokenizer as load_any_tokenizer
 
     tokenizer = load_any_tokenizer(
         path, revision=config.model.revision, trust_remote_code=config.model.trust_remote_code
@@ -111,7 +112,7 @@ def load_model(path: str, config: Config, device: str):
     (`tritonrl.train.precision`); 8-bit (bitsandbytes) when asked."""
     import torch
 
-    from tritonrl.train.models import load_causal_lm
+    from tritonrl.models.load import load_causal_lm
     from tritonrl.train.precision import load_dtype
 
     kwargs = {
@@ -417,7 +418,7 @@ def load_sft_model(run: Run | str | Path, device: str = "cpu"):
         return model.to(device), tokenizer
     from peft import PeftModel
 
-    from tritonrl.train.models import load_causal_lm
+    from tritonrl.models.load import load_causal_lm
 
     name = run.stage(STAGE)["info"].get("base_model")
     if not name:
