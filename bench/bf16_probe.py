@@ -84,7 +84,7 @@ def examples(tokenizer_dir: Path):
     import datasets
 
     from tritonrl.config_loader import load_config
-    from tritonrl.train.sft_data import builtin_examples
+    from tritonrl.train.sft.data import builtin_examples
 
     config = load_config(None, ["--data.generated_tasks", "100"], cuda_available=False)
     rows = [

@@ -371,11 +371,11 @@ class RlConfig:
     # (before the first code fence) take the advantage of the speedup term
     # hierarchical_speedup_weight * min(speedup, hierarchical_speedup_clip) of correct
     # kernels, the code tokens that of correctness (1 when correct), each normalized in
-    # its group (tritonrl.train.hierarchical).
+    # its group (tritonrl.train.rl.hierarchical).
     hierarchical: bool = False
     hierarchical_speedup_weight: float = 0.1
     hierarchical_speedup_clip: float = 2.0
-    # Generation in GRPO and RLOO (TRL's use_vllm; tritonrl.train.grpo): `auto` takes
+    # Generation in GRPO and RLOO (TRL's use_vllm; tritonrl.train.rl.grpo): `auto` takes
     # vLLM where it is installed and RL runs on CUDA, else transformers' generate (the
     # log says which, and why); `on` takes vLLM or stops; `off` takes transformers. Both
     # sample the whole distribution at `temperature`. `colocate` runs vLLM in the
@@ -464,7 +464,7 @@ class BestOfNConfig:
 
 @dataclass
 class CurriculumConfig:
-    """The adaptive curriculum (extension 3; tritonrl.train.curriculum): the share of
+    """The adaptive curriculum (extension 3; tritonrl.train.rl.curriculum): the share of
     level-2 prompts starts at `start` and grows by `step` up to `end`, one growth each
     time the rolling verified-correct rate of level-1 completions (the last `window`)
     passes `trigger` (then the window starts afresh, so each growth is earned at the new

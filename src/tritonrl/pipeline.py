@@ -47,7 +47,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config, command_errors
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -325,11 +325,9 @@ def pipeline(
     argv = ([] if config is None else ["--config", config]) + list(ctx.args)
     if store is not None:
         argv += ["--run.store", store]
-    try:
-        report = run_pipeline(cfg, run_dir, argv, say=lambda m: out.print(m, markup=False))
-    except ValueError as e:  # a store that cannot be used (StoreError), a RunError
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+    try:  # ValueError: a store that cannot be used (StoreError), a RunError
+        with command_errors((ValueError,)):
+            report = run_pipeline(cfg, run_dir, argv, say=lambda m: out.print(m, markup=False))
     except StageFailed as e:
         err.print(f"[red]pipeline stopped:[/red] {escape(str(e))}")
         tail = e.log.read_text(errors="replace").splitlines()[-15:] if e.log.is_file() else []
@@ -371,11 +369,8 @@ def report(
     if problem:
         err.print(f"[red]error:[/red] {escape(problem)}")
         raise typer.Exit(2)
-    try:
+    with command_errors((ValueError, OSError)):
         path = write_report(sources, out_dir)
-    except (ValueError, OSError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
     out.print(f"report: {path}", markup=False)
 
 

@@ -406,7 +406,7 @@ def test_sft_and_rl_start_from_a_gguf_base(tiny_gguf, tmp_path):
     from peft import PeftModel
 
     from tritonrl.runs import Run
-    from tritonrl.train.rl import load_policy
+    from tritonrl.train.rl.common import load_policy
     from tritonrl.train.sft import load_sft_model, run_sft
 
     overrides = ["--model.name_or_path", str(tiny_gguf[1]), "--lora.enabled", "true"]

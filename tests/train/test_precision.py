@@ -70,7 +70,7 @@ def _bf16_config(*overrides: str):
 def _examples(config):
     import datasets
 
-    from tritonrl.train.sft_data import builtin_examples
+    from tritonrl.train.sft.data import builtin_examples
 
     rows = [{"prompt": r["prompt"], "completion": r["completion"]}
             for r in builtin_examples(config)]  # fmt: skip
@@ -127,7 +127,7 @@ def test_bf16_lora_keeps_the_frozen_base_in_bf16_and_the_adapters_in_float32(qwe
 def test_rl_loads_a_full_policy_in_float32_under_rl_bf16(sft_run):
     """GRPO, RLOO, best-of-n and rwsft all train what `load_policy` returns."""
     from tritonrl.runs import Run
-    from tritonrl.train.rl import load_policy
+    from tritonrl.train.rl.common import load_policy
 
     run = Run.open(sft_run)
     assert run.has_artifact("sft", "model")  # the tiny run trains every parameter

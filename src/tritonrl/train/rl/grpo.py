@@ -6,7 +6,7 @@
 the stage's start, failure and interruption. The policy is the run's SFT model or
 adapter (`rl.load_policy`); the reward is the verifier through the warm pool as an async
 TRL reward function (`make_trl_reward(asynchronous=True)`), scored by `rl.reward_scheme`
-(null: `verify.reward_scheme`), each batch recorded by `rl.CompletionLog`. Defaults (SPEC
+(null: `verify.reward_scheme`), each batch recorded by `common.CompletionLog`. Defaults (SPEC
 4, `RlConfig`): group size 8, temperature 0.8, beta 0 (no reference model), TRL's `dapo`
 loss for GRPO (RLOO has its own leave-one-out baseline and no loss_type).
 
@@ -14,7 +14,7 @@ With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the la
 TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
 step the curriculum may grow; its metrics join every log line (`curriculum/...`) and its
 state is written into each checkpoint (`curriculum.json`), read back on resume. With
-`rl.hierarchical` (GRPO) the trainer is `tritonrl.train.hierarchical`'s subclass.
+`rl.hierarchical` (GRPO) the trainer is `tritonrl.train.rl.hierarchical`'s subclass.
 
 Departures: TRL refuses a `PeftModel` together with a `peft_config` (it asks to merge
 first). Merging the SFT adapter and adding a fresh LoRA would leave the RL adapter on a
@@ -58,8 +58,9 @@ from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
+from tritonrl.runs.lifecycle import resume_point
 from tritonrl.train.precision import tf32_arg
-from tritonrl.train.rl import (
+from tritonrl.train.rl.common import (
     COMPLETIONS,
     CURRICULUM_FILE,
     STAGE,
@@ -67,7 +68,6 @@ from tritonrl.train.rl import (
     RlResult,
     load_policy,
     record_info,
-    resume_point,
 )
 
 log = logging.getLogger(__name__)
@@ -271,7 +271,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
         def _get_train_sampler(self, dataset=None):
             if curriculum is None:
                 return super()._get_train_sampler(dataset)
-            from tritonrl.train.curriculum import CurriculumSampler
+            from tritonrl.train.rl.curriculum import CurriculumSampler
 
             return CurriculumSampler(
                 curriculum,
@@ -294,7 +294,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
                 atomic_write_json(path, curriculum.state_dict())
 
     if config.rl.hierarchical:
-        from tritonrl.train.hierarchical import hierarchical_trainer
+        from tritonrl.train.rl.hierarchical import hierarchical_trainer
 
         return hierarchical_trainer(Trainer, config.rl)
     return Trainer
@@ -334,7 +334,7 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) ->
 def _curriculum(config: Config, tasks: dict, resume: str | None):
     if not config.curriculum.enabled:
         return None
-    from tritonrl.train.curriculum import Curriculum
+    from tritonrl.train.rl.curriculum import Curriculum
 
     curriculum = Curriculum(
         config.curriculum, {t: task.level for t, task in tasks.items()}, config.run.seed
@@ -352,7 +352,7 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     from tritonrl.train.generation import check_model, choose, warn_shared_server
     from tritonrl.train.model_card import rl_card
     from tritonrl.train.precision import final_dtype
-    from tritonrl.train.rl_data import rl_prompts
+    from tritonrl.train.rl.data import rl_prompts
     from tritonrl.train.sft import save_final
 
     started = time.monotonic()
@@ -365,7 +365,7 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     log_path = stage_dir / COMPLETIONS
     log_path.touch()
     run.add_artifact(STAGE, "completions", log_path)
-    resume = resume_point(run)
+    resume = resume_point(run, STAGE, log)
     curriculum = _curriculum(config, tasks, resume)
     levels = {t: task.level for t, task in tasks.items()}
     recorder = CompletionLog(log_path, levels, curriculum)

@@ -6,7 +6,7 @@
     kept = select("best-of-n", rows, keep=3, min_reward=0.3)
     write_round(run, round_number, rows, kept)
 
-`tritonrl.train.best_of_n` runs these each round and fine-tunes on what `select` keeps.
+`tritonrl.train.rl.best_of_n` runs these each round and fine-tunes on what `select` keeps.
 
 Drawing (`draw`): with `curriculum.enabled` the curriculum draws `best_of_n.tasks` task
 ids (with replacement, level 2 at its current share; `best_of_n.level` is then not
@@ -22,7 +22,7 @@ kept set, so `best_of_n.learning_rate` means the same step size for both algorit
 Files: `RUN/rl/rounds/round-N/samples.jsonl` (N from 1), one line per sample: round,
 task, level, sample (its number in the round), reward, verdict details, kept, weight,
 completion; recorded as the stage's `rounds` artifact. Every completion also goes to
-`rl/completions.jsonl` through `rl.CompletionLog` (which tells the curriculum of each
+`rl/completions.jsonl` through `common.CompletionLog` (which tells the curriculum of each
 verdict).
 
 What it does NOT do: no fine-tuning (best_of_n.py), no deduplication of identical
@@ -39,7 +39,7 @@ from pathlib import Path
 from tritonrl.config import Config, VerifyConfig
 from tritonrl.models.sampling import sampling_kwargs
 from tritonrl.runs import Run
-from tritonrl.train.rl import STAGE, CompletionLog
+from tritonrl.train.rl.common import STAGE, CompletionLog
 
 log = logging.getLogger(__name__)
 ALGOS = ("best-of-n", "rwsft")

@@ -10,7 +10,8 @@ to reopen a done stage. Any other change is refused with a ValueError listing it
 
 A moved run's adapters are pointed at its base by `tritonrl.models.adapters`.
 
-What it does NOT do: it does not train (sft.py does) or load a model (`tritonrl.models`).
+What it does NOT do: it does not train (`tritonrl.train.sft` does) or load a model
+(`tritonrl.models`).
 """
 
 from __future__ import annotations

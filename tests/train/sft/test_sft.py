@@ -24,7 +24,7 @@ from tritonrl.runs import ArtifactNotFound, Run, RunError
 from tritonrl.tasks import load_builtin
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.train.sft import load_sft_model, run_sft
-from tritonrl.train.sft_data import (
+from tritonrl.train.sft.data import (
     builtin_examples,
     read_examples,
     split_rows,

@@ -3,7 +3,7 @@
     history = fine_tune(model, tokenizer, [{"prompt": messages, "completion": text,
                                             "weight": 1.0}, ...], config, "cpu", scratch, seed)
 
-The fine-tuning step of best-of-n and rwsft (`tritonrl.train.best_of_n`), in place on
+The fine-tuning step of best-of-n and rwsft (`tritonrl.train.rl.best_of_n`), in place on
 `model` (a full model or a trainable PEFT adapter). The pairs become a conversational
 prompt/completion dataset (the prompt rendered with the tokenizer's chat template as
 SFT renders it, the completion as the assistant's turn) with a `weight` column that the

@@ -5,7 +5,7 @@
     # tasks:   {task id: Task}, for the reward (`make_trl_reward(tasks)`)
 
 The RL stage draws its prompts from the same training file the SFT stage used
-(`sft_data.sft_data_files`): `prepare/train` when SFT took prepare's files (the tasks
+(`tritonrl.train.sft.data.sft_data_files`): `prepare/train` when SFT took prepare's files (the tasks
 then come from `prepare/tasks`), else the `sft/train_data` SFT built from the builtin
 suite and generator (the tasks are rebuilt from `data.tasks` and `data.generated_tasks`,
 which the run's recorded config fixes). Every row keeps its `task_id`, so the reward knows
