@@ -51,7 +51,7 @@ def grpo(model_dir: Path, out: Path, hold: bool, started: threading.Event, stop:
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.data.prompts import build_messages
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.tasks import load_builtin

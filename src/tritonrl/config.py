@@ -23,8 +23,8 @@ What it does NOT do: it does not start stages or touch a run directory.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 
 POLICIES = ("strict", "partial")
 SPEEDUP_MEASURES = ("min", "device", "launch")
@@ -522,21 +522,17 @@ class Config:
     def uses_tiny_model(self) -> bool:
         return self.model.name_or_path == TINY
 
+    @property
+    def rl_reward_scheme(self) -> str:
+        """The reward RL trains on: `rl.reward_scheme`, else (null) `verify.reward_scheme`."""
+        return self.rl.reward_scheme or self.verify.reward_scheme
 
-# --------------------------------------------------------------------------- loading
-
-
-def load_config(
-    path: str | Path | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    cuda_available: bool | None = None,
-    stage: str | None = None,
-) -> Config:
-    """The resolved, checked config: defaults <- YAML `path` (None: configs/tiny-cpu.yaml)
-    <- `--section.key value` overrides. See `tritonrl.config_loader`."""
-    from tritonrl.config_loader import load_config as _load
-
-    return _load(path, overrides, cuda_available, stage)
+    @property
+    def rl_verify(self) -> VerifyConfig:
+        """The `verify` section with the RL reward scheme (`rl_reward_scheme`) in it."""
+        if self.rl.reward_scheme:
+            return dataclasses.replace(self.verify, reward_scheme=self.rl.reward_scheme)
+        return self.verify
 
 
 # --------------------------------------------------------------------------- clashes

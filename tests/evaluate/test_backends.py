@@ -4,7 +4,7 @@ give instead."""
 
 import pytest
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.evaluate.backends import LocalModel, model_name, open_model
 from tritonrl.runs import Run
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import TinyModelConfig, load_config
+from tritonrl.config import TinyModelConfig
+from tritonrl.config_loader import load_config
 from tritonrl.models import load as models
 from tritonrl.models.load import (
     SplitGGUF,

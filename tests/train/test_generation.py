@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from tritonrl import config as config_module
-from tritonrl.config import check_config, load_config
+from tritonrl.config import check_config
+from tritonrl.config_loader import load_config
 from tritonrl.train import generation
 from tritonrl.train.generation import Generator, check_model, choose, warn_shared_server
 

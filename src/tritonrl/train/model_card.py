@@ -88,7 +88,7 @@ def rl_card(run: Run, config: Config, data_source: str, prompts: int) -> Callabl
     """The RL stage's card, a function of the step count: the SFT start, the algorithm,
     its group size, loss and reward."""
     rl, lora = config.rl, config.lora
-    scheme = rl.reward_scheme or config.verify.reward_scheme
+    scheme = config.rl_reward_scheme
     front = ["---", f"library_name: {'peft' if lora.enabled else 'transformers'}"]
     if _is_hub_id(config.model.name_or_path):
         front.append(f"base_model: {config.model.name_or_path}")

@@ -12,7 +12,7 @@ import signal
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.runs import Interrupted, Run
 from tritonrl.train.rl import rounds
 from tritonrl.verify.pool import close_shared_pools

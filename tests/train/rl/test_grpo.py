@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run, RunError
 from tritonrl.runs.checkpoint import seal

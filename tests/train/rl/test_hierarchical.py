@@ -206,7 +206,7 @@ def test_fixed_rollouts_get_per_token_advantages_in_a_real_grpo_step(
     advantages split at the fence, and TRL's loss is computed from them."""
     import datasets
 
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.data.prompts import build_messages
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.runs import Run

@@ -3,7 +3,8 @@ weight, on real verdicts of a correct, a wrong and a cheating ReLU kernel."""
 
 import pytest
 
-from tritonrl.config import VerifyConfig, load_config
+from tritonrl.config import VerifyConfig
+from tritonrl.config_loader import load_config
 from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import load_builtin
 from tritonrl.train.rl import rounds

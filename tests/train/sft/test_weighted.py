@@ -3,7 +3,7 @@ SFT loss times the weights, a weight of 0 changes nothing, a weight of 1 learns.
 
 import pytest
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.tasks import load_builtin
 

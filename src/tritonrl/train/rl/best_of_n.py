@@ -214,9 +214,7 @@ def _loop(run: Run, config: Config, device: str) -> tuple[Loop, str]:
     prompts: dict = {}
     for row in dataset:
         prompts.setdefault(row["task_id"], row["prompt"])  # a task's first prompt
-    verify = config.verify
-    if config.rl.reward_scheme:
-        verify = dataclasses.replace(verify, reward_scheme=config.rl.reward_scheme)
+    verify = config.rl_verify
     completions = run.stage_dir(STAGE) / COMPLETIONS
     completions.touch()
     run.add_artifact(STAGE, "completions", completions)

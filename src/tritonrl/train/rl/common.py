@@ -140,7 +140,7 @@ def record_info(run: Run, config: Config, recorder: CompletionLog, curriculum, *
         algo=config.rl.algo,
         base_model=run.stage("sft")["info"].get("base_model"),
         lora=run.has_artifact("sft", "adapter"),
-        reward_scheme=config.rl.reward_scheme or config.verify.reward_scheme,
+        reward_scheme=config.rl_reward_scheme,
         completions=recorder.rows,
         mean_reward=recorder.mean_reward,
         curriculum=None

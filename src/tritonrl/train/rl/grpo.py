@@ -358,9 +358,7 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     started = time.monotonic()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
-    verify = config.verify
-    if config.rl.reward_scheme:
-        verify = dataclasses.replace(verify, reward_scheme=config.rl.reward_scheme)
+    verify = config.rl_verify
     stage_dir = run.stage_dir(STAGE)
     log_path = stage_dir / COMPLETIONS
     log_path.touch()
