@@ -49,7 +49,6 @@ anyway, noted in its result (`timing["shared_gpu"]`), so generations longer than
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -69,12 +68,14 @@ from tritonrl.train.rl.common import (
     load_policy,
     record_info,
 )
+from tritonrl.train.trl_args import trl_config
 
 log = logging.getLogger(__name__)
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
-    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out);
+    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out,
+    with a warning: `trl_config`);
     `generator` (`generation.Generator`, None: transformers) sets TRL's vLLM fields."""
     from tritonrl.train.sft import _reporters
 
@@ -83,12 +84,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
     else:
         from trl import GRPOConfig as Args
     rl = config.rl
-    names = {f.name for f in dataclasses.fields(Args)}
-    ckpt = "gradient_checkpointing"
-    if "activation_checkpointing" in names:  # the name in newer TRL
-        ckpt = "activation_checkpointing"
     wanted = {
-        ckpt: rl.gradient_checkpointing,
         "output_dir": str(out_dir),
         "learning_rate": rl.learning_rate,
         "warmup_steps": rl.warmup_steps,
@@ -127,7 +123,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
             "vllm_server_host": rl.vllm_server_host,
             "vllm_server_port": rl.vllm_server_port,
         }
-    return Args(**{k: v for k, v in wanted.items() if k in names})
+    return trl_config(Args, wanted, checkpointing=rl.gradient_checkpointing)
 
 
 class GpuHold:

@@ -58,6 +58,7 @@ from tritonrl.train.model_card import sft_card
 from tritonrl.train.precision import final_dtype, tf32_arg
 from tritonrl.train.sft.data import load_datasets, sft_data_files
 from tritonrl.train.sft.run_dir import open_run, resolve_base
+from tritonrl.train.trl_args import trl_config
 
 log = logging.getLogger(__name__)
 
@@ -162,22 +163,12 @@ def _reporters(config: Config) -> list[str]:
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, has_validation: bool):
-    """TRL's `SFTConfig` from ours."""
-    import dataclasses
-
-    from trl import SFTConfig
+    """TRL's `SFTConfig` from ours (fields the class lacks are left out, with a warning:
+    `trl_config`)."""
+    from trl import SFTConfig  # lazy: loads torch and transformers
 
     sft = config.sft
-    # transformers 5.x renamed gradient_checkpointing to activation_checkpointing (the
-    # GPU image's 5.17 has the old name, 5.23 the new): pass whichever this one has.
-    fields = {f.name for f in dataclasses.fields(SFTConfig)}
-    ckpt = (
-        "activation_checkpointing"
-        if "activation_checkpointing" in fields
-        else ("gradient_checkpointing")
-    )
-    return SFTConfig(
-        **{ckpt: sft.gradient_checkpointing},
+    wanted = dict(
         output_dir=str(out_dir),
         learning_rate=sft.learning_rate,
         num_train_epochs=sft.epochs,
@@ -204,6 +195,9 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
         seed=config.run.seed,
         disable_tqdm=False,
     )
+    # transformers 5.x renamed gradient_checkpointing to activation_checkpointing (the
+    # GPU image's 5.17 has the old name, 5.23 the new): trl_config passes whichever it has.
+    return trl_config(SFTConfig, wanted, checkpointing=sft.gradient_checkpointing)
 
 
 def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:

@@ -27,24 +27,20 @@ What it does NOT do: no packing, no evaluation, no checkpoints of its own.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.train.precision import tf32_arg
+from tritonrl.train.trl_args import trl_config
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
     """TRL's `SFTConfig` of one round's fine-tuning (see the module docstring)."""
     from trl import SFTConfig
 
-    names = {f.name for f in dataclasses.fields(SFTConfig)}
-    ckpt = "activation_checkpointing" if "activation_checkpointing" in names else (
-        "gradient_checkpointing")  # fmt: skip
     bon, sft = config.best_of_n, config.sft
-    return SFTConfig(
-        **{ckpt: config.rl.gradient_checkpointing},
+    wanted = dict(
         output_dir=str(out_dir),
         learning_rate=bon.learning_rate,
         num_train_epochs=bon.epochs,
@@ -64,6 +60,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
         seed=seed,
         disable_tqdm=True,
     )
+    return trl_config(SFTConfig, wanted, checkpointing=config.rl.gradient_checkpointing)
 
 
 class WithWeights:
