@@ -117,19 +117,21 @@ class CompletionLog:
         return self.total / self.rows if self.rows else None
 
     def trl_reward(self, reward):
-        """TRL's async reward function `reward` (make_trl_reward), recording each batch."""
+        """TRL's async reward function `reward` (make_trl_reward), recording each batch;
+        its `with_details` records too, and returns `(rewards, details)`."""
+
+        async def with_details(prompts, completions, **kwargs):
+            rewards, details = await reward.with_details(prompts, completions, **kwargs)
+            state = kwargs.get("trainer_state")
+            step = state.global_step + 1 if state is not None else None  # the step it trains
+            self.record(step, details, completions)
+            return rewards, details
 
         async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
-            rewards = await reward(prompts, completions, **kwargs)
-            state = kwargs.get("trainer_state")
-            self.record(
-                state.global_step + 1 if state is not None else None,  # the step it trains
-                reward.scorer.last_details,
-                completions,
-            )
-            return rewards
+            return (await with_details(prompts, completions, **kwargs))[0]
 
         tritonrl_verifier.scorer = reward.scorer
+        tritonrl_verifier.with_details = with_details
         return tritonrl_verifier
 
 

@@ -119,8 +119,7 @@ def score(
     reward = make_trl_reward(tasks, verify)
     flat = [(t, text) for t, texts in zip(ids, samples, strict=True) for text in texts]
     completions = [text for _, text in flat]
-    rewards = reward(None, completions, task_id=[t for t, _ in flat])
-    details = reward.scorer.last_details
+    rewards, details = reward.with_details(None, completions, task_id=[t for t, _ in flat])
     recorder.record(step, details, completions)
     return [{"task": t, "level": tasks[t].level, "sample": i, "reward": r, "details": d,
              "completion": text}
