@@ -43,6 +43,7 @@ from typing import Any
 from tritonrl.config import VerifyConfig
 from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import Task, load_source
+from tritonrl.tasks.difficulty import label_level
 from tritonrl.verify.inputs import TRUSTED_LOCK
 from tritonrl.verify.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
@@ -181,8 +182,6 @@ def _task_from_ground_truth(ground_truth: str) -> Task:
 
 def _load_ground_truth(ground_truth: str) -> Task:
     if "class Model" in ground_truth and "get_inputs" in ground_truth:
-        from tritonrl.tasks.difficulty import label_level
-
         digest = hashlib.sha256(ground_truth.encode()).hexdigest()[:12]
         level = label_level(ground_truth)
         return Task(f"inline:{digest}", level, digest, ground_truth, "verl:ground_truth")

@@ -17,13 +17,12 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonrl import __version__
 from tritonrl.config import TINY, Config
 from tritonrl.runs import Run
 
 
 def _version() -> str:
-    from tritonrl import __version__
-
     return __version__
 
 

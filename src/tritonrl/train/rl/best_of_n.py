@@ -49,9 +49,13 @@ import time
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.config_loader import config_to_dict
+from tritonrl.models.load import load_causal_lm
 from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_json
 from tritonrl.runs.checkpoint import seal
 from tritonrl.runs.lifecycle import record_checkpoint, resume_point
+from tritonrl.train.model_card import rl_card
+from tritonrl.train.precision import final_dtype
 from tritonrl.train.rl import rounds
 from tritonrl.train.rl.common import (
     COMPLETIONS,
@@ -62,6 +66,9 @@ from tritonrl.train.rl.common import (
     RlResult,
     load_policy,
 )
+from tritonrl.train.rl.curriculum import Curriculum
+from tritonrl.train.rl.data import rl_prompts
+from tritonrl.train.sft import save_final
 from tritonrl.train.sft.weighted import fine_tune
 
 log = logging.getLogger(__name__)
@@ -120,7 +127,6 @@ def _resume(run: Run, config: Config, model, curriculum) -> tuple[object, int]:
 
         set_peft_model_state_dict(model, load_file(str(ckpt / "adapter_model.safetensors")))
         return model, done
-    from tritonrl.models.load import load_causal_lm
 
     resumed = load_causal_lm(ckpt, dtype=model.dtype,
                              trust_remote_code=config.model.trust_remote_code)  # fmt: skip
@@ -206,8 +212,6 @@ class Loop:
 def _loop(run: Run, config: Config, device: str) -> tuple[Loop, str]:
     """The round loop's parts (the policy resumed when a checkpoint is recorded), and
     the prompts' source; the rounds done are `run`'s step."""
-    from tritonrl.train.rl.data import rl_prompts
-
     dataset, tasks, source = rl_prompts(run, config)  # fails fast, before models
     if not config.curriculum.enabled:
         rounds.level_pool(tasks, config.best_of_n.level)  # the same
@@ -220,8 +224,6 @@ def _loop(run: Run, config: Config, device: str) -> tuple[Loop, str]:
     run.add_artifact(STAGE, "completions", completions)
     curriculum = None
     if config.curriculum.enabled:
-        from tritonrl.train.rl.curriculum import Curriculum
-
         levels = {t: task.level for t, task in tasks.items()}
         curriculum = Curriculum(config.curriculum, levels, config.run.seed)
     recorder = CompletionLog(completions, {t: k.level for t, k in tasks.items()}, curriculum)
@@ -261,11 +263,6 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
 
 def _finish(run, config, loop: Loop, source, history, started, done) -> RlResult:
     """The final policy in `rl/final` with its card, the stage's info, the result."""
-    from tritonrl.config_loader import config_to_dict
-    from tritonrl.train.model_card import rl_card
-    from tritonrl.train.precision import final_dtype
-    from tritonrl.train.sft import save_final
-
     rounds, lora = config.best_of_n.rounds, run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(loop.prompts))(rounds) + _card_lines(config)
     final = save_final(run, PolicyWriter(loop.model), loop.tokenizer, lora, card, stage=STAGE,

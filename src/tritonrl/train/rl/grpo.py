@@ -56,9 +56,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.reward.adapters import make_trl_reward
 from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
 from tritonrl.runs.lifecycle import resume_point
-from tritonrl.train.precision import tf32_arg
+from tritonrl.train.callbacks import (
+    ManifestCallback,
+    ModelCardCallback,
+    StopOnSignal,
+    TiedWeightsLoad,
+    TrainingBar,
+    tensorboard,
+)
+from tritonrl.train.generation import check_model, choose, warn_shared_server
+from tritonrl.train.model_card import rl_card
+from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg
 from tritonrl.train.rl.common import (
     COMPLETIONS,
     CURRICULUM_FILE,
@@ -68,7 +79,12 @@ from tritonrl.train.rl.common import (
     load_policy,
     record_info,
 )
+from tritonrl.train.rl.curriculum import Curriculum, CurriculumSampler
+from tritonrl.train.rl.data import rl_prompts
+from tritonrl.train.rl.hierarchical import hierarchical_trainer
+from tritonrl.train.sft import _reporters, save_final
 from tritonrl.train.trl_args import trl_config
+from tritonrl.verify.gate import current_gate, visible_gpus
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +93,6 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
     """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out,
     with a warning: `trl_config`);
     `generator` (`generation.Generator`, None: transformers) sets TRL's vLLM fields."""
-    from tritonrl.train.sft import _reporters
-
     if config.rl.algo == "rloo":
         from trl import RLOOConfig as Args
     else:
@@ -187,7 +201,6 @@ def trainer_gate(device: str):
     """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
     if device != "cuda":
         return None
-    from tritonrl.verify.gate import current_gate
 
     return current_gate()
 
@@ -197,8 +210,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
     times (`StepClock`), and (with `gate`) its GPU work kept out of the verifier's timing
     windows (`GpuHold`)."""
     from transformers import ProgressCallback, TrainerCallback
-
-    from tritonrl.train.callbacks import TiedWeightsLoad
 
     if config.rl.algo == "rloo":
         from trl import RLOOTrainer as Base
@@ -267,7 +278,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
         def _get_train_sampler(self, dataset=None):
             if curriculum is None:
                 return super()._get_train_sampler(dataset)
-            from tritonrl.train.rl.curriculum import CurriculumSampler
 
             return CurriculumSampler(
                 curriculum,
@@ -290,8 +300,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
                 atomic_write_json(path, curriculum.state_dict())
 
     if config.rl.hierarchical:
-        from tritonrl.train.rl.hierarchical import hierarchical_trainer
-
         return hierarchical_trainer(Trainer, config.rl)
     return Trainer
 
@@ -299,19 +307,9 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
 def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) -> list:
     from transformers import TrainerCallback
 
-    from tritonrl.train.callbacks import (
-        ManifestCallback,
-        ModelCardCallback,
-        StopOnSignal,
-        TrainingBar,
-        tensorboard,
-    )
-
     class GrowCurriculum(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             curriculum.end_step(state.global_step)
-
-    from tritonrl.train.precision import nonfinite_guard
 
     callbacks = [
         nonfinite_guard(config, "rl", run, STAGE),  # first: before saves, records
@@ -330,7 +328,6 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) ->
 def _curriculum(config: Config, tasks: dict, resume: str | None):
     if not config.curriculum.enabled:
         return None
-    from tritonrl.train.rl.curriculum import Curriculum
 
     curriculum = Curriculum(
         config.curriculum, {t: task.level for t, task in tasks.items()}, config.run.seed
@@ -344,13 +341,6 @@ def _curriculum(config: Config, tasks: dict, resume: str | None):
 
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
-    from tritonrl.reward.adapters import make_trl_reward
-    from tritonrl.train.generation import check_model, choose, warn_shared_server
-    from tritonrl.train.model_card import rl_card
-    from tritonrl.train.precision import final_dtype
-    from tritonrl.train.rl.data import rl_prompts
-    from tritonrl.train.sft import save_final
-
     started = time.monotonic()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
@@ -369,8 +359,6 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     log.info("%s: %s", config.rl.algo.upper(), generator.line)
     run.set_info(STAGE, generation=generator.info())
     if generator.mode == "server":
-        from tritonrl.verify.gate import visible_gpus
-
         warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from tritonrl.config import Config, VerifyConfig
 from tritonrl.models.sampling import sampling_kwargs
+from tritonrl.reward.adapters import make_trl_reward
 from tritonrl.runs import Run
 from tritonrl.train.rl.common import STAGE, CompletionLog
 
@@ -114,8 +115,6 @@ def score(
     """One row per sample (task, level, `sample`: its number in the round from 0, a
     prompt's samples in a row; reward, details, completion), all verified at once
     through the shared pool and recorded in `recorder` at `step`."""
-    from tritonrl.reward.adapters import make_trl_reward
-
     reward = make_trl_reward(tasks, verify)
     flat = [(t, text) for t, texts in zip(ids, samples, strict=True) for text in texts]
     completions = [text for _, text in flat]

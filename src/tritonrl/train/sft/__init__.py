@@ -52,10 +52,13 @@ from pathlib import Path
 from tritonrl.config import TINY, Config, sft_device
 from tritonrl.config_loader import config_to_dict
 from tritonrl.models.adapters import relocate_adapters
+from tritonrl.models.load import load_causal_lm
+from tritonrl.models.load import load_tokenizer as load_any_tokenizer
+from tritonrl.models.tiny import build_tiny_model
 from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_json
 from tritonrl.runs.lifecycle import resume_point, stage, stage_services
 from tritonrl.train.model_card import sft_card
-from tritonrl.train.precision import final_dtype, tf32_arg
+from tritonrl.train.precision import final_dtype, load_dtype, nonfinite_guard, tf32_arg
 from tritonrl.train.sft.data import load_datasets, sft_data_files
 from tritonrl.train.sft.run_dir import open_run, resolve_base
 from tritonrl.train.trl_args import trl_config
@@ -84,8 +87,6 @@ def base_model(run: Run, config: Config) -> str:
     if not config.uses_tiny_model:
         return config.model.name_or_path
     if not run.has_artifact("tiny_model", "model"):
-        from tritonrl.models.tiny import build_tiny_model
-
         run.start_stage("tiny_model")
         try:
             out = build_tiny_model(run.stage_dir("tiny_model") / "model", config.tiny_model)
@@ -98,8 +99,6 @@ def base_model(run: Run, config: Config) -> str:
 
 
 def load_tokenizer(path: str, config: Config):
-    from tritonrl.models.load import load_tokenizer as load_any_tokenizer
-
     tokenizer = load_any_tokenizer(
         path, revision=config.model.revision, trust_remote_code=config.model.trust_remote_code
     )
@@ -116,9 +115,6 @@ def load_model(path: str, config: Config, device: str):
     `sft.bf16`, which autocasts), bf16 as LoRA's frozen base under `sft.bf16`
     (`tritonrl.train.precision`); 8-bit (bitsandbytes) when asked."""
     import torch
-
-    from tritonrl.models.load import load_causal_lm
-    from tritonrl.train.precision import load_dtype
 
     kwargs = {
         "revision": config.model.revision,
@@ -208,8 +204,7 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
         StopOnSignal,
         TrainingBar,
         tensorboard,
-    )
-    from tritonrl.train.precision import nonfinite_guard
+    )  # lazy: loads transformers
 
     # The guard first: a non-finite step stops before anything records or saves it. The
     # card is written before the manifest records the checkpoint.
@@ -282,7 +277,7 @@ def _trainer_class():
     from transformers import ProgressCallback
     from trl import SFTTrainer
 
-    from tritonrl.train.callbacks import TiedWeightsLoad
+    from tritonrl.train.callbacks import TiedWeightsLoad  # lazy: loads transformers
 
     class Trainer(TiedWeightsLoad, SFTTrainer):
         def __init__(self, *args, **kwargs):
@@ -398,8 +393,6 @@ def load_sft_model(run: Run | str | Path, device: str = "cpu"):
         model = AutoModelForCausalLM.from_pretrained(run.artifact(STAGE, "model"))
         return model.to(device), tokenizer
     from peft import PeftModel
-
-    from tritonrl.models.load import load_causal_lm
 
     name = run.stage(STAGE)["info"].get("base_model")
     if not name:

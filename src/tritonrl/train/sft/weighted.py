@@ -31,7 +31,7 @@ import shutil
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.train.precision import tf32_arg
+from tritonrl.train.precision import nonfinite_guard, tf32_arg
 from tritonrl.train.trl_args import trl_config
 
 
@@ -128,8 +128,7 @@ def fine_tune(model, tokenizer, pairs: list[dict], config: Config, device: str, 
     "weight"}); the trainer's log history. `out_dir` is the trainer's scratch directory,
     removed after. A NaN or infinite loss, gradient or weight raises `NonFiniteError`
     (naming `run`'s recorded `stage` checkpoint as the last good one when given)."""
-    from tritonrl.train.callbacks import TrainingBar
-    from tritonrl.train.precision import nonfinite_guard
+    from tritonrl.train.callbacks import TrainingBar  # lazy: loads transformers
 
     trainer = weighted_trainer_class()(
         model=model,
