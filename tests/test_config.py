@@ -11,13 +11,13 @@ from tritonrl.config import (
     LoraConfig,
     SftConfig,
     VerifyConfig,
-    load_config,
 )
 from tritonrl.config_loader import (
     REMOVED,
     config_from_dict,
     config_path,
     diff_configs,
+    load_config,
     parse_overrides,
     split_overrides,
 )
@@ -305,3 +305,13 @@ def test_a_command_checks_only_the_clashes_of_what_it_uses():
         assert config.verify.device == "cpu" and config.sft.device == "cuda"
     with pytest.raises(ValueError, match="run.report_to lists 'none'"):
         load_config(None, ["--run.report_to", "none,wandb"], stage="verify")
+
+
+def test_rl_trains_on_its_own_reward_scheme_else_the_verifiers():
+    config = load_config(None, ["--verify.reward_scheme", "kevin", "--rl.reward_scheme", "null"])
+    assert config.rl_reward_scheme == "kevin" and config.rl_verify is config.verify
+    config = load_config(
+        None, ["--verify.reward_scheme", "kevin", "--rl.reward_scheme", "tritonrl"]
+    )
+    assert config.rl_reward_scheme == "tritonrl"
+    assert config.rl_verify.reward_scheme == "tritonrl" and config.verify.reward_scheme == "kevin"

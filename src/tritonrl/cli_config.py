@@ -18,13 +18,19 @@ variadic SOURCE... takes them all); `command_config` takes them back out and ret
 real positional arguments. A bad file, key, value or option clash prints one line that
 names what to fix and exits 2.
 
+`command_errors` is how a command ends on an error: one line, `error: ...` and exit 2
+for what the user can fix (a bad config, a missing run), `X failed: Type: message` and
+exit 1 for anything else a stage raised.
+
 What it does NOT do: commands that read no config field (`tasks list`, `status`) take no
 `--config`; a run's manifest records the config of the stage that writes it (`sft`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import typer
@@ -32,6 +38,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from tritonrl.config import Config
+from tritonrl.config_loader import load_config, override_config, split_overrides
+
+log = logging.getLogger(__name__)
 
 OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
 CONFIG = typer.Option(
@@ -65,8 +74,6 @@ def command_config(
     takes at most `max_args` (None: any number). `base` is (its name, `{section: {key:
     value}}`): the config the overrides apply to when no --config is given (`rl` takes the
     one its run recorded), in place of the default file."""
-    from tritonrl.config_loader import load_config, override_config, split_overrides
-
     tokens = [str(p) for p in positional if p is not None] + list(ctx.args)
     args, overrides = split_overrides(tokens)
     if max_args is not None and len(args) > max_args:
@@ -84,3 +91,27 @@ def command_config(
         return load_config(path, overrides, stage=stage), args
     except ValueError as e:
         _fail(str(e))
+
+
+@contextlib.contextmanager
+def command_errors(
+    usage: tuple[type[Exception], ...] = (ValueError,), failed: str | None = None
+) -> Iterator[None]:
+    """A command's errors as its exit: a `usage` error (a bad config, a missing run, a
+    store that cannot be used) prints `error: <message>` and exits 2; with `failed` (the
+    stage's name, e.g. "SFT"), any other Exception prints `<failed> failed: Type: message`
+    (the traceback at debug level) and exits 1. Without `failed` it is raised as it is,
+    and so is a BaseException (`Interrupted`, KeyboardInterrupt) always."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except usage as e:
+        _err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    except Exception as e:
+        if failed is None:
+            raise
+        log.debug("%s failed", failed, exc_info=True)
+        _err.print(f"[red]{failed} failed:[/red] {type(e).__name__}: {escape(str(e))}")
+        raise typer.Exit(1) from None

@@ -14,17 +14,16 @@ multi-input testing (verify.multi_input, verify.num_input_sets), the staged funn
 (verify.timing, verify.warmup, verify.trials; CUDA events are the only timer) and the
 strict sandbox (verify.sandbox_strict).
 
-Every field here is read by a command. A field comes with the stage that reads it: the
-object store is not built yet, so its key is not here; a config that still sets one is
-refused with the reason (`config_loader.REMOVED`).
+Every field here is read by a command; a key removed because nothing reads it
+(`data.kernelbook`) is refused with the reason (`config_loader.REMOVED`).
 
 What it does NOT do: it does not start stages or touch a run directory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 
 POLICIES = ("strict", "partial")
 SPEEDUP_MEASURES = ("min", "device", "launch")
@@ -371,11 +370,11 @@ class RlConfig:
     # (before the first code fence) take the advantage of the speedup term
     # hierarchical_speedup_weight * min(speedup, hierarchical_speedup_clip) of correct
     # kernels, the code tokens that of correctness (1 when correct), each normalized in
-    # its group (tritonrl.train.hierarchical).
+    # its group (tritonrl.train.rl.hierarchical).
     hierarchical: bool = False
     hierarchical_speedup_weight: float = 0.1
     hierarchical_speedup_clip: float = 2.0
-    # Generation in GRPO and RLOO (TRL's use_vllm; tritonrl.train.grpo): `auto` takes
+    # Generation in GRPO and RLOO (TRL's use_vllm; tritonrl.train.rl.grpo): `auto` takes
     # vLLM where it is installed and RL runs on CUDA, else transformers' generate (the
     # log says which, and why); `on` takes vLLM or stops; `off` takes transformers. Both
     # sample the whole distribution at `temperature`. `colocate` runs vLLM in the
@@ -464,7 +463,7 @@ class BestOfNConfig:
 
 @dataclass
 class CurriculumConfig:
-    """The adaptive curriculum (extension 3; tritonrl.train.curriculum): the share of
+    """The adaptive curriculum (extension 3; tritonrl.train.rl.curriculum): the share of
     level-2 prompts starts at `start` and grows by `step` up to `end`, one growth each
     time the rolling verified-correct rate of level-1 completions (the last `window`)
     passes `trigger` (then the window starts afresh, so each growth is earned at the new
@@ -522,21 +521,17 @@ class Config:
     def uses_tiny_model(self) -> bool:
         return self.model.name_or_path == TINY
 
+    @property
+    def rl_reward_scheme(self) -> str:
+        """The reward RL trains on: `rl.reward_scheme`, else (null) `verify.reward_scheme`."""
+        return self.rl.reward_scheme or self.verify.reward_scheme
 
-# --------------------------------------------------------------------------- loading
-
-
-def load_config(
-    path: str | Path | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    cuda_available: bool | None = None,
-    stage: str | None = None,
-) -> Config:
-    """The resolved, checked config: defaults <- YAML `path` (None: configs/tiny-cpu.yaml)
-    <- `--section.key value` overrides. See `tritonrl.config_loader`."""
-    from tritonrl.config_loader import load_config as _load
-
-    return _load(path, overrides, cuda_available, stage)
+    @property
+    def rl_verify(self) -> VerifyConfig:
+        """The `verify` section with the RL reward scheme (`rl_reward_scheme`) in it."""
+        if self.rl.reward_scheme:
+            return dataclasses.replace(self.verify, reward_scheme=self.rl.reward_scheme)
+        return self.verify
 
 
 # --------------------------------------------------------------------------- clashes

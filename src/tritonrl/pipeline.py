@@ -47,7 +47,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config, command_errors
+from tritonrl.evaluate.commands import out_folder_problem
+from tritonrl.evaluate.report import write_report
+from tritonrl.runs import RESUMED, Run
+from tritonrl.runs.lifecycle import run_store_url
+from tritonrl.runs.store import open_store
+from tritonrl.runs.sync import StoreSync, store_status
+from tritonrl.train.sft import base_model, quiet_progress
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -205,7 +212,6 @@ def _sync(run_dir: Path, url: str | None, say) -> None:
     """Push the run to its store between stages (changed files only, manifest last)."""
     if not url:
         return
-    from tritonrl.runs.sync import StoreSync
 
     if not StoreSync(run_dir, url, 0).sync_now():
         say(f"store: sync to {url} failed; the run goes on here (see the log)")
@@ -214,8 +220,6 @@ def _sync(run_dir: Path, url: str | None, say) -> None:
 def _tiny_model(run, config, log: Path) -> None:
     """The run's tiny model, built in this process (the sft stage would build it too)."""
     import logging
-
-    from tritonrl.train.sft import base_model, quiet_progress
 
     handler = logging.FileHandler(log, encoding="utf-8")
     logging.getLogger("tritonrl").addHandler(handler)
@@ -245,15 +249,10 @@ def _eval_stage(run, cmd: list[str], log: Path, say=None) -> None:
 def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Path:
     """Every stage of `run_dir` not done yet, in order; the report's path. With a store
     (`run.store`), the run is synced after every stage and during eval."""
-    from tritonrl.runs import Run
-    from tritonrl.runs.lifecycle import run_store_url
-
     run_dir = Path(run_dir).resolve()
     run = Run.open_or_create(run_dir)
     url = run_store_url(run, config.run.store)
     if url:
-        from tritonrl.runs.store import open_store
-
         open_store(url, write=True)  # unreachable or read-only: an error, before any stage
         if run.store != url:
             run.set_fields(store=url)
@@ -266,9 +265,6 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
 
 
 def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Path:
-    from tritonrl.evaluate.report import write_report
-    from tritonrl.runs import RESUMED, Run
-
     logs = run_dir / "logs"
     for stage in STAGES:
         log = logs / f"{stage}.log"
@@ -304,7 +300,6 @@ def _eval_sync(run_dir: Path, url: str | None, interval_s: float):
     runs, and at its end (the eval process itself does not sync)."""
     if not url:
         return contextlib.nullcontext()
-    from tritonrl.runs.sync import StoreSync
 
     return StoreSync(run_dir, url, interval_s)
 
@@ -325,11 +320,9 @@ def pipeline(
     argv = ([] if config is None else ["--config", config]) + list(ctx.args)
     if store is not None:
         argv += ["--run.store", store]
-    try:
-        report = run_pipeline(cfg, run_dir, argv, say=lambda m: out.print(m, markup=False))
-    except ValueError as e:  # a store that cannot be used (StoreError), a RunError
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+    try:  # ValueError: a store that cannot be used (StoreError), a RunError
+        with command_errors((ValueError,)):
+            report = run_pipeline(cfg, run_dir, argv, say=lambda m: out.print(m, markup=False))
     except StageFailed as e:
         err.print(f"[red]pipeline stopped:[/red] {escape(str(e))}")
         tail = e.log.read_text(errors="replace").splitlines()[-15:] if e.log.is_file() else []
@@ -346,9 +339,6 @@ def pipeline(
 def _unsynced(run_dir: Path) -> str | None:
     """Why the run's store does not hold its last state, when it has one and its last
     push failed (the final sync is the pipeline's last step); None otherwise."""
-    from tritonrl.runs import Run
-    from tritonrl.runs.syncdir import store_status
-
     url = Run.open(run_dir).store
     status = store_status(run_dir) if url else None
     if not url or not status or not status.get("last_error"):  # cleared by a good push
@@ -364,18 +354,12 @@ def report(
     out_dir: Path | None = typer.Option(None, "--out", help="Folder (default: FIRST/report)."),
 ) -> None:
     """A Markdown report with PNG plots of runs and evaluations."""
-    from tritonrl.evaluate.commands import out_folder_problem
-    from tritonrl.evaluate.report import write_report
-
     problem = out_dir and out_folder_problem(out_dir, "report.md and its plots")
     if problem:
         err.print(f"[red]error:[/red] {escape(problem)}")
         raise typer.Exit(2)
-    try:
+    with command_errors((ValueError, OSError)):
         path = write_report(sources, out_dir)
-    except (ValueError, OSError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
     out.print(f"report: {path}", markup=False)
 
 

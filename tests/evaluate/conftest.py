@@ -31,7 +31,7 @@ def lora_run(tmp_path_factory):
     """A run whose tiny model got a LoRA adapter in 2 SFT steps (the adapter path of every
     loader; tests/train's runs train all parameters). Do not change it."""
     pytest.importorskip("trl")
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.train.sft import run_sft
 
     run_dir = tmp_path_factory.mktemp("eval") / "run"

@@ -4,7 +4,7 @@ give instead."""
 
 import pytest
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.evaluate.backends import LocalModel, model_name, open_model
 from tritonrl.runs import Run
 
@@ -89,12 +89,12 @@ def test_what_cannot_be_evaluated_is_named(tmp_path):
 
 
 def _write_gguf():
-    """tests/train/test_models.py's GGUF writer (the llama.cpp converter's names)."""
+    """tests/models/test_load.py's GGUF writer (the llama.cpp converter's names)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "train" / "test_models.py"
-    spec = importlib.util.spec_from_file_location("train_test_models", path)
+    path = Path(__file__).parents[1] / "models" / "test_load.py"
+    spec = importlib.util.spec_from_file_location("models_test_load", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.write_gguf

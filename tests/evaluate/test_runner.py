@@ -7,7 +7,7 @@ import json
 import pytest
 from eval_loopback import OTHERS, RELU, Teacher
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.evaluate.backends import ApiModel
 from tritonrl.evaluate.identity import eval_identity
 from tritonrl.evaluate.runner import eval_tasks, evaluate, finished

@@ -38,14 +38,17 @@ def test_sync_trl_reward_scores_and_logs_each_completion():
     reward = make_trl_reward([RELU], workers=2)
     extra, metrics, log_extra, log_metric = _logs()
     completions = [[{"role": "assistant", "content": c}] for c in (GOOD, BAD, CHEAT)]
-    scores = reward(prompts=["p"] * 3, completions=completions, task_id=[RELU.id] * 3,
-                    log_extra=log_extra, log_metric=log_metric)  # fmt: skip
+    scores, details = reward.with_details(prompts=["p"] * 3, completions=completions,
+                                          task_id=[RELU.id] * 3, log_extra=log_extra,
+                                          log_metric=log_metric)  # fmt: skip
     assert scores[0] >= 0.7 and scores[1:] == pytest.approx([0.3, 0.0])
     assert extra["verify_stage"] == ["done", "correctness", "static"]
     assert extra["verify_speedup"] == [-1.0] * 3  # not timed: timing needs CUDA
     assert "torch_compute" in extra["verify_flags"][2]
     assert metrics["verify/correct"] == [pytest.approx(1 / 3)]
-    assert [d["correct"] for d in reward.scorer.last_details] == [True, False, False]
+    assert [d["correct"] for d in details] == [True, False, False]
+    assert [d["reward"] for d in details] == scores
+    assert reward(prompts=["p"], completions=completions[1:2], task_id=[RELU.id]) == scores[1:2]
 
 
 def test_async_trl_reward_matches_the_sync_one():

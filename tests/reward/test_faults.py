@@ -81,12 +81,12 @@ def test_hangs_bombs_and_a_lane_killed_mid_batch_score_0_and_training_goes_on():
 
     def score(completions):
         return asyncio.run(
-            reward(prompts=["p"] * len(completions), completions=completions,
+            reward.with_details(prompts=["p"] * len(completions), completions=completions,
                    task_id=[RELU.id] * len(completions),
                    log_extra=lambda k, v: extra.setdefault(k, []).extend(v))
         )  # fmt: skip
 
-    assert score([HONEST[5]]) == [pytest.approx(0.7)]  # warm: timing needs CUDA
+    assert score([HONEST[5]])[0] == [pytest.approx(0.7)]  # warm: timing needs CUDA
     idle = _idle_processes(pool)
     killed: list[int] = []
     stop = threading.Event()
@@ -94,12 +94,11 @@ def test_hangs_bombs_and_a_lane_killed_mid_batch_score_0_and_training_goes_on():
     killer.start()
     try:
         started = time.monotonic()
-        scores = score(batch)
+        scores, details = score(batch)
     finally:
         stop.set()
         killer.join()
     assert killed, "no lane was seen running a job"
-    details = reward.scorer.last_details
     assert len(scores) == len(batch) and time.monotonic() - started < 120
     ours = [i for i, d in enumerate(details) if "signal 9 (SIGKILL)" in (d["error"] or "")]
     assert len(ours) == 1, details  # the job whose lane was killed, and only it
@@ -115,5 +114,5 @@ def test_hangs_bombs_and_a_lane_killed_mid_batch_score_0_and_training_goes_on():
     assert extra["verify_error"][-len(batch) :] == [d["error"] or "" for d in details]
 
     # The pool replaced the lane: the next batch is verified in full.
-    assert score(HONEST[:4]) == [pytest.approx(0.7)] * 4
+    assert score(HONEST[:4])[0] == [pytest.approx(0.7)] * 4
     assert len(pool.lanes) == 2

@@ -31,7 +31,7 @@ def sft_run_template(tmp_path_factory) -> Path:
     """A run whose tiny model had 2 SFT steps on the builtin suite: RL's starting point.
     Do not change it: copy it with the `sft_run` fixture."""
     pytest.importorskip("trl")
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.train.sft import run_sft
 
     run_dir = tmp_path_factory.mktemp("sft") / "run"

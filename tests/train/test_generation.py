@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from tritonrl import config as config_module
-from tritonrl.config import check_config, load_config
+from tritonrl.config import check_config
+from tritonrl.config_loader import load_config
 from tritonrl.train import generation
 from tritonrl.train.generation import Generator, check_model, choose, warn_shared_server
 
@@ -128,7 +129,7 @@ def test_a_local_server_beside_several_gpus_is_warned_of(caplog):
 
 def test_trl_arguments_for_each_generator(tmp_path):
     pytest.importorskip("trl")
-    from tritonrl.train.grpo import trainer_args
+    from tritonrl.train.rl.grpo import trainer_args
 
     config = _config("--rl.vllm_gpu_memory_utilization", "0.25", "--rl.max_completion_length",
                      "1024", "--rl.temperature", "0.7")  # fmt: skip
@@ -154,7 +155,7 @@ def test_trl_arguments_for_each_generator(tmp_path):
 
 
 def test_the_step_clock_splits_a_step(monkeypatch):
-    from tritonrl.train import grpo
+    from tritonrl.train.rl import grpo
 
     now = iter([0.0, 1.0, 4.0, 4.5, 6.5, 10.0, 20.0])
     monkeypatch.setattr(grpo.time, "perf_counter", lambda: next(now))

@@ -35,7 +35,7 @@ def qwen2_bf16(tmp_path_factory):
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     from tritonrl.config import TinyModelConfig
-    from tritonrl.train.tiny_model import IM_END, PAD, build_tiny_model
+    from tritonrl.models.tiny import IM_END, PAD, build_tiny_model
 
     tiny = build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "m", TinyModelConfig(generated_tasks=50)
@@ -70,7 +70,7 @@ def _bf16_config(*overrides: str):
 def _examples(config):
     import datasets
 
-    from tritonrl.train.sft_data import builtin_examples
+    from tritonrl.train.sft.data import builtin_examples
 
     rows = [{"prompt": r["prompt"], "completion": r["completion"]}
             for r in builtin_examples(config)]  # fmt: skip
@@ -127,7 +127,7 @@ def test_bf16_lora_keeps_the_frozen_base_in_bf16_and_the_adapters_in_float32(qwe
 def test_rl_loads_a_full_policy_in_float32_under_rl_bf16(sft_run):
     """GRPO, RLOO, best-of-n and rwsft all train what `load_policy` returns."""
     from tritonrl.runs import Run
-    from tritonrl.train.rl import load_policy
+    from tritonrl.train.rl.common import load_policy
 
     run = Run.open(sft_run)
     assert run.has_artifact("sft", "model")  # the tiny run trains every parameter

@@ -34,6 +34,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.data.distill import DistillError, distill
+from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks, prepare
+from tritonrl.runs import Run, RunError
+from tritonrl.tasks import TaskLoadError, load_tasks
 
 out_console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -56,10 +60,6 @@ def _start(run_dir: Path | None, out: Path | None, stage: str):
         if out is None:
             _fail("give --out DIR (or --run RUN_DIR to write inside a run)")
         return None, out
-    try:
-        from tritonrl.runs import Run, RunError
-    except ImportError:
-        _fail("--run needs tritonrl.runs, which this installation does not have")
     try:
         run = Run.open_or_create(run_dir)
         # --out is relative to where the command runs, like --run: resolved once here
@@ -124,8 +124,6 @@ def prepare_command(
 
     The share held out for validation is data.validation_fraction, the most examples
     kept data.max_samples (--config, --data.KEY VALUE)."""
-    from tritonrl.data.kernelbook import KernelBookError, prepare
-
     cfg, _ = command_config(ctx, config, "prepare", {
         "--max-samples": ("data.max_samples", max_samples),
         "--val-fraction": ("data.validation_fraction", val_fraction),
@@ -156,9 +154,6 @@ def prepare_command(
 
 
 def _load_tasks(spec: str, limit: int | None):
-    from tritonrl.data.kernelbook import load_prepared_tasks
-    from tritonrl.tasks import load_tasks
-
     if spec.endswith(".jsonl"):
         tasks = load_prepared_tasks(spec)
     else:
@@ -197,9 +192,6 @@ def distill_command(
     """Ask a teacher model for kernels; keep the verified-correct ones as SFT data.
 
     The answers are verified with the config's verify section (--config, --verify.KEY)."""
-    from tritonrl.data.distill import DistillError, distill
-    from tritonrl.tasks import TaskLoadError
-
     cfg, _ = command_config(ctx, config_path, "distill", {
         "--device": ("verify.device", device), "--policy": ("verify.policy", policy),
     })  # fmt: skip

@@ -45,9 +45,11 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+from tritonrl.config import VerifyConfig
 from tritonrl.data.kernelbook import progress, write_json, write_jsonl
 from tritonrl.data.prompts import build_messages, sft_example
 from tritonrl.extract import normalise_code, try_extract
+from tritonrl.reward import reward_for
 from tritonrl.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -273,8 +275,7 @@ def _verdict(task: Task, code: str, config, path: Path, summary: DistillSummary)
     cached = _read_json(path)
     if cached is not None:
         return cached
-    from tritonrl.reward import reward_for
-    from tritonrl.verify import verify
+    from tritonrl.verify import verify  # lazy: the funnel loads torch
 
     result = verify(task, code, config)
     summary.verified += 1
@@ -325,7 +326,6 @@ def distill(
     stays in `out_dir/cache`, and a rerun continues from there.
     """
     _check(tasks, variations)
-    from tritonrl.verify import VerifyConfig
 
     config = verify_config or VerifyConfig()
     client = ChatClient(

@@ -49,6 +49,9 @@ from pathlib import Path
 
 from tritonrl.data.convert import RowDropped, code_key, convert_row
 from tritonrl.data.prompts import POLICIES, sft_example
+from tritonrl.tasks import load_builtin
+from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
+from tritonrl.tasks.generator import generate_tasks
 from tritonrl.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -278,8 +281,6 @@ def parse_labeler(labeler: str | None, endpoint: str | None) -> tuple[str, str] 
 
 
 def _label(tasks: list[Task], llm, api_key: str | None, summary: PrepareSummary) -> list[Task]:
-    from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
-
     out = []
     for task in progress(tasks, "labelling"):
         level = None
@@ -339,9 +340,6 @@ def _kernelbook_items(
 def _builtin_items(
     summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool
 ):
-    from tritonrl.tasks import load_builtin
-    from tritonrl.tasks.generator import generate_tasks
-
     tasks = load_builtin("all").tasks[:max_samples]
     if len(tasks) < max_samples:
         tasks += generate_tasks(max_samples - len(tasks), seed=seed)

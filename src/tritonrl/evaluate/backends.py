@@ -10,7 +10,7 @@ backend)` what the model is (that name, the resolved path, its files' fingerprin
 backend; `tritonrl.evaluate.identity`), both found without loading anything.
 Models: a local HF model directory; a LoRA adapter directory (adapter_config.json: its
 base is loaded, a `.gguf` base too, and the adapter put on it with peft); a `.gguf` file
-(`tritonrl.train.models.load_causal_lm`, dequantized); a run directory (the latest model
+(`tritonrl.models.load.load_causal_lm`, dequantized); a run directory (the latest model
 its manifest names: rl's when that stage is done, else sft's; an adapter goes on the
 run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
 endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
@@ -18,7 +18,7 @@ endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
 Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`
 (`greedy=` says otherwise: an evaluation of 3 samples that lacks one asks n=1, sampled),
 from the whole distribution on every backend (no top-k, top-p or repetition penalty,
-whatever the model's generation_config.json says; `train.sampling.sampling_kwargs`), as
+whatever the model's generation_config.json says; `models.sampling.sampling_kwargs`), as
 GRPO samples; at most `rl.max_completion_length` new tokens (`tritonrl eval
 --max-tokens`). Local models see the tokenizer's chat template (plain turns without one);
 API models get the messages. `generate` also says of each answer whether it stopped at
@@ -46,7 +46,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from tritonrl.config import Config
+from tritonrl.config import TINY, Config
+from tritonrl.data.distill import ChatClient
+from tritonrl.data.prompts import render_plain
+from tritonrl.evaluate import identity
+from tritonrl.models.adapters import relocate_adapters
+from tritonrl.models.load import load_causal_lm, load_tokenizer
+from tritonrl.models.sampling import sampling_kwargs
+from tritonrl.runs import Run
 
 log = logging.getLogger(__name__)
 API_IN_FLIGHT = 8  # concurrent requests to an OpenAI-compatible endpoint
@@ -85,8 +92,6 @@ class LocalModel(_Answers):
         tokenizer.padding_side = "left"
 
     def _text(self, messages: list[dict]) -> str:
-        from tritonrl.data.prompts import render_plain
-
         if not self.tokenizer.chat_template:
             return render_plain(messages)
         return self.tokenizer.apply_chat_template(
@@ -96,8 +101,6 @@ class LocalModel(_Answers):
     def generate(self, prompts: list[list[dict]], n: int, config: Config,
                  greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
         import torch
-
-        from tritonrl.train.sampling import sampling_kwargs
 
         texts = [self._text(p) for p in prompts]
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -147,8 +150,6 @@ class ApiModel(_Answers):
     """An OpenAI-compatible chat endpoint (`openai:MODEL@URL`), a few requests in flight."""
 
     def __init__(self, model: str, url: str):
-        from tritonrl.data.distill import ChatClient
-
         self.name = f"openai:{model}@{url}"
         self.identity = {"name": self.name, "path": None, "fingerprint": None, "backend": "openai"}
         self.client = ChatClient(url, model, api_key=os.environ.get("OPENAI_API_KEY"),
@@ -186,8 +187,6 @@ def _path(spec: str) -> Path:
 
 def _run_stage(path: Path) -> str:
     """The stage whose model is the run's latest: rl when done, else sft."""
-    from tritonrl.runs import Run
-
     run = Run.open(path)
     stage = "rl" if run.status("rl") == "done" else "sft"
     if run.status(stage) != "done":
@@ -209,16 +208,12 @@ def model_name(spec: str) -> str:
 def _adapter_model(adapter: Path, base: str | Path, tokenizer_dir: Path):
     from peft import PeftModel
 
-    from tritonrl.train.models import load_causal_lm, load_tokenizer
-
     model = PeftModel.from_pretrained(load_causal_lm(str(base)), str(adapter))
     return model, load_tokenizer(str(tokenizer_dir))
 
 
 def _local_model(path: Path):
     """(model, tokenizer) of a model dir, a .gguf file or an adapter dir (on its base)."""
-    from tritonrl.train.models import load_causal_lm, load_tokenizer
-
     config = path / "adapter_config.json"
     if path.is_dir() and not config.is_file() and not (path / "config.json").is_file():
         raise ValueError(
@@ -237,10 +232,6 @@ def _local_model(path: Path):
 
 def _run_model(path: Path):
     """(model, tokenizer) the run's manifest names as its latest, as `tritonrl rl` loads."""
-    from tritonrl.config import TINY
-    from tritonrl.runs import Run
-    from tritonrl.train.sft_run import relocate_adapters
-
     run, stage = Run.open(path), _run_stage(path)
     tokenizer = next((run.artifact(s, "tokenizer") for s in (stage, "sft")
                       if run.has_artifact(s, "tokenizer")), None)  # fmt: skip
@@ -258,9 +249,6 @@ def _run_model(path: Path):
 def _model_parts(path: Path) -> list[Path | str]:
     """What decides `path`'s answers, as `_local_model` and `_run_model` load it: the
     model, adapter or .gguf first, then an adapter's base and a tokenizer found apart."""
-    from tritonrl.config import TINY
-    from tritonrl.runs import Run
-
     if not (path / "manifest.json").is_file():
         config = path / "adapter_config.json"
         base = json.loads(config.read_text()).get("base_model_name_or_path") if (
@@ -286,8 +274,6 @@ def _base(name: str) -> Path | str:
 def model_identity(spec: str, device: str = "cpu", backend: str = "auto") -> dict:
     """What `spec` is, without loading it (`tritonrl.evaluate.identity`): name, resolved
     path, its files' fingerprint, and the backend `open_model` would generate with."""
-    from tritonrl.evaluate import identity
-
     if spec.startswith("openai:"):
         return {"name": model_name(spec), "path": None, "fingerprint": None, "backend": "openai"}
     path, name = _path(spec), model_name(spec)
@@ -296,8 +282,6 @@ def model_identity(spec: str, device: str = "cpu", backend: str = "auto") -> dic
 
 
 def _tokenizer(path):
-    from tritonrl.train.models import load_tokenizer
-
     return load_tokenizer(str(path))
 
 

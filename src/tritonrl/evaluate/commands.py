@@ -34,6 +34,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.data.distill import DistillError
+from tritonrl.evaluate.backends import model_identity, open_model
+from tritonrl.evaluate.identity import eval_identity
+from tritonrl.evaluate.runner import eval_tasks, evaluate, finished
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -203,9 +207,6 @@ def eval_command(
     problem = out_folder_problem(out_dir, "samples.jsonl and summary.json")
     if problem:
         _fail(ValueError(problem), 2)
-    from tritonrl.evaluate.backends import model_identity
-    from tritonrl.evaluate.identity import eval_identity
-    from tritonrl.evaluate.runner import eval_tasks, finished
 
     where = _device(device)
     try:
@@ -248,10 +249,6 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
     """Open the model, then ask, verify and write with one progress bar (a line per
     batch where stderr is no terminal: a log, or the pipeline that shows it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from tritonrl.data.distill import DistillError
-    from tritonrl.evaluate.backends import open_model
-    from tritonrl.evaluate.runner import evaluate
 
     try:
         with _no_loading_bars():

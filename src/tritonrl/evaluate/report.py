@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from tritonrl.runs import Run
 from tritonrl.verify.result import STAGES
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,6 @@ def load_source(path: str | Path) -> Source:
     samples.jsonl); anything else is a ValueError saying what was expected."""
     p = Path(path).expanduser().resolve()
     if (p / "manifest.json").is_file():
-        from tritonrl.runs import Run
-
         run = Run.open(p)
         src = Source(p, p.name, "run", manifest=json.loads((p / "manifest.json").read_text()))
         if run.has_artifact("eval", "dir"):

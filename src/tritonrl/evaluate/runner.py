@@ -34,7 +34,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.tasks import Task
+from tritonrl.config_loader import config_from_dict
+from tritonrl.data.heldout import heldout_tasks
+from tritonrl.data.prompts import build_messages
+from tritonrl.evaluate.identity import check_folder, eval_identity, record
+from tritonrl.evaluate.metrics import k_values, summarize
+from tritonrl.reward.schemes import reward_for
+from tritonrl.runs import Run
+from tritonrl.runs.manifest import versions
+from tritonrl.tasks import Task, load_tasks
+from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
 SAMPLES, SUMMARY = "samples.jsonl", "summary.json"
@@ -43,21 +52,13 @@ BATCH_TASKS = 8  # tasks generated and verified together (a model may ask for mo
 
 def eval_tasks(specs: list[str], levels: list[int] | None = None, limit: int | None = None):
     """The tasks `specs` name (see the module docstring), filtered by level, first `limit`."""
-    from tritonrl.tasks import load_tasks
-    from tritonrl.tasks.generator import generate_tasks
-
     tasks: list[Task] = []
     for spec in specs:
         if spec.startswith("gen:"):
             parts = spec.split(":")
             tasks += generate_tasks(int(parts[1]), seed=int(parts[2]) if len(parts) > 2 else 1)
         elif spec.startswith("run:"):
-            from tritonrl.runs import Run
-            from tritonrl.train.rl_data import heldout_tasks
-
             run = Run.open(spec[4:])
-            from tritonrl.config_loader import config_from_dict
-
             tasks += heldout_tasks(run, config_from_dict(run.config, f"run {run.path}"))
         else:
             report = load_tasks(spec)
@@ -92,9 +93,7 @@ def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
     """Answers `indices` (sample numbers) to each task of `batch`, verified: the rows
     samples.jsonl gets. `greedy` is the evaluation's (one sample a task), not the batch's:
     a third sample added to two is drawn as they were."""
-    from tritonrl.data.prompts import build_messages
-    from tritonrl.reward.schemes import reward_for
-    from tritonrl.verify.pool.pool import shared_pool
+    from tritonrl.verify.pool.pool import shared_pool  # lazy: loads torch
 
     verify, n = config.verify, len(indices)
     prompts = [build_messages(t.source, include_example=config.data.include_example,
@@ -112,9 +111,6 @@ def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
 
 def _summary(ident: dict, tasks: list[Task], samples: int, rows: list[dict],
              config: Config) -> dict:  # fmt: skip
-    from tritonrl.evaluate.metrics import k_values, summarize
-    from tritonrl.runs.manifest import versions
-
     metrics = summarize(rows, k_values(samples))
     truncated = sum(bool(r.get("truncated")) for r in rows)
     model = ident["model"]
@@ -130,8 +126,6 @@ def _summary(ident: dict, tasks: list[Task], samples: int, rows: list[dict],
 
 
 def _identity(model, samples: int, config: Config) -> dict:
-    from tritonrl.evaluate.identity import eval_identity
-
     known = getattr(model, "identity", None) or {"name": model.name}
     return eval_identity(known, samples, config)
 
@@ -141,8 +135,6 @@ def evaluate(model, tasks: list[Task], samples: int, out_dir: str | Path, config
     """Every (task, sample) not yet in out_dir's samples.jsonl asked, verified, appended
     batch by batch; then summary.json. `progress(done, total)` as samples are written.
     A folder that holds another evaluation (model, settings) is a ValueError."""
-    from tritonrl.evaluate.identity import check_folder, record
-
     out = Path(out_dir)
     ident = _identity(model, samples, config)
     check_folder(out, ident, tasks)
@@ -183,8 +175,6 @@ def finished(out_dir: str | Path, ident: dict, tasks: list[Task], samples: int) 
     """out_dir's summary when it is a finished evaluation of these; None when there is
     nothing or part of it (go on); ValueError when it is another evaluation (`ident`:
     `tritonrl.evaluate.identity.eval_identity`'s)."""
-    from tritonrl.evaluate.identity import check_folder
-
     check_folder(out_dir, ident, tasks)
     path = Path(out_dir) / SUMMARY
     if not path.is_file():

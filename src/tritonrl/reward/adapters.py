@@ -9,7 +9,9 @@ Each dataset row carries a `task_id` column (the name is configurable) naming th
 its prompt was built from. The function returns one float per completion and, when the
 trainer passes them (TRL >= 1.x does), logs per-completion details through `log_extra`
 (stage, flags, error, speedup: -1 when not timed) and batch rates through
-`log_metric`. The details of the last batch are also kept as `reward.scorer.last_details`.
+`log_metric`. `reward.with_details(prompts, completions, **kwargs)` (awaited when
+asynchronous) returns `(rewards, details)`: the same verification, with each completion's
+details dict (stage, correct, flags, error, speedup, reward, task) for the caller to keep.
 
 verl (`custom_reward_function.path` pointing at this file, tritonrl/reward/adapters.py,
 `name: compute_score`):
@@ -41,6 +43,7 @@ from typing import Any
 from tritonrl.config import VerifyConfig
 from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import Task, load_source
+from tritonrl.tasks.difficulty import label_level
 from tritonrl.verify.inputs import TRUSTED_LOCK
 from tritonrl.verify.pool.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
@@ -69,7 +72,6 @@ class _Scorer:
         self.config = config or VerifyConfig()
         self.task_key = task_key
         self.workers = workers  # the shared pool's lanes (None: its default)
-        self.last_details: list[dict[str, Any]] = []
 
     @property
     def pool(self) -> VerifierPool:
@@ -92,7 +94,7 @@ class _Scorer:
         ids = kwargs[self.task_key]
         return [(self._task(i), completion_text(c)) for i, c in zip(ids, completions, strict=True)]
 
-    def report(self, results: list[VerifyResult], kwargs) -> list[float]:
+    def report(self, results: list[VerifyResult], kwargs) -> tuple[list[float], list[dict]]:
         rewards = [reward_for(r, self.config) for r in results]
         details = [_details(r, x) for r, x in zip(results, rewards, strict=True)]
         log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
@@ -107,8 +109,7 @@ class _Scorer:
             log_metric("verify/correct", sum(r.correct for r in results) / n)
             log_metric("verify/compiled", sum(r.compiled for r in results) / n)
             log_metric("verify/cheated", sum(r.cheated for r in results) / n)
-        self.last_details = details
-        return rewards
+        return rewards, details
 
 
 def make_trl_reward(
@@ -118,12 +119,13 @@ def make_trl_reward(
     workers: int | None = None,
     asynchronous: bool = False,
 ):
-    """A TRL reward function `(prompts, completions, **kwargs) -> list[float]`."""
+    """A TRL reward function `(prompts, completions, **kwargs) -> list[float]`; its
+    `with_details` attribute returns `(rewards, details)` for the same call."""
     scorer = _Scorer(tasks, config, task_key, workers)
 
     if asynchronous:
 
-        async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
+        async def with_details(prompts, completions, **kwargs):
             jobs = scorer.jobs(completions, kwargs)
             futures = scorer.pool.submit_many(jobs, scorer.config)
             results = await asyncio.gather(
@@ -132,17 +134,24 @@ def make_trl_reward(
             results = [_as_result(r, job) for r, job in zip(results, jobs, strict=True)]
             return scorer.report(unshared(results, futures), kwargs)
 
+        async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
+            return (await with_details(prompts, completions, **kwargs))[0]
+
         reward = tritonrl_verifier
     else:
 
-        def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
+        def with_details(prompts, completions, **kwargs):
             jobs = scorer.jobs(completions, kwargs)
             futures = scorer.pool.submit_many(jobs, scorer.config)
             results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
             return scorer.report(unshared(results, futures), kwargs)
 
+        def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
+            return with_details(prompts, completions, **kwargs)[0]
+
         reward = tritonrl_verifier
     reward.scorer = scorer
+    reward.with_details = with_details
     return reward
 
 
@@ -173,8 +182,6 @@ def _task_from_ground_truth(ground_truth: str) -> Task:
 
 def _load_ground_truth(ground_truth: str) -> Task:
     if "class Model" in ground_truth and "get_inputs" in ground_truth:
-        from tritonrl.tasks.difficulty import label_level
-
         digest = hashlib.sha256(ground_truth.encode()).hexdigest()[:12]
         level = label_level(ground_truth)
         return Task(f"inline:{digest}", level, digest, ground_truth, "verl:ground_truth")

@@ -1,8 +1,16 @@
 """What every stage process does around its work so that a kill loses at most one
-checkpoint interval: sealed checkpoints, the object-store sync, the spot watcher.
+checkpoint interval: sealed checkpoints, the object-store sync, the spot watcher; and the
+stage's record in the manifest: started, then done, failed or interrupted.
 
-    with StopSignals() as stop, stage_services(run, config, stop):
+    with StopSignals() as stop, stage_services(run, config, stop), stage(run, "sft"):
+        resume = resume_point(run, "sft")    # the checkpoint to go on from, or None
         ...train...                      # each checkpoint: record_checkpoint(run, stage, dir)
+
+`stage` starts the stage (reopening a done one with `reopen`), and marks it done when
+its block ends, interrupted (with the signal) on `Interrupted` or a KeyboardInterrupt
+(SIGINT), failed (with `Type: message`) on anything else, re-raising. `resume_point`
+is the consistent checkpoint an earlier attempt left (logged, and recorded in the stage
+info as `resumed_from_checkpoint`).
 
 `stage_services` opens the run's store (an unreachable one is an error naming the URL and
 the credential variables, before any work), starts the background sync
@@ -16,8 +24,8 @@ manifest (written last), and wakes the sync. The run's URL in the store is
 `run.store/<run directory name>`, recorded in the manifest at the first sync so that a run
 restored into another directory goes on syncing to the same place.
 
-What it does NOT do: it does not write checkpoints (the trainers do), decide what to
-resume (the stages and `tritonrl resume` do), or talk to the store itself (`store.py`,
+What it does NOT do: it does not write checkpoints (the trainers do), decide whether
+to resume (the stages and `tritonrl resume` do), or talk to the store itself (`store.py`,
 `sync.py`).
 """
 
@@ -29,8 +37,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from tritonrl.runs.checkpoint import check, read_seal, seal
-from tritonrl.runs.manifest import Run
+from tritonrl.runs.checkpoint import check, read_seal, seal, step_of
+from tritonrl.runs.manifest import RESUMED, Run
+from tritonrl.runs.preemption import Interrupted
+from tritonrl.runs.spot import watch_spot
+from tritonrl.runs.store import open_store
+from tritonrl.runs.sync import StoreSync
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +87,6 @@ def stage_services(run: Run, config, stop=None) -> Iterator[object | None]:
     with contextlib.ExitStack() as stack:
         sync = None
         if url:
-            from tritonrl.runs.store import open_store
-            from tritonrl.runs.sync import StoreSync
-
             open_store(url, write=True)  # unreachable or read-only: StoreError naming why
             if run.store != url:
                 run.set_fields(store=url)
@@ -86,8 +95,6 @@ def stage_services(run: Run, config, stop=None) -> Iterator[object | None]:
                 _active[run.path] = sync
             stack.callback(_forget, run.path)
         if stop is not None and config.run.spot_watch:
-            from tritonrl.runs.spot import watch_spot
-
             stack.enter_context(watch_spot(stop))
         yield sync
 
@@ -100,8 +107,6 @@ def _forget(path: Path) -> None:
 def consistent_checkpoint(run: Run, stage: str) -> Path | None:
     """The checkpoint to resume `stage` from: the recorded one when its seal matches, else
     (with a warning) the newest consistent checkpoint beside it, else None (start over)."""
-    from tritonrl.runs.checkpoint import step_of
-
     if not run.has_artifact(stage, "checkpoint"):
         return None
     recorded = run.path / run.stage(stage)["artifacts"]["checkpoint"]
@@ -125,3 +130,38 @@ def consistent_checkpoint(run: Run, stage: str) -> Path | None:
     log.warning("checkpoint %s is not usable (%s) and no older one is: %s starts over",
                 run.relpath(recorded), problem, stage)  # fmt: skip
     return None
+
+
+@contextlib.contextmanager
+def stage(run: Run, name: str, reopen: bool = False) -> Iterator[None]:
+    """Stage `name` of `run` started, and marked done when the block ends; interrupted
+    (with the signal's name) on `Interrupted` or a KeyboardInterrupt (a SIGINT outside
+    our handler, another thread's), failed (with `Type: message`) on anything else; the
+    exception is re-raised. `reopen` starts a done stage again (a raised budget)."""
+    run.start_stage(name, reopen=reopen)
+    try:
+        yield
+    except Interrupted as e:
+        run.interrupt_stage(name, e.signal_name)
+        raise
+    except KeyboardInterrupt:
+        run.interrupt_stage(name, "SIGINT")
+        raise
+    except BaseException as e:
+        run.fail_stage(name, f"{type(e).__name__}: {e}")
+        raise
+    run.finish_stage(name)
+
+
+def resume_point(run: Run, name: str, logger: logging.Logger = log) -> str | None:
+    """The checkpoint an earlier attempt of stage `name` recorded (sealed and whole, else
+    an older one: `consistent_checkpoint`), logged to `logger` (the stage's own, which its
+    command shows) and noted in the stage info as resumed_from; None to start afresh."""
+    checkpoint = consistent_checkpoint(run, name)
+    if checkpoint is None:
+        return None
+    relative = run.relpath(checkpoint)
+    logger.info("resuming %s of %s from %s (step %s)", name.upper(), run.path, relative,
+                run.stage(name)["step"])  # fmt: skip
+    run.set_info(name, **{RESUMED: relative})
+    return str(checkpoint)

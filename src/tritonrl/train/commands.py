@@ -22,14 +22,22 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable
+from typing import TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.cli_config import CONFIG, OVERRIDES, command_config, command_errors
+from tritonrl.models.load import convert_gguf as convert
+from tritonrl.models.tiny import build_tiny_model, count_parameters
+from tritonrl.runs import Interrupted, Run, RunError
+from tritonrl.train.sft import STAGE as STAGE_SFT
+from tritonrl.train.sft import loss_text, quiet_progress, run_sft
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -50,17 +58,11 @@ def tiny_model(
 
     Every --tiny_model.KEY VALUE overrides one field, e.g. --tiny_model.num_layers 2.
     """
-    from tritonrl.train.sft import quiet_progress
-    from tritonrl.train.tiny_model import build_tiny_model, count_parameters
-
     cfg, _ = command_config(ctx, config, "tiny-model")
     with quiet_progress():
-        try:
+        with command_errors((FileExistsError,)):
             path = build_tiny_model(out_dir, cfg.tiny_model, overwrite=overwrite)
-        except FileExistsError as e:
-            err.print(f"[red]error:[/red] {escape(str(e))}")
-            raise typer.Exit(2) from None
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM  # lazy: a heavy dependency
 
         n = count_parameters(AutoModelForCausalLM.from_pretrained(path))
     out.print(f"tiny model ({n / 1e6:.1f}M parameters) written to {path}", markup=False)
@@ -76,26 +78,8 @@ def sft(
 
     Every --SECTION.KEY VALUE overrides one config field, e.g. --sft.max_steps 10.
     """
-    from tritonrl.runs import Interrupted, Run, RunError
-    from tritonrl.train.sft import loss_text, run_sft
-
     cfg, _ = command_config(ctx, config, "sft")
-    train_log = logging.getLogger("tritonrl.train")
-    if not train_log.isEnabledFor(logging.INFO):  # --verbose may have asked for more
-        train_log.setLevel(logging.INFO)
-    try:
-        result = run_sft(cfg, run_dir)
-    except Interrupted as e:
-        error = Run.open(run_dir).stage("sft")["error"]
-        err.print(f"[yellow]SFT {escape(error)}[/yellow]")
-        raise typer.Exit(_stopped_code(e.signal_name)) from None
-    except (ValueError, RunError, ImportError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
-    except Exception as e:
-        log.debug("SFT failed", exc_info=True)
-        err.print(f"[red]SFT failed:[/red] {type(e).__name__}: {escape(str(e))}")
-        raise typer.Exit(1) from None
+    result = _run_stage("SFT", STAGE_SFT, run_dir, lambda: run_sft(cfg, run_dir))
     kind = "adapter" if result.lora else "model"
     resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     out.print(
@@ -122,33 +106,14 @@ def rl(
     pipeline and verify sections, and run.report_to, run.seed, run.store,
     run.sync_interval_s and run.spot_watch, may differ from the run's).
     """
-    from tritonrl.runs import Interrupted, Run, RunError
-    from tritonrl.train.rl import STAGE, require_sft, run_rl
+    from tritonrl.train.rl import STAGE, require_sft, run_rl  # lazy: loads torch (the reward)
 
-    try:
+    with command_errors((RunError,)):
         run = Run.open(run_dir)
         require_sft(run)
-    except RunError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
     base = (f"run {run.path} (its manifest's config)", run.config) if run.config else None
     cfg, _ = command_config(ctx, config, "rl", {"--algo": ("rl.algo", algo)}, base=base)
-    train_log = logging.getLogger("tritonrl.train")
-    if not train_log.isEnabledFor(logging.INFO):
-        train_log.setLevel(logging.INFO)
-    try:
-        result = run_rl(cfg, run_dir)
-    except Interrupted as e:
-        error = Run.open(run_dir).stage(STAGE)["error"]
-        err.print(f"[yellow]RL {escape(error)}[/yellow]")
-        raise typer.Exit(_stopped_code(e.signal_name)) from None
-    except (ValueError, RunError, ImportError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
-    except Exception as e:
-        log.debug("RL failed", exc_info=True)
-        err.print(f"[red]RL failed:[/red] {type(e).__name__}: {escape(str(e))}")
-        raise typer.Exit(1) from None
+    result = _run_stage("RL", STAGE, run_dir, lambda: run_rl(cfg, run_dir))
     kind = "adapter" if result.lora else "model"
     resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
@@ -174,15 +139,9 @@ def convert_gguf(
     `qwen2.5-coder-0.5b` and `qwen2.5-coder-1.5b` are Qwen2.5-Coder-Instruct (Q4_K_M),
     joined from their parts packages (the error names the pip line that installs them).
     """
-    from tritonrl.train.models import convert_gguf as convert
-    from tritonrl.train.sft import quiet_progress
-
-    try:
-        with quiet_progress():
-            path = convert(source, out_dir, dtype=dtype, overwrite=overwrite)
-    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+    usage = (ValueError, FileNotFoundError, FileExistsError, ImportError)
+    with command_errors(usage), quiet_progress():
+        path = convert(source, out_dir, dtype=dtype, overwrite=overwrite)
     out.print(f"{source} written to {path}", markup=False)
 
 
@@ -192,6 +151,23 @@ def register(app: typer.Typer) -> None:
     app.command("convert-gguf")(convert_gguf)
     app.command("sft", context_settings=OVERRIDES)(sft)
     app.command("rl", context_settings=OVERRIDES)(rl)
+
+
+def _run_stage(label: str, stage: str, run_dir: str, train: Callable[[], T]) -> T:
+    """`train()` with the training and model-loading logs shown (INFO), its errors as the
+    command's exit (`command_errors`), and a stop by signal as the stage's recorded
+    error and exit 128+N."""
+    for name in ("tritonrl.train", "tritonrl.models"):
+        logger = logging.getLogger(name)
+        if not logger.isEnabledFor(logging.INFO):  # --verbose may have asked for more
+            logger.setLevel(logging.INFO)
+    try:
+        with command_errors((ValueError, RunError, ImportError), failed=label):
+            return train()
+    except Interrupted as e:
+        error = Run.open(run_dir).stage(stage)["error"]
+        err.print(f"[yellow]{label} {escape(error)}[/yellow]")
+        raise typer.Exit(_stopped_code(e.signal_name)) from None
 
 
 def _steps(n: int) -> str:

@@ -17,13 +17,12 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonrl import __version__
 from tritonrl.config import TINY, Config
 from tritonrl.runs import Run
 
 
 def _version() -> str:
-    from tritonrl import __version__
-
     return __version__
 
 
@@ -88,7 +87,7 @@ def rl_card(run: Run, config: Config, data_source: str, prompts: int) -> Callabl
     """The RL stage's card, a function of the step count: the SFT start, the algorithm,
     its group size, loss and reward."""
     rl, lora = config.rl, config.lora
-    scheme = rl.reward_scheme or config.verify.reward_scheme
+    scheme = config.rl_reward_scheme
     front = ["---", f"library_name: {'peft' if lora.enabled else 'transformers'}"]
     if _is_hub_id(config.model.name_or_path):
         front.append(f"base_model: {config.model.name_or_path}")

@@ -87,6 +87,6 @@ def nonfinite_advice(config: Config, section: str) -> str:
 
 def nonfinite_guard(config: Config, section: str, run=None, stage: str | None = None):
     """The `NonFiniteGuard` callback of a stage trained by `section`'s settings."""
-    from tritonrl.train.callbacks import NonFiniteGuard
+    from tritonrl.train.callbacks import NonFiniteGuard  # lazy: loads transformers
 
     return NonFiniteGuard(nonfinite_advice(config, section), run, stage)

@@ -27,6 +27,8 @@ from pathlib import Path
 from tritonrl.config import Config
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run, atomic_write_bytes
+from tritonrl.tasks import load_tasks
+from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +39,6 @@ ROLES = ("system", "user", "assistant")
 def builtin_examples(config: Config) -> list[dict]:
     """One example per task with a solution: `data.tasks` then `data.generated_tasks`
     generator tasks, prompts built with the verifier's policy."""
-    from tritonrl.tasks import load_tasks
-    from tritonrl.tasks.generator import generate_tasks
-
     data, verify = config.data, config.verify
     tasks = list(load_tasks(data.tasks).tasks) if data.tasks else []
     if data.generated_tasks:

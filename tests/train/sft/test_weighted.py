@@ -3,7 +3,7 @@ SFT loss times the weights, a weight of 0 changes nothing, a weight of 1 learns.
 
 import pytest
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.tasks import load_builtin
 
@@ -25,7 +25,7 @@ def test_the_weighted_loss_is_trls_sft_loss_times_the_weights(sft_run, tmp_path)
     from trl import SFTTrainer
 
     from tritonrl.train.sft import load_sft_model
-    from tritonrl.train.weighted_sft import pair_dataset, trainer_args, weighted_trainer_class
+    from tritonrl.train.sft.weighted import pair_dataset, trainer_args, weighted_trainer_class
 
     model, tokenizer = load_sft_model(sft_run)
     args = trainer_args(load_config(None, []), tmp_path, "cpu", seed=0)
@@ -55,7 +55,7 @@ def test_the_weighted_loss_is_trls_sft_loss_times_the_weights(sft_run, tmp_path)
 @pytest.mark.slow  # trains a model
 def test_a_weight_of_0_changes_nothing_and_1_learns_the_kernel(sft_run, tmp_path):
     from tritonrl.train.sft import load_sft_model
-    from tritonrl.train.weighted_sft import fine_tune
+    from tritonrl.train.sft.weighted import fine_tune
 
     config = load_config(None, ["--best_of_n.learning_rate", "3e-4", "--best_of_n.epochs", "4"])
     model, tokenizer = load_sft_model(sft_run)

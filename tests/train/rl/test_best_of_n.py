@@ -12,9 +12,9 @@ import signal
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.runs import Interrupted, Run
-from tritonrl.train import sampling
+from tritonrl.train.rl import rounds
 from tritonrl.verify.pool.pool import close_shared_pools
 
 pytest.importorskip("trl")
@@ -30,14 +30,14 @@ def _shared_pools_closed():
 @pytest.fixture
 def honest_first_samples(monkeypatch):
     """Each prompt's first sample replaced by its task's solution before verification."""
-    real = sampling.score
+    real = rounds.score
 
     def score(tasks, ids, samples, *args):
         samples = [[f"```python\n{tasks[t].solution}```", *texts[1:]]
                    for t, texts in zip(ids, samples, strict=True)]  # fmt: skip
         return real(tasks, ids, samples, *args)
 
-    monkeypatch.setattr(sampling, "score", score)
+    monkeypatch.setattr(rounds, "score", score)
 
 
 def _samples(run_dir, number=1):
@@ -122,7 +122,7 @@ def test_sigterm_finishes_the_round_and_resume_goes_on_with_its_policy_and_curri
                                "--tiny_model.generated_tasks", "20"]), run_dir)  # fmt: skip
     overrides = ["--rl.algo", "best-of-n", "--best_of_n.rounds", "2", "--best_of_n.tasks", "2"]
     config = override_config(Run.open(run_dir).config, overrides)
-    real_generate, seen = sampling.generate, []
+    real_generate, seen = rounds.generate, []
 
     def generate(model, tokenizer, prompts, config):
         seen.append({n: p.detach().clone() for n, p in model.named_parameters() if "lora_B" in n})
@@ -130,7 +130,7 @@ def test_sigterm_finishes_the_round_and_resume_goes_on_with_its_policy_and_curri
             os.kill(os.getpid(), signal.SIGTERM)  # in the middle of round 1
         return real_generate(model, tokenizer, prompts, config)
 
-    monkeypatch.setattr(sampling, "generate", generate)
+    monkeypatch.setattr(rounds, "generate", generate)
     with pytest.raises(Interrupted):
         run_rl(config, run_dir)
     run = Run.open(run_dir)
@@ -141,13 +141,13 @@ def test_sigterm_finishes_the_round_and_resume_goes_on_with_its_policy_and_curri
     assert len(_samples(run_dir)) == 4 and not (run_dir / "rl/rounds/round-2").exists()
     state = json.loads((ckpt / "curriculum.json").read_text())
 
-    real_draw, drawn_with = sampling.draw, []
+    real_draw, drawn_with = rounds.draw, []
 
     def draw(config, tasks, curriculum, number):
         drawn_with.append(curriculum.state_dict())
         return real_draw(config, tasks, curriculum, number)
 
-    monkeypatch.setattr(sampling, "draw", draw)
+    monkeypatch.setattr(rounds, "draw", draw)
     result = run_rl(config, run_dir)
     assert result.steps == 2 and result.resumed_from == "rl/checkpoints/round-1" and result.lora
     assert drawn_with == [state]  # round 2 only, from round 1's curriculum state

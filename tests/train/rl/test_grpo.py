@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run, RunError
 from tritonrl.runs.checkpoint import seal
@@ -141,8 +141,8 @@ def test_a_cheating_completion_that_reaches_the_trainer_scores_0(sft_run, tmp_pa
     import datasets
 
     from tritonrl.reward.adapters import make_trl_reward
-    from tritonrl.train.grpo import _trainer_class, trainer_args
-    from tritonrl.train.rl import CompletionLog, load_policy
+    from tritonrl.train.rl.common import CompletionLog, load_policy
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
     run_dir = sft_run
@@ -307,8 +307,8 @@ def test_the_trainer_holds_its_gpu_gate_except_while_the_rewards_are_verified(
     import datasets
 
     from tritonrl.reward.adapters import make_trl_reward
-    from tritonrl.train.grpo import _trainer_class, trainer_args
-    from tritonrl.train.rl import load_policy
+    from tritonrl.train.rl.common import load_policy
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args
     from tritonrl.verify.pool.gate import GpuGate
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -373,7 +373,7 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
                  *QUIET]  # fmt: skip
     environ = dict(os.environ)  # TRL sets RANK, WORLD_SIZE, MASTER_ADDR... for vLLM
     try:
-        with caplog.at_level(logging.INFO, logger="tritonrl.train.grpo"):
+        with caplog.at_level(logging.INFO, logger="tritonrl.train.rl.grpo"):
             result = run_rl(override_config(Run.open(sft_run).config, overrides), sft_run)
     finally:
         os.environ.clear()
@@ -395,7 +395,7 @@ def test_rl_warms_its_learning_rate_up_over_warmup_steps(tmp_path):
     import torch
     from transformers import get_scheduler
 
-    from tritonrl.train.grpo import trainer_args
+    from tritonrl.train.rl.grpo import trainer_args
 
     config = load_config(None, ["--rl.warmup_steps", "4", "--rl.learning_rate", "1e-6",
                                 "--rl.max_steps", "10"])  # fmt: skip

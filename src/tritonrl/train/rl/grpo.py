@@ -6,7 +6,7 @@
 the stage's start, failure and interruption. The policy is the run's SFT model or
 adapter (`rl.load_policy`); the reward is the verifier through the warm pool as an async
 TRL reward function (`make_trl_reward(asynchronous=True)`), scored by `rl.reward_scheme`
-(null: `verify.reward_scheme`), each batch recorded by `rl.CompletionLog`. Defaults (SPEC
+(null: `verify.reward_scheme`), each batch recorded by `common.CompletionLog`. Defaults (SPEC
 4, `RlConfig`): group size 8, temperature 0.8, beta 0 (no reference model), TRL's `dapo`
 loss for GRPO (RLOO has its own leave-one-out baseline and no loss_type).
 
@@ -14,7 +14,7 @@ With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the la
 TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
 step the curriculum may grow; its metrics join every log line (`curriculum/...`) and its
 state is written into each checkpoint (`curriculum.json`), read back on resume. With
-`rl.hierarchical` (GRPO) the trainer is `tritonrl.train.hierarchical`'s subclass.
+`rl.hierarchical` (GRPO) the trainer is `tritonrl.train.rl.hierarchical`'s subclass.
 
 Departures: TRL refuses a `PeftModel` together with a `peft_config` (it asks to merge
 first). Merging the SFT adapter and adding a fresh LoRA would leave the RL adapter on a
@@ -49,7 +49,6 @@ anyway, noted in its result (`timing["shared_gpu"]`), so generations longer than
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -57,9 +56,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.reward.adapters import make_trl_reward
 from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
-from tritonrl.train.precision import tf32_arg
-from tritonrl.train.rl import (
+from tritonrl.runs.lifecycle import resume_point
+from tritonrl.train.callbacks import (
+    ManifestCallback,
+    ModelCardCallback,
+    StopOnSignal,
+    TiedWeightsLoad,
+    TrainingBar,
+    tensorboard,
+)
+from tritonrl.train.generation import check_model, choose, warn_shared_server
+from tritonrl.train.model_card import rl_card
+from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg
+from tritonrl.train.rl.common import (
     COMPLETIONS,
     CURRICULUM_FILE,
     STAGE,
@@ -67,28 +78,27 @@ from tritonrl.train.rl import (
     RlResult,
     load_policy,
     record_info,
-    resume_point,
 )
+from tritonrl.train.rl.curriculum import Curriculum, CurriculumSampler
+from tritonrl.train.rl.data import rl_prompts
+from tritonrl.train.rl.hierarchical import hierarchical_trainer
+from tritonrl.train.sft import _reporters, save_final
+from tritonrl.train.trl_args import trl_config
+from tritonrl.verify.pool.gate import current_gate, visible_gpus
 
 log = logging.getLogger(__name__)
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
-    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out);
+    """TRL's `GRPOConfig` or `RLOOConfig` from ours (fields the class lacks are left out,
+    with a warning: `trl_config`);
     `generator` (`generation.Generator`, None: transformers) sets TRL's vLLM fields."""
-    from tritonrl.train.sft import _reporters
-
     if config.rl.algo == "rloo":
         from trl import RLOOConfig as Args
     else:
         from trl import GRPOConfig as Args
     rl = config.rl
-    names = {f.name for f in dataclasses.fields(Args)}
-    ckpt = "gradient_checkpointing"
-    if "activation_checkpointing" in names:  # the name in newer TRL
-        ckpt = "activation_checkpointing"
     wanted = {
-        ckpt: rl.gradient_checkpointing,
         "output_dir": str(out_dir),
         "learning_rate": rl.learning_rate,
         "warmup_steps": rl.warmup_steps,
@@ -127,7 +137,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
             "vllm_server_host": rl.vllm_server_host,
             "vllm_server_port": rl.vllm_server_port,
         }
-    return Args(**{k: v for k, v in wanted.items() if k in names})
+    return trl_config(Args, wanted, checkpointing=rl.gradient_checkpointing)
 
 
 class GpuHold:
@@ -191,7 +201,6 @@ def trainer_gate(device: str):
     """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
     if device != "cuda":
         return None
-    from tritonrl.verify.pool.gate import current_gate
 
     return current_gate()
 
@@ -201,8 +210,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
     times (`StepClock`), and (with `gate`) its GPU work kept out of the verifier's timing
     windows (`GpuHold`)."""
     from transformers import ProgressCallback, TrainerCallback
-
-    from tritonrl.train.callbacks import TiedWeightsLoad
 
     if config.rl.algo == "rloo":
         from trl import RLOOTrainer as Base
@@ -271,7 +278,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
         def _get_train_sampler(self, dataset=None):
             if curriculum is None:
                 return super()._get_train_sampler(dataset)
-            from tritonrl.train.curriculum import CurriculumSampler
 
             return CurriculumSampler(
                 curriculum,
@@ -294,8 +300,6 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
                 atomic_write_json(path, curriculum.state_dict())
 
     if config.rl.hierarchical:
-        from tritonrl.train.hierarchical import hierarchical_trainer
-
         return hierarchical_trainer(Trainer, config.rl)
     return Trainer
 
@@ -303,19 +307,9 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
 def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) -> list:
     from transformers import TrainerCallback
 
-    from tritonrl.train.callbacks import (
-        ManifestCallback,
-        ModelCardCallback,
-        StopOnSignal,
-        TrainingBar,
-        tensorboard,
-    )
-
     class GrowCurriculum(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             curriculum.end_step(state.global_step)
-
-    from tritonrl.train.precision import nonfinite_guard
 
     callbacks = [
         nonfinite_guard(config, "rl", run, STAGE),  # first: before saves, records
@@ -334,7 +328,6 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) ->
 def _curriculum(config: Config, tasks: dict, resume: str | None):
     if not config.curriculum.enabled:
         return None
-    from tritonrl.train.curriculum import Curriculum
 
     curriculum = Curriculum(
         config.curriculum, {t: task.level for t, task in tasks.items()}, config.run.seed
@@ -348,24 +341,15 @@ def _curriculum(config: Config, tasks: dict, resume: str | None):
 
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
-    from tritonrl.reward.adapters import make_trl_reward
-    from tritonrl.train.generation import check_model, choose, warn_shared_server
-    from tritonrl.train.model_card import rl_card
-    from tritonrl.train.precision import final_dtype
-    from tritonrl.train.rl_data import rl_prompts
-    from tritonrl.train.sft import save_final
-
     started = time.monotonic()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
-    verify = config.verify
-    if config.rl.reward_scheme:
-        verify = dataclasses.replace(verify, reward_scheme=config.rl.reward_scheme)
+    verify = config.rl_verify
     stage_dir = run.stage_dir(STAGE)
     log_path = stage_dir / COMPLETIONS
     log_path.touch()
     run.add_artifact(STAGE, "completions", log_path)
-    resume = resume_point(run)
+    resume = resume_point(run, STAGE, log)
     curriculum = _curriculum(config, tasks, resume)
     levels = {t: task.level for t, task in tasks.items()}
     recorder = CompletionLog(log_path, levels, curriculum)
@@ -375,8 +359,6 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     log.info("%s: %s", config.rl.algo.upper(), generator.line)
     run.set_info(STAGE, generation=generator.info())
     if generator.mode == "server":
-        from tritonrl.verify.pool.gate import visible_gpus
-
         warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))

@@ -6,9 +6,9 @@ from typer.testing import CliRunner
 
 from tritonrl.config import TinyModelConfig
 from tritonrl.data.prompts import build_prompt, sft_example
+from tritonrl.models.tiny import IM_END, build_tiny_model, count_parameters
 from tritonrl.tasks import load_builtin
 from tritonrl.train.commands import register
-from tritonrl.train.tiny_model import IM_END, build_tiny_model, count_parameters
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,7 +6,7 @@
 `train(run, config, device, stop)` is called by `tritonrl.train.rl.run_rl`, which owns
 the stage's start, failure and interruption. The policy is the run's SFT model, or its
 SFT adapter loaded trainable (`rl.load_policy`). Each of `best_of_n.rounds` rounds
-(`tritonrl.train.sampling` has the details of the first three steps):
+(`tritonrl.train.rl.rounds` has the details of the first three steps):
 
 1. draw `best_of_n.tasks` prompts: by the curriculum when `curriculum.enabled` (then
    `best_of_n.level` is not used), else distinct tasks of level `best_of_n.level`;
@@ -17,7 +17,7 @@ SFT adapter loaded trainable (`rl.load_policy`). Each of `best_of_n.rounds` roun
    (weight 1), rwsft every sample with a reward above 0 (weight reward / mean reward of
    the kept set);
 4. fine-tune on the kept (prompt, completion) pairs with TRL's `SFTTrainer`
-   (`tritonrl.train.weighted_sft`: completion-only loss, each sample's times its weight,
+   (`tritonrl.train.sft.weighted`: completion-only loss, each sample's times its weight,
    TRL's SFT loss when every weight is 1), `best_of_n.epochs` epochs at
    `best_of_n.learning_rate`, a fresh optimizer each round.
 
@@ -49,11 +49,15 @@ import time
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.config_loader import config_to_dict
+from tritonrl.models.load import load_causal_lm
 from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_json
 from tritonrl.runs.checkpoint import seal
-from tritonrl.runs.lifecycle import record_checkpoint
-from tritonrl.train import sampling
-from tritonrl.train.rl import (
+from tritonrl.runs.lifecycle import record_checkpoint, resume_point
+from tritonrl.train.model_card import rl_card
+from tritonrl.train.precision import final_dtype
+from tritonrl.train.rl import rounds
+from tritonrl.train.rl.common import (
     COMPLETIONS,
     CURRICULUM_FILE,
     RL_SECTIONS,
@@ -61,9 +65,11 @@ from tritonrl.train.rl import (
     CompletionLog,
     RlResult,
     load_policy,
-    resume_point,
 )
-from tritonrl.train.weighted_sft import fine_tune
+from tritonrl.train.rl.curriculum import Curriculum
+from tritonrl.train.rl.data import rl_prompts
+from tritonrl.train.sft import save_final
+from tritonrl.train.sft.weighted import fine_tune
 
 log = logging.getLogger(__name__)
 ROUND_FILE = "round.json"  # in each checkpoint: {"rounds_done": N}
@@ -102,7 +108,7 @@ def _checkpoint(run: Run, config: Config, model, tokenizer, done: int, curriculu
 
 def _resume(run: Run, config: Config, model, curriculum) -> tuple[object, int]:
     """(the policy to go on from, rounds done) from the stage's recorded checkpoint."""
-    resume = resume_point(run)
+    resume = resume_point(run, STAGE, log)
     if resume is None:
         return model, 0
     ckpt = Path(resume)
@@ -121,7 +127,6 @@ def _resume(run: Run, config: Config, model, curriculum) -> tuple[object, int]:
 
         set_peft_model_state_dict(model, load_file(str(ckpt / "adapter_model.safetensors")))
         return model, done
-    from tritonrl.train.models import load_causal_lm
 
     resumed = load_causal_lm(ckpt, dtype=model.dtype,
                              trust_remote_code=config.model.trust_remote_code)  # fmt: skip
@@ -180,13 +185,13 @@ class Loop:
         from transformers import set_seed
 
         config, algo = self.config, self.config.rl.algo
-        ids = sampling.draw(config, self.tasks, self.curriculum, number)
+        ids = rounds.draw(config, self.tasks, self.curriculum, number)
         set_seed(config.run.seed + number)  # a resumed round samples as the first try did
-        samples = sampling.generate(self.model, self.tokenizer, [self.prompts[t] for t in ids],
+        samples = rounds.generate(self.model, self.tokenizer, [self.prompts[t] for t in ids],
                                     config)  # fmt: skip
-        rows = sampling.score(self.tasks, ids, samples, self.verify, self.recorder, number)
-        kept = sampling.select(algo, rows, config.best_of_n.keep, config.best_of_n.min_reward)
-        sampling.write_round(self.run, number, rows, kept)
+        rows = rounds.score(self.tasks, ids, samples, self.verify, self.recorder, number)
+        kept = rounds.select(algo, rows, config.best_of_n.keep, config.best_of_n.min_reward)
+        rounds.write_round(self.run, number, rows, kept)
         history = []
         if kept:
             pairs = [{**k, "prompt": self.prompts[k["task"]]} for k in kept]
@@ -196,7 +201,7 @@ class Loop:
         if self.curriculum is not None:
             self.curriculum.end_step(number)
         losses = [h["loss"] for h in history if "loss" in h]
-        entry = {"round": number, **sampling.round_metrics(rows, kept),
+        entry = {"round": number, **rounds.round_metrics(rows, kept),
                  "train/steps": float(len(losses)),
                  "train/loss": sum(losses) / len(losses) if losses else None}  # fmt: skip
         if self.curriculum is not None:
@@ -207,24 +212,18 @@ class Loop:
 def _loop(run: Run, config: Config, device: str) -> tuple[Loop, str]:
     """The round loop's parts (the policy resumed when a checkpoint is recorded), and
     the prompts' source; the rounds done are `run`'s step."""
-    from tritonrl.train.rl_data import rl_prompts
-
     dataset, tasks, source = rl_prompts(run, config)  # fails fast, before models
     if not config.curriculum.enabled:
-        sampling.level_pool(tasks, config.best_of_n.level)  # the same
+        rounds.level_pool(tasks, config.best_of_n.level)  # the same
     prompts: dict = {}
     for row in dataset:
         prompts.setdefault(row["task_id"], row["prompt"])  # a task's first prompt
-    verify = config.verify
-    if config.rl.reward_scheme:
-        verify = dataclasses.replace(verify, reward_scheme=config.rl.reward_scheme)
+    verify = config.rl_verify
     completions = run.stage_dir(STAGE) / COMPLETIONS
     completions.touch()
     run.add_artifact(STAGE, "completions", completions)
     curriculum = None
     if config.curriculum.enabled:
-        from tritonrl.train.curriculum import Curriculum
-
         levels = {t: task.level for t, task in tasks.items()}
         curriculum = Curriculum(config.curriculum, levels, config.run.seed)
     recorder = CompletionLog(completions, {t: k.level for t, k in tasks.items()}, curriculum)
@@ -238,8 +237,8 @@ def _loop(run: Run, config: Config, device: str) -> tuple[Loop, str]:
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """Best-of-N or reward-weighted SFT (`config.rl.algo`); see the module docstring."""
     started = time.monotonic()
-    if config.rl.algo not in sampling.ALGOS:
-        raise ValueError(f"best_of_n.train runs {sampling.ALGOS}, not {config.rl.algo!r}")
+    if config.rl.algo not in rounds.ALGOS:
+        raise ValueError(f"best_of_n.train runs {rounds.ALGOS}, not {config.rl.algo!r}")
     loop, source = _loop(run, config, device)
     loop.model, done = _resume(run, config, loop.model, loop.curriculum)
     history_path = run.stage_dir(STAGE) / "log_history.json"
@@ -264,11 +263,6 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
 
 def _finish(run, config, loop: Loop, source, history, started, done) -> RlResult:
     """The final policy in `rl/final` with its card, the stage's info, the result."""
-    from tritonrl.config_loader import config_to_dict
-    from tritonrl.train.model_card import rl_card
-    from tritonrl.train.precision import final_dtype
-    from tritonrl.train.sft import save_final
-
     rounds, lora = config.best_of_n.rounds, run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(loop.prompts))(rounds) + _card_lines(config)
     final = save_final(run, PolicyWriter(loop.model), loop.tokenizer, lora, card, stage=STAGE,

@@ -18,13 +18,13 @@ from dataclasses import asdict
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import load_config
+from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_prompt, sft_example
 from tritonrl.runs import ArtifactNotFound, Run, RunError
 from tritonrl.tasks import load_builtin
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.train.sft import load_sft_model, run_sft
-from tritonrl.train.sft_data import (
+from tritonrl.train.sft.data import (
     builtin_examples,
     read_examples,
     split_rows,
@@ -185,7 +185,7 @@ def test_missing_prepare_files_fail_the_stage_with_a_clear_error(tmp_path):
 KILLED = textwrap.dedent(
     """
     import sys
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.train.sft import run_sft
     run_sft(load_config(None, sys.argv[2:]), sys.argv[1])
     """

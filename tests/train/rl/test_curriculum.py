@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from tritonrl.config import CurriculumConfig
-from tritonrl.train.curriculum import Curriculum, CurriculumSampler
+from tritonrl.train.rl.curriculum import Curriculum, CurriculumSampler
 
 LEVELS = {"a": 1, "b": 1, "c": 2, "d": 2, "e": 3}
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from tritonrl.config import TinyModelConfig
 from tritonrl.data.prompts import build_messages
+from tritonrl.tasks import load_builtin
+from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,6 @@ CHAT_TEMPLATE = (
 
 def corpus(config: TinyModelConfig) -> Iterator[str]:
     """The tokenizer's training text: tasks, solutions and prompts."""
-    from tritonrl.tasks import load_builtin
-    from tritonrl.tasks.generator import generate_tasks
-
     tasks = list(load_builtin("all").tasks)
     if config.generated_tasks:
         tasks += generate_tasks(config.generated_tasks, seed=config.seed)

@@ -199,20 +199,20 @@ class _OneVerification:
         return await self._task
 
     async def _verify(self, prompts, completions, kwargs) -> list[dict]:
-        out = self.reward(prompts, completions, **kwargs)
+        out = self.reward.with_details(prompts, completions, **kwargs)
         if inspect.isawaitable(out):
-            await out
-        return list(self.reward.scorer.last_details)
+            out = await out
+        return list(out[1])
 
 
 def hierarchical_reward_funcs(reward, weight: float = 0.1, clip: float = 2.0) -> list:
     """The verifier's TRL reward (`make_trl_reward`, or `CompletionLog.trl_reward` of one:
-    anything with `.scorer.last_details`) as the two TRL reward functions of the
+    anything with `.with_details`) as the two TRL reward functions of the
     decomposition: `tritonrl_correct` and `tritonrl_speedup` (step 1)."""
-    if not hasattr(getattr(reward, "scorer", None), "last_details"):
+    if not callable(getattr(reward, "with_details", None)):
         raise TypeError(
             f"hierarchical rewards need the verifier reward of make_trl_reward (a function "
-            f"with .scorer.last_details), not {reward!r}"
+            f"with .with_details), not {reward!r}"
         )
     shared = _OneVerification(reward)
 

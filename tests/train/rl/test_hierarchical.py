@@ -1,4 +1,4 @@
-"""The hierarchical reward decomposition (`tritonrl.train.hierarchical`).
+"""The hierarchical reward decomposition (`tritonrl.train.rl.hierarchical`).
 
 Pure: per-token advantages of a constructed batch against numbers worked out by hand
 (a mixed group, a group where all are wrong, a completion without a fence, padding; the
@@ -15,7 +15,7 @@ import statistics
 import pytest
 import torch
 
-from tritonrl.train.hierarchical import (
+from tritonrl.train.rl.hierarchical import (
     credited,
     fence_token,
     group_advantages,
@@ -206,12 +206,12 @@ def test_fixed_rollouts_get_per_token_advantages_in_a_real_grpo_step(
     advantages split at the fence, and TRL's loss is computed from them."""
     import datasets
 
-    from tritonrl.config import load_config
+    from tritonrl.config_loader import load_config
     from tritonrl.data.prompts import build_messages
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.runs import Run
-    from tritonrl.train.grpo import _trainer_class, trainer_args
-    from tritonrl.train.rl import CompletionLog, load_policy
+    from tritonrl.train.rl.common import CompletionLog, load_policy
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
     relu = _relu()

@@ -6,7 +6,7 @@
     kept = select("best-of-n", rows, keep=3, min_reward=0.3)
     write_round(run, round_number, rows, kept)
 
-`tritonrl.train.best_of_n` runs these each round and fine-tunes on what `select` keeps.
+`tritonrl.train.rl.best_of_n` runs these each round and fine-tunes on what `select` keeps.
 
 Drawing (`draw`): with `curriculum.enabled` the curriculum draws `best_of_n.tasks` task
 ids (with replacement, level 2 at its current share; `best_of_n.level` is then not
@@ -22,7 +22,7 @@ kept set, so `best_of_n.learning_rate` means the same step size for both algorit
 Files: `RUN/rl/rounds/round-N/samples.jsonl` (N from 1), one line per sample: round,
 task, level, sample (its number in the round), reward, verdict details, kept, weight,
 completion; recorded as the stage's `rounds` artifact. Every completion also goes to
-`rl/completions.jsonl` through `rl.CompletionLog` (which tells the curriculum of each
+`rl/completions.jsonl` through `common.CompletionLog` (which tells the curriculum of each
 verdict).
 
 What it does NOT do: no fine-tuning (best_of_n.py), no deduplication of identical
@@ -37,8 +37,10 @@ import random
 from pathlib import Path
 
 from tritonrl.config import Config, VerifyConfig
+from tritonrl.models.sampling import sampling_kwargs
+from tritonrl.reward.adapters import make_trl_reward
 from tritonrl.runs import Run
-from tritonrl.train.rl import STAGE, CompletionLog
+from tritonrl.train.rl.common import STAGE, CompletionLog
 
 log = logging.getLogger(__name__)
 ALGOS = ("best-of-n", "rwsft")
@@ -69,19 +71,6 @@ def level_pool(tasks: dict, level: int | None) -> list[str]:
             "or enable the curriculum"
         )
     return pool
-
-
-def sampling_kwargs(temperature: float | None) -> dict:
-    """transformers `generate` arguments: greedy for None, else the model's whole
-    distribution at `temperature`, as TRL's GRPO (top_k 0, top_p 1) and vLLM (its
-    SamplingParams defaults) sample. Set explicitly, because otherwise generate narrows it
-    with transformers' default top-k of 50 and whatever the model's generation_config.json
-    says (Qwen2.5-Coder's: top_p 0.8, top_k 20, repetition_penalty 1.05), so the same
-    model would be sampled differently by each trainer and eval backend."""
-    if temperature is None:
-        return {"do_sample": False, "repetition_penalty": 1.0}
-    return {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0,
-            "repetition_penalty": 1.0}  # fmt: skip
 
 
 def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]:
@@ -126,13 +115,10 @@ def score(
     """One row per sample (task, level, `sample`: its number in the round from 0, a
     prompt's samples in a row; reward, details, completion), all verified at once
     through the shared pool and recorded in `recorder` at `step`."""
-    from tritonrl.reward.adapters import make_trl_reward
-
     reward = make_trl_reward(tasks, verify)
     flat = [(t, text) for t, texts in zip(ids, samples, strict=True) for text in texts]
     completions = [text for _, text in flat]
-    rewards = reward(None, completions, task_id=[t for t, _ in flat])
-    details = reward.scorer.last_details
+    rewards, details = reward.with_details(None, completions, task_id=[t for t, _ in flat])
     recorder.record(step, details, completions)
     return [{"task": t, "level": tasks[t].level, "sample": i, "reward": r, "details": d,
              "completion": text}

@@ -16,11 +16,10 @@ from dataclasses import asdict
 
 import pytest
 
-from tritonrl.config import load_config
-from tritonrl.config_loader import config_to_dict
+from tritonrl.config_loader import config_to_dict, load_config
 from tritonrl.runs import Run, RunError
 from tritonrl.train.sft import load_sft_model, run_sft
-from tritonrl.train.sft_run import budget_raised, resolve_base
+from tritonrl.train.sft.run_dir import budget_raised, resolve_base
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("trl")

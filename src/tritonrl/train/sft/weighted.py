@@ -3,7 +3,7 @@
     history = fine_tune(model, tokenizer, [{"prompt": messages, "completion": text,
                                             "weight": 1.0}, ...], config, "cpu", scratch, seed)
 
-The fine-tuning step of best-of-n and rwsft (`tritonrl.train.best_of_n`), in place on
+The fine-tuning step of best-of-n and rwsft (`tritonrl.train.rl.best_of_n`), in place on
 `model` (a full model or a trainable PEFT adapter). The pairs become a conversational
 prompt/completion dataset (the prompt rendered with the tokenizer's chat template as
 SFT renders it, the completion as the assistant's turn) with a `weight` column that the
@@ -27,24 +27,20 @@ What it does NOT do: no packing, no evaluation, no checkpoints of its own.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.train.precision import tf32_arg
+from tritonrl.train.precision import nonfinite_guard, tf32_arg
+from tritonrl.train.trl_args import trl_config
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
     """TRL's `SFTConfig` of one round's fine-tuning (see the module docstring)."""
     from trl import SFTConfig
 
-    names = {f.name for f in dataclasses.fields(SFTConfig)}
-    ckpt = "activation_checkpointing" if "activation_checkpointing" in names else (
-        "gradient_checkpointing")  # fmt: skip
     bon, sft = config.best_of_n, config.sft
-    return SFTConfig(
-        **{ckpt: config.rl.gradient_checkpointing},
+    wanted = dict(
         output_dir=str(out_dir),
         learning_rate=bon.learning_rate,
         num_train_epochs=bon.epochs,
@@ -64,6 +60,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, seed: int):
         seed=seed,
         disable_tqdm=True,
     )
+    return trl_config(SFTConfig, wanted, checkpointing=config.rl.gradient_checkpointing)
 
 
 class WithWeights:
@@ -131,8 +128,7 @@ def fine_tune(model, tokenizer, pairs: list[dict], config: Config, device: str, 
     "weight"}); the trainer's log history. `out_dir` is the trainer's scratch directory,
     removed after. A NaN or infinite loss, gradient or weight raises `NonFiniteError`
     (naming `run`'s recorded `stage` checkpoint as the last good one when given)."""
-    from tritonrl.train.callbacks import TrainingBar
-    from tritonrl.train.precision import nonfinite_guard
+    from tritonrl.train.callbacks import TrainingBar  # lazy: loads transformers
 
     trainer = weighted_trainer_class()(
         model=model,

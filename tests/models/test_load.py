@@ -1,6 +1,6 @@
 """Base models from GGUF files, for real: a tiny Qwen2 model written to a GGUF here with
 the `gguf` package's writer (the names and metadata llama.cpp's converter writes), then
-read back by `tritonrl.train.models` through transformers' GGUF loader.
+read back by `tritonrl.models.load` through transformers' GGUF loader.
 
 The file must come back as the model it was written from (same logits, same tokens, the
 chat template), trainable and savable; `convert_gguf` (and `tritonrl convert-gguf`) must
@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config import TinyModelConfig, load_config
-from tritonrl.train import models
-from tritonrl.train.models import (
+from tritonrl.config import TinyModelConfig
+from tritonrl.config_loader import load_config
+from tritonrl.models import load as models
+from tritonrl.models.load import (
     SplitGGUF,
     convert_gguf,
     is_gguf,
@@ -110,7 +111,7 @@ def write_gguf(model, tokenizer, path: Path) -> Path:
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory) -> tuple[Path, Path]:
     """(the tiny model's directory, the same model as a GGUF file)."""
-    from tritonrl.train.tiny_model import build_tiny_model
+    from tritonrl.models.tiny import build_tiny_model
 
     root = tmp_path_factory.mktemp("gguf")
     model_dir = build_tiny_model(root / "tiny", SMALL_MODEL)
@@ -406,7 +407,7 @@ def test_sft_and_rl_start_from_a_gguf_base(tiny_gguf, tmp_path):
     from peft import PeftModel
 
     from tritonrl.runs import Run
-    from tritonrl.train.rl import load_policy
+    from tritonrl.train.rl.common import load_policy
     from tritonrl.train.sft import load_sft_model, run_sft
 
     overrides = ["--model.name_or_path", str(tiny_gguf[1]), "--lora.enabled", "true"]

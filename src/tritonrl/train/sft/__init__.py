@@ -8,7 +8,7 @@ q/k/v/o/gate/up/down projections, lr 1e-5, 1 epoch, batch 2 x accumulation 4, ma
 8192, bf16 (autocast; the trained weights stay float32: `tritonrl.train.precision`);
 `lora.enabled: false` trains every parameter (the from-scratch tiny model needs that).
 The loss covers the completion only (`sft.completion_only_loss`) of conversational
-prompt/completion examples (`tritonrl.train.sft_data`), rendered with the model's own
+prompt/completion examples (`tritonrl.train.sft.data`), rendered with the model's own
 chat template; a validation loss is computed every `sft.eval_steps`.
 
 Everything goes through the run's manifest: the base model (a hub id, a directory, or the
@@ -20,13 +20,17 @@ with our model card (README.md). A run whose sft stage stopped part-way resumes 
 recorded checkpoint and says so (logged, `SftResult.resumed_from`, the stage info's
 `resumed_from_checkpoint`, which `tritonrl status` shows). A done stage continues from its
 last checkpoint when only its budget was raised (`sft.max_steps`, `sft.epochs`:
-`tritonrl.train.sft_run`). SIGTERM or SIGINT checkpoints at the next step boundary,
+`tritonrl.train.sft.run_dir`). SIGTERM or SIGINT checkpoints at the next step boundary,
 marks the stage interrupted (with the signal) and raises `Interrupted`; the same command
 resumes. A NaN or infinite loss, gradient or weight stops the stage before that step
 is saved (`NonFiniteGuard`): the stage fails naming the step and what to try, its last
 good checkpoint stays, and the log history is written (strict JSON, a NaN as "nan").
 One progress bar shows training; the datasets/transformers bars are off while the stage
 runs. `load_sft_model` is how later stages load the result.
+
+The package: this module (the stage), `data` (its examples), `run_dir` (which config
+it may run under, where its base is) and `weighted` (the weighted fine-tuning step of
+best-of-n and rwsft).
 
 What it does NOT do: no packing, no multi-GPU launch of its own (use `accelerate launch`),
 no upload to an object store (the store/sync issue), no 8-bit without CUDA (refused).
@@ -47,12 +51,17 @@ from pathlib import Path
 
 from tritonrl.config import TINY, Config, sft_device
 from tritonrl.config_loader import config_to_dict
-from tritonrl.runs import RESUMED, Interrupted, Run, RunError, StopSignals, atomic_write_json
-from tritonrl.runs.lifecycle import consistent_checkpoint, stage_services
+from tritonrl.models.adapters import relocate_adapters
+from tritonrl.models.load import load_causal_lm
+from tritonrl.models.load import load_tokenizer as load_any_tokenizer
+from tritonrl.models.tiny import build_tiny_model
+from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_json
+from tritonrl.runs.lifecycle import resume_point, stage, stage_services
 from tritonrl.train.model_card import sft_card
-from tritonrl.train.precision import final_dtype, tf32_arg
-from tritonrl.train.sft_data import load_datasets, sft_data_files
-from tritonrl.train.sft_run import open_run, relocate_adapters, resolve_base
+from tritonrl.train.precision import final_dtype, load_dtype, nonfinite_guard, tf32_arg
+from tritonrl.train.sft.data import load_datasets, sft_data_files
+from tritonrl.train.sft.run_dir import open_run, resolve_base
+from tritonrl.train.trl_args import trl_config
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +87,6 @@ def base_model(run: Run, config: Config) -> str:
     if not config.uses_tiny_model:
         return config.model.name_or_path
     if not run.has_artifact("tiny_model", "model"):
-        from tritonrl.train.tiny_model import build_tiny_model
-
         run.start_stage("tiny_model")
         try:
             out = build_tiny_model(run.stage_dir("tiny_model") / "model", config.tiny_model)
@@ -92,8 +99,6 @@ def base_model(run: Run, config: Config) -> str:
 
 
 def load_tokenizer(path: str, config: Config):
-    from tritonrl.train.models import load_tokenizer as load_any_tokenizer
-
     tokenizer = load_any_tokenizer(
         path, revision=config.model.revision, trust_remote_code=config.model.trust_remote_code
     )
@@ -110,9 +115,6 @@ def load_model(path: str, config: Config, device: str):
     `sft.bf16`, which autocasts), bf16 as LoRA's frozen base under `sft.bf16`
     (`tritonrl.train.precision`); 8-bit (bitsandbytes) when asked."""
     import torch
-
-    from tritonrl.train.models import load_causal_lm
-    from tritonrl.train.precision import load_dtype
 
     kwargs = {
         "revision": config.model.revision,
@@ -157,22 +159,12 @@ def _reporters(config: Config) -> list[str]:
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, has_validation: bool):
-    """TRL's `SFTConfig` from ours."""
-    import dataclasses
-
-    from trl import SFTConfig
+    """TRL's `SFTConfig` from ours (fields the class lacks are left out, with a warning:
+    `trl_config`)."""
+    from trl import SFTConfig  # lazy: loads torch and transformers
 
     sft = config.sft
-    # transformers 5.x renamed gradient_checkpointing to activation_checkpointing (the
-    # GPU image's 5.17 has the old name, 5.23 the new): pass whichever this one has.
-    fields = {f.name for f in dataclasses.fields(SFTConfig)}
-    ckpt = (
-        "activation_checkpointing"
-        if "activation_checkpointing" in fields
-        else ("gradient_checkpointing")
-    )
-    return SFTConfig(
-        **{ckpt: sft.gradient_checkpointing},
+    wanted = dict(
         output_dir=str(out_dir),
         learning_rate=sft.learning_rate,
         num_train_epochs=sft.epochs,
@@ -199,6 +191,9 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
         seed=config.run.seed,
         disable_tqdm=False,
     )
+    # transformers 5.x renamed gradient_checkpointing to activation_checkpointing (the
+    # GPU image's 5.17 has the old name, 5.23 the new): trl_config passes whichever it has.
+    return trl_config(SFTConfig, wanted, checkpointing=sft.gradient_checkpointing)
 
 
 def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
@@ -209,8 +204,7 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
         StopOnSignal,
         TrainingBar,
         tensorboard,
-    )
-    from tritonrl.train.precision import nonfinite_guard
+    )  # lazy: loads transformers
 
     # The guard first: a non-finite step stops before anything records or saves it. The
     # card is written before the manifest records the checkpoint.
@@ -283,7 +277,7 @@ def _trainer_class():
     from transformers import ProgressCallback
     from trl import SFTTrainer
 
-    from tritonrl.train.callbacks import TiedWeightsLoad
+    from tritonrl.train.callbacks import TiedWeightsLoad  # lazy: loads transformers
 
     class Trainer(TiedWeightsLoad, SFTTrainer):
         def __init__(self, *args, **kwargs):
@@ -294,17 +288,6 @@ def _trainer_class():
             return None
 
     return Trainer
-
-
-def _resume_point(run: Run) -> str | None:
-    """The recorded checkpoint to continue from (logged and recorded), or None."""
-    checkpoint = consistent_checkpoint(run, STAGE)  # sealed and whole, else an older one
-    if checkpoint is None:
-        return None
-    relative = run.relpath(checkpoint)
-    log.info("resuming SFT of %s from %s (step %s)", run.path, relative, run.stage(STAGE)["step"])
-    run.set_info(STAGE, **{RESUMED: relative})
-    return str(checkpoint)
 
 
 def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResult:
@@ -327,7 +310,7 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResul
         peft_config=peft_config(config),
         callbacks=_callbacks(run, config, stop, card),
     )
-    resume = _resume_point(run)
+    resume = resume_point(run, STAGE, log)
     try:
         with stop.graceful():
             trainer.train(resume_from_checkpoint=resume)
@@ -381,20 +364,14 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
     resolved = config_to_dict(config)
     if run.config != resolved:  # a raised budget or another store, checked by open_run
         run.replace_config(resolved)
-    with StopSignals() as stop, quiet_progress(), stage_services(run, config, stop):
-        run.start_stage(STAGE, reopen=extend)  # the store answered; its last sync sees all
-        try:
-            result = _train(run, config, device, stop)
-        except Interrupted as e:
-            run.interrupt_stage(STAGE, e.signal_name)
-            raise
-        except KeyboardInterrupt:  # a SIGINT outside our handler (another thread's)
-            run.interrupt_stage(STAGE, "SIGINT")
-            raise
-        except BaseException as e:
-            run.fail_stage(STAGE, f"{type(e).__name__}: {e}")
-            raise
-        run.finish_stage(STAGE)
+    # the stage starts after the store answered; its last sync sees all
+    with (
+        StopSignals() as stop,
+        quiet_progress(),
+        stage_services(run, config, stop),
+        stage(run, STAGE, reopen=extend),
+    ):
+        result = _train(run, config, device, stop)
     log.info(
         "SFT done in %.0fs: loss %s -> %s",
         result.seconds,
@@ -416,8 +393,6 @@ def load_sft_model(run: Run | str | Path, device: str = "cpu"):
         model = AutoModelForCausalLM.from_pretrained(run.artifact(STAGE, "model"))
         return model.to(device), tokenizer
     from peft import PeftModel
-
-    from tritonrl.train.models import load_causal_lm
 
     name = run.stage(STAGE)["info"].get("base_model")
     if not name:

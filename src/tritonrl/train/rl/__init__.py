@@ -1,0 +1,177 @@
+"""The `rl` stage: the checks before it, and the dispatch to each algorithm (`ALGORITHMS`).
+
+    tritonrl rl --run runs/demo --algo grpo|rloo|best-of-n|rwsft [--rl.max_steps 2 ...]
+    run_rl(config, "runs/demo")                               # the same from Python
+
+The start is what the run's manifest names for its finished `sft` stage: the full model
+(`sft/model`), or the base model with the SFT adapter (`sft/adapter`), whose LoRA
+weights RL goes on training (`load_policy`; see grpo.py's "Departures"). The prompts are
+the SFT training prompts with their task ids (`tritonrl.train.rl.data`), drawn by the
+adaptive curriculum (`tritonrl.train.rl.curriculum`) when `curriculum.enabled`; the reward
+is the verifier through the warm worker pool (`tritonrl.reward.adapters`).
+
+Every verified completion is appended to `RUN/rl/completions.jsonl` (`CompletionLog`),
+one line each: `{"step", "task", "level", "reward", "stage", "correct", "flags", "error",
+"speedup", "completion"}`, `step` being the optimizer step (GRPO, RLOO) or round
+(best-of-n, rwsft) it was generated for, counted from 1 as the trainer's log counts. The
+manifest's stage `rl` records its step, checkpoints, the final model or adapter
+(`rl/model` or `rl/adapter`, and `rl/tokenizer`), the completions file, and the
+algorithm's settings in its info.
+SIGTERM/SIGINT stop at the next step boundary with a checkpoint and mark the stage
+interrupted; the same command resumes it.
+
+The algorithms: `grpo` and `rloo` (TRL's trainers, `tritonrl.train.rl.grpo`), `best-of-n`
+and `rwsft` (sample, verify, fine-tune: `tritonrl.train.rl.best_of_n`).
+
+GRPO and RLOO generate through vLLM where `rl.vllm` allows (`tritonrl.train.generation`);
+best-of-n and rwsft sample with transformers.
+
+The package: `common` (what every algorithm shares: the stage record, the completion
+log, the policy), `grpo` (GRPO, RLOO), `best_of_n` and `rounds` (best-of-n, rwsft),
+`hierarchical`, `curriculum`, `data` (the prompts).
+
+What it does NOT do: RL settings changed between an interrupted attempt and its resume
+are not detected (the stage info records each attempt's).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from tritonrl.config import Config, rl_device
+from tritonrl.config_loader import config_to_dict, diff_configs
+from tritonrl.runs import Run, RunError, StopSignals
+from tritonrl.runs.lifecycle import consistent_checkpoint, stage, stage_services
+from tritonrl.train.rl import best_of_n, grpo
+from tritonrl.train.rl.common import RL_FREE_KEYS, RL_SECTIONS, STAGE, RlResult
+from tritonrl.train.sft import quiet_progress
+
+log = logging.getLogger(__name__)
+
+# --algo -> the function that trains it: train(run, config, device, stop) -> RlResult
+ALGORITHMS: dict[str, Callable[[Run, Config, str, StopSignals], RlResult]] = {
+    "grpo": grpo.train,
+    "rloo": grpo.train,
+    "best-of-n": best_of_n.train,
+    "rwsft": best_of_n.train,
+}
+
+
+def require_sft(run: Run) -> None:
+    """A RunError naming the missing stage unless `run`'s `sft` stage is done."""
+    status = run.status("sft")
+    if status != "done" or not (
+        run.has_artifact("sft", "model") or run.has_artifact("sft", "adapter")
+    ):
+        raise RunError(
+            f"run {run.path}: stage sft is {status}, not done; RL starts from the SFT model: "
+            f"run `tritonrl sft --run {run.path}` first"
+        )
+
+
+def check_against_run(run: Run, config: Config) -> None:
+    """A ValueError listing what differs when `config` changes more than the RL sections
+    (`RL_SECTIONS`, `RL_FREE_KEYS`) of the config the run recorded: the model, LoRA and
+    data are SFT's."""
+
+    def kept(config: dict) -> dict:
+        return {
+            section: {k: v for k, v in (values or {}).items()
+                      if k not in RL_FREE_KEYS.get(section, ())}
+            for section, values in config.items()
+            if section not in RL_SECTIONS
+        }  # fmt: skip
+
+    changes = diff_configs(kept(run.config), kept(config_to_dict(config)))
+    if changes:
+        raise ValueError(
+            f"run {run.path} was trained with a different config; differing: "
+            + "; ".join(changes)
+            + f". RL may change only the {', '.join(RL_SECTIONS)} sections (and "
+            "run.report_to, run.seed): drop --config to start from the run's own config"
+        )
+
+
+def check_algo(run: Run, config: Config) -> None:
+    """A RunError when the run's rl stage has trained with another algorithm and has
+    something to go on from (it is done, or holds a checkpoint): its checkpoints are that
+    algorithm's. Checked before the stage is touched, so the refusal writes nothing."""
+    if run.status(STAGE) == "pending":
+        return
+    recorded = run.stage(STAGE)["info"].get("algo")
+    if recorded in (None, config.rl.algo):
+        return
+    done = run.status(STAGE) == "done"
+    if not done and consistent_checkpoint(run, STAGE) is None:
+        return  # nothing to go on from: the new algorithm starts afresh
+    state = "is done" if done else f"stopped ({run.status(STAGE)})"
+    raise RunError(
+        f"stage 'rl' of run {run.path} {state} at step {run.stage(STAGE)['step']}, trained "
+        f"with --algo {recorded}, whose checkpoints --algo {config.rl.algo} cannot go on "
+        f"from; go on with --algo {recorded}, or train --algo {config.rl.algo} in a new "
+        "run directory (`tritonrl sft --run NEW ...`, then `tritonrl rl --run NEW`)"
+    )
+
+
+def budget_raised(run: Run, config: Config) -> bool:
+    """Whether a done `rl` stage is to go on: its budget (`rl.max_steps`, or
+    `best_of_n.rounds` for best-of-n and rwsft) is above the steps it did, and it has a
+    consistent checkpoint to go on from. False for a stage not done; a RunError that
+    says what to do for a done stage whose budget was not raised."""
+    if run.status(STAGE) != "done":
+        return False
+    done = run.stage(STAGE)["step"]
+    rounds = config.rl.algo not in ("grpo", "rloo")
+    budget, name = ((config.best_of_n.rounds, "best_of_n.rounds") if rounds
+                    else (config.rl.max_steps, "rl.max_steps"))  # fmt: skip
+    if budget <= done:
+        raise RunError(
+            f"stage 'rl' of run {run.path} is done ({done} steps, --algo {config.rl.algo}); "
+            f"raise --{name} above {done} to train on from its last checkpoint, or start a "
+            "new run directory"
+        )
+    if consistent_checkpoint(run, STAGE) is None:
+        raise RunError(
+            f"stage 'rl' of run {run.path} is done but holds no consistent checkpoint to "
+            "train on from; start a new run directory"
+        )
+    log.info("raising the RL budget of %s: %s %d -> %d", run.path, name, done, budget)
+    return True
+
+
+def run_rl(config: Config, run_dir: str | Path) -> RlResult:
+    """The RL stage of the run in `run_dir`, which must hold a finished `sft` stage.
+
+    A failure marks the stage failed (with its error) and is re-raised; SIGTERM/SIGINT
+    mark it interrupted and raise `Interrupted`; an interrupted stage resumes from its
+    recorded checkpoint. A config that changes more than the RL sections of the run's
+    is refused (the CLI starts from the run's own config)."""
+    if importlib.util.find_spec("trl") is None:
+        raise ImportError("the rl stage needs TRL: pip install trl")
+    run = Run.open(run_dir)
+    require_sft(run)
+    check_against_run(run, config)
+    check_algo(run, config)  # before anything is written: a refusal changes nothing
+    extend = budget_raised(run, config)
+    device = rl_device(config)
+    # the stage starts after the store answered; its last sync sees the outcome
+    with (
+        StopSignals() as stop,
+        quiet_progress(),
+        stage_services(run, config, stop),
+        stage(run, STAGE, reopen=extend),
+    ):
+        # RL's own sections, from the start: what `tritonrl resume` goes on with.
+        run.set_info(STAGE, config={k: config_to_dict(config)[k] for k in RL_SECTIONS})
+        result = ALGORITHMS[config.rl.algo](run, config, device, stop)
+    log.info(
+        "RL (%s) done in %.0fs: %d steps, mean reward %s",
+        config.rl.algo,
+        result.seconds,
+        result.steps,
+        result.mean_reward,
+    )
+    return result
