@@ -1,9 +1,11 @@
-"""Test-wide set-up: the Triton interpreter on machines without CUDA, the `gpu` marker."""
+"""Test-wide set-up: the Triton interpreter on machines without CUDA, the `gpu` marker,
+and the CLI app of the training commands (the model and training tests use it)."""
 
 import os
 
 import pytest
 import torch
+import typer
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -57,3 +59,18 @@ def s3_bucket(s3, monkeypatch):
         for item in page.get("Versions", []) + page.get("DeleteMarkers", []):
             client.delete_object(Bucket=name, Key=item["Key"], VersionId=item["VersionId"])
     client.delete_bucket(Bucket=name)
+
+
+@pytest.fixture(scope="session")
+def train_app() -> typer.Typer:
+    """A typer app with the training commands (tiny-model, convert-gguf, sft, rl) registered."""
+    from tritonrl.train.commands import register  # lazy: loads the training stack
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main():
+        pass
+
+    register(app)
+    return app

@@ -1,29 +1,13 @@
-"""Fixtures of the training tests: the CLI app of the training commands, and a tiny run
-after a short SFT that RL tests start from (each test copies it)."""
+"""Fixtures of the training tests: a tiny run after a short SFT that RL tests start from
+(each test copies it). The training commands' app, `train_app`, is in tests/conftest.py."""
 
 import shutil
 from pathlib import Path
 
 import pytest
-import typer
 
 # The tiny-cpu config, cut to a size that trains in well under a minute on 2 cores.
 SMALL_DATA = ["--data.generated_tasks", "20", "--tiny_model.generated_tasks", "50"]
-
-
-@pytest.fixture(scope="session")
-def train_app() -> typer.Typer:
-    """A typer app with the training commands (tiny-model, sft, rl) registered."""
-    from tritonrl.train.commands import register
-
-    app = typer.Typer()
-
-    @app.callback()
-    def main():
-        pass
-
-    register(app)
-    return app
 
 
 @pytest.fixture(scope="session")
