@@ -1,0 +1,55 @@
+"""Work along one dimension of a contiguous tensor: the launch lines and the kernel
+preamble the softmax, reduction, scan and norm families share.
+
+A contiguous tensor seen as `[outer, R, inner]` (R the size of the dimension worked
+along) has `n_other = outer * inner` lines of R elements; line `o` starts at
+`(o // inner) * R * inner + o % inner` and steps by `inner`. A program takes `BLOCK_O`
+lines and walks them in `BLOCK_R` chunks. Tiles are wide along whichever dimension is
+contiguous: along R when `inner == 1` (the last dim), across lines otherwise, so loads
+are coalesced both ways. A reduction's output, `[outer, inner]` contiguous, is indexed
+by `o` itself.
+
+What it does NOT do: it writes no whole kernel (each family writes its loop).
+"""
+
+from __future__ import annotations
+
+# The kernel's first lines: `o` (the lines), `o_ok`, `base` (int64 offsets), `rr`.
+PREAMBLE = """\
+o = tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)
+o_ok = o < n_other
+base = (o // inner).to(tl.int64) * R * inner + o % inner
+rr = tl.arange(0, BLOCK_R)"""
+
+# The kernel's parameters that `launch_lines` passes (after the pointers).
+PARAMS = "R, inner, n_other, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr"
+ARGS = "R, inner, n_other, BLOCK_O=BLOCK_O, BLOCK_R=BLOCK_R"
+
+
+def launch_lines(dim: str, tile: int = 2048) -> list[str]:
+    """forward's lines that make `x` contiguous and size the tiles and grid for work
+    along `dim` (a Python expression); `tile`: elements a program holds at a time."""
+    return [
+        "x = x.contiguous()",
+        f"R = x.shape[{dim}]",
+        f"inner = x.stride({dim})  # elements after the dim: 1 for the last one",
+        "n_other = x.numel() // R",
+        "if inner == 1:  # along the contiguous dim: wide tiles along it",
+        f"    BLOCK_R = min(triton.next_power_of_2(R), {tile})",
+        f"    BLOCK_O = max(1, min(16, {tile} // BLOCK_R))",
+        "else:  # along a strided dim: wide tiles across the contiguous one",
+        "    BLOCK_O = min(triton.next_power_of_2(n_other), 128)",
+        f"    BLOCK_R = max(1, min(triton.next_power_of_2(R), {tile} // BLOCK_O))",
+        "grid = (triton.cdiv(n_other, BLOCK_O),)",
+    ]
+
+
+def chunk(other: str, to_float: bool = True) -> str:
+    """Lines loading chunk `r0` of the lines into `x` (masked lanes read `other`)."""
+    cast = ".to(tl.float32)" if to_float else ""
+    return (
+        "r = r0 + rr\n"
+        "mask = o_ok[:, None] & (r[None, :] < R)\n"
+        "offs = base[:, None] + r[None, :] * inner\n"
+        f"x = tl.load(x_ptr + offs, mask=mask, other={other}){cast}"
+    )

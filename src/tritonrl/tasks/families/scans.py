@@ -1,0 +1,120 @@
+"""Scans family: cumulative sum, cumulative product, reverse cumulative sum and masked
+cumulative sum along a dim of a 2-D or 3-D tensor.
+
+Signature: `scans:<cumsum|cumprod|reverse_cumsum|masked_cumsum>:<last|inner>` (`last`:
+the last dim, `inner`: a strided one). Held out: `HELDOUT` (reverse cumsum along a
+strided dim, cumprod along the last dim).
+
+The solution walks each line in `BLOCK_R` chunks (from the end for the reverse scan):
+`tl.cumsum` / `tl.cumprod` within a chunk, plus the carry of the chunks before, one read
+and one write. Where it cannot beat eager PyTorch: a line is scanned by one program
+sequentially over its chunks, so a few very long lines leave most of the GPU idle (a
+decoupled look-back scan would fix that); many lines of moderate length are the case
+it is fast for.
+"""
+
+from __future__ import annotations
+
+import random
+
+from tritonrl.tasks.families import axis
+from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, solution_source
+
+NAME = "scans"
+POLICY = "strict"
+OPS = ("cumsum", "cumprod", "reverse_cumsum", "masked_cumsum")
+HELDOUT = frozenset({"scans:reverse_cumsum:inner", "scans:cumprod:last"})
+
+_KERNEL = """
+@triton.jit
+def {op}_kernel(x_ptr, {mask_ptr}y_ptr, {params}):
+{preamble}
+    carry = tl.full((BLOCK_O,), {identity}, tl.float32)
+    n_chunks = tl.cdiv(R, BLOCK_R)
+    for i in range(0, n_chunks):
+        r0 = {start}
+{load}
+{body}
+        tl.store(y_ptr + offs, c, mask=mask)
+"""
+
+_BODIES = {
+    "cumsum": "c = tl.cumsum(x, axis=1) + carry[:, None]\ncarry += tl.sum(x, axis=1)",
+    "masked_cumsum": "keep = tl.load(m_ptr + offs, mask=mask, other=0)\n"
+                     "x = tl.where(keep != 0, x, 0.0)\n"
+                     "c = tl.cumsum(x, axis=1) + carry[:, None]\ncarry += tl.sum(x, axis=1)",
+    "reverse_cumsum": "c = tl.cumsum(x, axis=1, reverse=True) + carry[:, None]\n"
+                      "carry += tl.sum(x, axis=1)",
+    "cumprod": "c = tl.cumprod(x, axis=1) * carry[:, None]\n"
+               "# the carry is the last column of the chunk's running product\n"
+               "last = tl.minimum(R - r0, BLOCK_R) - 1\n"
+               "carry = tl.sum(tl.where(rr[None, :] == last, c, 0.0), axis=1)",
+}  # fmt: skip
+_TORCH = {
+    "cumsum": "torch.cumsum(x, dim=self.dim)",
+    "cumprod": "torch.cumprod(x, dim=self.dim)",
+    "reverse_cumsum": "torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)",
+    "masked_cumsum": "torch.cumsum(x * mask, dim=self.dim)",
+}
+_TITLES = {"cumsum": "Cumsum", "cumprod": "Cumprod", "reverse_cumsum": "Cumsum_Reverse",
+           "masked_cumsum": "Cumsum_Masked"}  # fmt: skip
+
+
+def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
+    op = rng.choice(OPS)
+    where = rng.choice(("last", "inner"))
+    rows = size(rng, small, (64, 512), (3, 12))
+    length = size(rng, small, (1024, 8192), (16, 200))
+    inner = size(rng, small, (16, 64), (3, 9))
+    if where == "last":
+        shape, dim = "batch_size, length", 1
+        shape_names = [("batch_size", rows), ("length", length)]
+    else:
+        shape, dim = "batch_size, length, channels", 1
+        shape_names = [("batch_size", rows), ("length", length), ("channels", inner)]
+    masked = op == "masked_cumsum"
+    inputs = [f"x = torch.randn({shape})"]
+    if masked:
+        inputs.append(f"mask = torch.rand({shape}) > 0.5")
+    inputs.append("return [x, mask]" if masked else "return [x]")
+    args = "x: torch.Tensor, mask: torch.Tensor" if masked else "x: torch.Tensor"
+    source = reference_source(
+        doc=f"Task family scans (seed {seed}): {op.replace('_', ' ')} along dim {dim}.",
+        forward_args=args,
+        forward=[f"return {_TORCH[op]}"],
+        constants=[*shape_names, ("scan_dim", dim)],
+        inputs=inputs,
+        init_params="dim: int",
+        init=["self.dim = dim"],
+        init_inputs="scan_dim",
+    )
+    reverse = op == "reverse_cumsum"
+    kernel = _KERNEL.format(
+        op=op, mask_ptr="m_ptr, " if masked else "", params=axis.PARAMS,
+        preamble=indent(axis.PREAMBLE, 4), identity="1.0" if op == "cumprod" else "0.0",
+        start="(n_chunks - 1 - i) * BLOCK_R" if reverse else "i * BLOCK_R",
+        load=indent(axis.chunk("1.0" if op == "cumprod" else "0.0"), 8),
+        body=indent(_BODIES[op], 8),
+    )  # fmt: skip
+    forward = [
+        *axis.launch_lines("self.dim"),
+        *(["mask = mask.contiguous()"] if masked else []),
+        "y = torch.empty_like(x)",
+        f"{op}_kernel[grid](x, {'mask, ' if masked else ''}y, {axis.ARGS})",
+        "return y",
+    ]
+    solution = solution_source(
+        doc=f"Triton solution: {op.replace('_', ' ')}, chunked scan with a carry per line.",
+        kernels=kernel,
+        forward_args=args,
+        forward=forward,
+        init_params="dim: int",
+        init=["self.dim = dim"],
+    )
+    return Drawn(
+        signature=f"scans:{op}:{where}",
+        level=1,
+        name=f"{_TITLES[op]}_{'Last' if where == 'last' else 'Strided'}",
+        source=source,
+        solution=solution,
+    )

@@ -1,0 +1,113 @@
+"""Softmax family: softmax or log-softmax along the rows or the columns of a 2-D batch,
+optionally with a temperature (`softmax(x / T)`).
+
+Signature: `softmax:<softmax|log_softmax>:<rows|cols>:<plain|temp>`. Held out:
+`HELDOUT` (log-softmax along columns with a temperature, plain softmax along columns).
+
+The solution is the online softmax: one pass keeps each line's running max and its sum
+of exponentials rescaled as the max grows, a second pass writes the outputs; tiles are
+wide along the contiguous dimension (`tritonrl.tasks.families.axis`). It reads the input
+twice where a row fitting one tile could be read once: PyTorch's own softmax kernel is
+already a fused two-pass kernel, so parity, not a large speedup, is what to expect.
+"""
+
+from __future__ import annotations
+
+import random
+
+from tritonrl.tasks.families import axis
+from tritonrl.tasks.families.base import (
+    Drawn,
+    indent,
+    reference_source,
+    size,
+    solution_source,
+)
+
+NAME = "softmax"
+POLICY = "strict"
+HELDOUT = frozenset({"softmax:log_softmax:cols:temp", "softmax:softmax:cols:plain"})
+TEMPERATURES = (0.5, 2.0, 4.0, 0.25)
+
+_KERNEL = """
+@triton.jit
+def {op}_kernel(x_ptr, y_ptr, {params}{temp_param}):
+{preamble}
+    # Pass 1: running max m and sum s of exp(x - m) per line, rescaled when m grows.
+    m = tl.full((BLOCK_O,), float("-inf"), tl.float32)
+    s = tl.zeros((BLOCK_O,), tl.float32)
+    for r0 in range(0, R, BLOCK_R):
+{load_inf}{scale}
+        m_new = tl.maximum(m, tl.max(x, axis=1))
+        # Lines with nothing loaded yet (masked) keep a finite shift.
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
+        m = m_new
+    m = tl.where(o_ok, m, 0.0)
+    s = tl.where(o_ok, s, 1.0)
+{finish}
+    # Pass 2: the outputs.
+    for r0 in range(0, R, BLOCK_R):
+{load_zero}{scale}
+        tl.store(y_ptr + offs, {out}, mask=mask)
+"""
+
+
+def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
+    op = rng.choice(("softmax", "log_softmax"))
+    along = rng.choice(("rows", "cols"))
+    temp = rng.choice(TEMPERATURES) if rng.random() < 0.4 else None
+    batch = size(rng, small, (256, 4096), (3, 24))
+    dim = size(rng, small, (1024, 16384), (16, 300))
+    extra_dtypes = rng.random() < 0.5
+    d = 1 if along == "rows" else 0
+    title = ("Softmax" if op == "softmax" else "LogSoftmax") + ("_Rows" if d else "_Columns")
+    title += "_Temperature" * (temp is not None)
+    expr = "x / self.temperature" if temp else "x"
+    source = reference_source(
+        doc=f"Task family softmax (seed {seed}): {op} along dim {d} of a 2-D batch"
+        + (", after dividing by a temperature." if temp else "."),
+        forward_args="x: torch.Tensor",
+        forward=[f"return torch.{op}({expr}, dim={d})"],
+        constants=[("batch_size", batch), ("dim", dim)] + ([("temperature", temp)] if temp else []),
+        inputs=[
+            "# Scaled so that the lines are far from uniform.",
+            "return [torch.randn(batch_size, dim) * 3]",
+        ],  # fmt: skip
+        init_params="temperature" if temp else "",
+        init=["self.temperature = temperature"] if temp else [],
+        init_inputs="temperature" if temp else "",
+        dtypes=("float16", "bfloat16") if extra_dtypes else (),
+    )
+    scale = "\n        x = x * inv_t" if temp else ""
+    if op == "softmax":
+        finish, out = "", "tl.exp(x - m[:, None]) / s[:, None]"
+    else:
+        finish, out = "    log_s = tl.log(s)", "x - m[:, None] - log_s[:, None]"
+    kernel = _KERNEL.format(
+        op=op, params=axis.PARAMS, temp_param=", inv_t" if temp else "",
+        preamble=indent(axis.PREAMBLE, 4), load_inf=indent(axis.chunk('float("-inf")'), 8),
+        load_zero=indent(axis.chunk("0.0"), 8), scale=scale, finish=finish, out=out,
+    )  # fmt: skip
+    forward = [
+        *axis.launch_lines(str(d)),
+        "y = torch.empty_like(x)",
+        f"{op}_kernel[grid](x, y, {axis.ARGS}"
+        + (", inv_t=1.0 / self.temperature)" if temp else ")"),
+        "return y",
+    ]
+    solution = solution_source(
+        doc=f"Triton solution: {op} along dim {d}, online max/sum then one write pass.",
+        kernels=kernel,
+        forward_args="x: torch.Tensor",
+        forward=forward,
+        init_params="temperature" if temp else "",
+        init=["self.temperature = temperature"] if temp else [],
+    )
+    return Drawn(
+        signature=f"softmax:{op}:{along}:{'temp' if temp else 'plain'}",
+        level=2 if temp else 1,
+        name=title,
+        source=source,
+        solution=solution,
+    )
