@@ -220,8 +220,13 @@ class DataConfig:
     validation_fraction: float = 0.1
     include_example: bool = True  # the one-shot example in every prompt
     max_samples: int = 1000  # `prepare`: most examples kept
+    # `prepare --source families`: training-split tasks drawn from each task family
+    # (tritonrl.tasks.families), and which families ([]: all of them).
+    family_tasks: int = 100
+    families: list[str] = field(default_factory=list)
 
     def __post_init__(self):
+        _need(self.family_tasks >= 1, "data.family_tasks must be >= 1")
         _need(self.sft_source in SFT_SOURCES, f"data.sft_source must be one of {SFT_SOURCES}")
         _need(self.generated_tasks >= 0, "data.generated_tasks must be >= 0")
         _need(
@@ -491,7 +496,7 @@ class PipelineConfig:
     """`tritonrl pipeline`: prepare -> tiny model -> SFT -> RL -> eval -> report, each
     stage skipped when the run's manifest says it is done."""
 
-    prepare_source: str = "kernelbook"  # `prepare --source`: kernelbook | builtin | PATH
+    prepare_source: str = "kernelbook"  # `prepare --source`: kernelbook | builtin | families | PATH
     rl: bool = True  # run the rl stage (rl.algo) after SFT
     eval_tasks: list[str] = field(default_factory=lambda: ["run"])  # "run": held-out tasks
     eval_samples: int = 4  # completions per task (pass@k up to this k)

@@ -1,15 +1,17 @@
 """The data stage's commands, `tritonrl prepare` and `tritonrl distill`.
 
-    tritonrl prepare --source kernelbook|builtin|PATH --out DIR [--config FILE|NAME]
+    tritonrl prepare --source kernelbook|builtin|families|PATH --out DIR [--config FILE|NAME]
                      [--data.max_samples 1000] [--data.validation_fraction 0.1]
                      [--labeler openai:MODEL [--labeler-endpoint URL]] [--run RUN_DIR]
     tritonrl distill --endpoint URL --model NAME --variations 5 --tasks SOURCE --out DIR
                      [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR] [--config ...]
 
 Both read the config like every stage command (`tritonrl.cli_config`): prepare takes
-data.max_samples, data.validation_fraction and the prompts' verify.policy from it, and
-distill the whole verify section (`--max-samples`, `--val-fraction`, `--policy`,
-`--device` are short for those fields' overrides, not defaults of their own).
+data.max_samples, data.validation_fraction and the prompts' verify.policy from it (and,
+for `--source families`, data.family_tasks and data.families: it prints and records the
+count per family), and distill the whole verify section (`--max-samples`,
+`--val-fraction`, `--policy`, `--device` are short for those fields' overrides, not
+defaults of their own).
 
 `register(app)` adds both to the main Typer app (`tritonrl.cli`). With `--run RUN_DIR`
 (opened, or created when it holds no run yet) the stage is marked running, `--out`
@@ -98,7 +100,9 @@ def _counts_table(title: str, counts: dict) -> Table:
 
 def prepare_command(
     ctx: typer.Context,
-    source: str = typer.Option("kernelbook", help="kernelbook (HF hub), builtin, or a PATH."),
+    source: str = typer.Option(
+        "kernelbook", help="kernelbook (HF hub), builtin, families (the task families), or a PATH."
+    ),
     config: str | None = CONFIG,
     max_samples: int | None = typer.Option(
         None, "--max-samples", help="Short for --data.max_samples: most examples kept."
@@ -135,11 +139,14 @@ def prepare_command(
             source, out_dir, max_samples=cfg.data.max_samples, seed=seed,
             val_fraction=cfg.data.validation_fraction, policy=cfg.verify.policy,
             labeler=labeler, labeler_endpoint=labeler_endpoint,
-            include_example=cfg.data.include_example,
+            include_example=cfg.data.include_example, family_tasks=cfg.data.family_tasks,
+            families=cfg.data.families or None,
         )  # fmt: skip
     except (KernelBookError, ValueError) as e:
         _failed(handle, "prepare", str(e))
     info = {k: getattr(summary, k) for k in ("source", "kept", "train", "validation", "dropped")}
+    if summary.by_family:
+        info["by_family"] = summary.by_family
     _finish(handle, "prepare", summary.files, ("train", "validation", "tasks"), info)
     if as_json:
         typer.echo(json.dumps(summary.to_dict()))
@@ -149,6 +156,8 @@ def prepare_command(
         f"{summary.validation} validation -> {out_dir}"
     )
     out_console.print(_counts_table("by level", summary.by_level))
+    if summary.by_family:
+        out_console.print(_counts_table("by family", summary.by_family))
     if summary.dropped:
         out_console.print(_counts_table("dropped", summary.dropped))
 

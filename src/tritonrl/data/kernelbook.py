@@ -12,7 +12,13 @@ Sources:
   same columns (`python_code`, `triton_code`, `entry_point`, `uuid` required;
   `module_name`, `repo_name`, `synthetic`, `licenses` optional), loaded through `datasets`;
 * `builtin` - the builtin suite, then generated tasks (`tritonrl.tasks.generator`) up to
-  `max_samples`; nothing is downloaded.
+  `max_samples`; nothing is downloaded;
+* `families` - `family_tasks` training-split tasks of each task family
+  (`tritonrl.tasks.families`; `families` names a subset), at KernelBench-like sizes, with
+  their solutions; held-out signatures never appear. Each family's prompts carry the
+  policy its solutions need (the fused family's is partial, with the default allowed ops),
+  and the count per family is recorded (`by_family`). At most `max_samples` in all: when
+  the families would give more, each gives `max_samples // len(families)`.
 
 Steps: rows are visited in a seeded random order and converted into our contract
 (`tritonrl.data.convert`: reference `Model`, solution `ModelNew`; rows that cannot be are
@@ -49,6 +55,7 @@ from pathlib import Path
 
 from tritonrl.data.convert import RowDropped, code_key, convert_row
 from tritonrl.data.prompts import POLICIES, sft_example
+from tritonrl.tasks import families as task_families
 from tritonrl.tasks import load_builtin
 from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
 from tritonrl.tasks.generator import generate_tasks
@@ -84,6 +91,7 @@ class PrepareSummary:
     dropped: dict[str, int] = dataclasses.field(default_factory=dict)
     drop_examples: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     by_level: dict[str, int] = dataclasses.field(default_factory=dict)
+    by_family: dict[str, int] = dataclasses.field(default_factory=dict)
     by_split_level: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     labeler: str = "heuristic"
     labeler_fallbacks: int = 0
@@ -230,8 +238,9 @@ def load_rows(source: str, cache_dir: str | None = None):
         path = Path(source).expanduser()
         if not path.exists():
             raise KernelBookError(
-                f"{source}: no such file or directory; --source takes kernelbook, builtin, or "
-                "a local .parquet/.jsonl/.json file (or folder) with KernelBook's columns"
+                f"{source}: no such file or directory; --source takes kernelbook, builtin, "
+                "families, or a local .parquet/.jsonl/.json file (or folder) with KernelBook's "
+                "columns"
             )
         files, kind = _data_files(path)
         where = str(path)
@@ -359,6 +368,48 @@ def _builtin_items(
     return items
 
 
+def _family_items(
+    summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
+    per_family: int, names: list[str] | None,
+):  # fmt: skip
+    """`per_family` training tasks of each family (fewer when max_samples says so), each
+    with its SFT example under the policy its solution needs."""
+    names = list(names or task_families.FAMILIES)
+    unknown = [n for n in names if n not in task_families.FAMILIES]
+    if unknown:
+        raise KernelBookError(
+            f"data.families: unknown {unknown}; the families are "
+            f"{', '.join(task_families.FAMILIES)}"
+        )
+    if per_family < 1:
+        raise KernelBookError(f"data.family_tasks must be at least 1, not {per_family}")
+    if per_family * len(names) > max_samples:
+        per_family = max(1, max_samples // len(names))
+        log.warning("max_samples %d: %d tasks per family", max_samples, per_family)
+    items, seen = [], set()
+    for name in names:
+        family_policy = task_families.policy(name)
+        if family_policy == "strict":
+            family_policy = policy  # a strict solution is right under either policy
+        kept = 0
+        for task in progress(task_families.draw(per_family, seed, "train", [name]), name):
+            summary.rows_read += 1
+            key = code_key(task.source)
+            if key in seen:
+                summary.drop("duplicate", task.id, "same reference as an earlier task")
+                continue
+            seen.add(key)
+            try:
+                items.append((task, sft_example(task.source, task.solution or "",
+                                                policy=family_policy,
+                                                include_example=example)))  # fmt: skip
+                kept += 1
+            except ValueError as e:
+                summary.drop("sft_rejected", task.id, str(e))
+        summary.by_family[name] = kept
+    return items
+
+
 def split_ids(ids: list[str], val_fraction: float, seed: int) -> set[str]:
     """The validation ids: the `round(n * val_fraction)` ids (at least one when the
     fraction is positive and n >= 2) with the smallest seeded hash. Independent of order."""
@@ -390,6 +441,8 @@ def prepare(
     policy: str = "strict",
     cache_dir: str | None = None,
     include_example: bool = True,
+    family_tasks: int = 100,
+    families: list[str] | None = None,
 ) -> PrepareSummary:
     """Turn `source` into SFT files and a task list in `out_dir` (see the module docstring).
 
@@ -397,7 +450,8 @@ def prepare(
         `labeler_api_key` to $OPENAI_API_KEY. `policy` goes into the prompts (`strict` or
         `partial`), with the one-shot example when `include_example` (data.include_example: the
     prompts RL and eval build for the same run must match these). `cache_dir` is the
-    `datasets` cache. Raises `KernelBookError` on bad input
+    `datasets` cache. `family_tasks` and `families`: the `families` source's tasks per
+    family and which families (None: all). Raises `KernelBookError` on bad input
         before anything is written.
     """
     _check_args(max_samples, val_fraction, policy)
@@ -412,6 +466,13 @@ def prepare(
             log.warning("--labeler is ignored for the builtin source: its tasks have levels")
         summary.labeler = "builtin levels"
         items = _builtin_items(summary, max_samples, seed, policy, include_example)
+    elif source == "families":
+        if llm is not None:
+            log.warning("--labeler is ignored for the families source: its tasks have levels")
+        summary.labeler = "family levels"
+        items = _family_items(
+            summary, max_samples, seed, policy, include_example, family_tasks, families
+        )
     else:
         rows = load_rows(source, cache_dir)
         items = _kernelbook_items(rows, summary, max_samples, seed, policy, include_example)

@@ -7,7 +7,9 @@ Source specs understood by `load_tasks`:
   files `<id>_<Name>.py`; a repository root holding `KernelBench/level1/` also works),
   or one `levelN/` folder of it;
 * `builtin:level1`, `builtin:level2`, `builtin:all`, or one builtin task by id
-  (`builtin:level1/1_ReLU`).
+  (`builtin:level1/1_ReLU`);
+* `fam:[FAMILY:]N[:SEED][:train|heldout|all][:small]` - N tasks of the task families
+  (`tritonrl.tasks.families`), all families or one, e.g. `fam:matmul:20:0:heldout`.
 
 A task's reference Triton solution, when it has one, is a file of the same name in a
 `solutions/` folder beside the task's folder, mirroring it as the builtin suite does
@@ -27,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonrl.tasks import families
 from tritonrl.tasks.task import Task, TaskLoadError, parse_file_name, validate_reference
 
 log = logging.getLogger(__name__)
@@ -178,12 +181,19 @@ def load_source(spec: str) -> LoadReport:
     """Load the tasks named by one source spec (see the module docstring)."""
     if spec.startswith("builtin:"):
         return load_builtin(spec.removeprefix("builtin:"))
+    if families.is_spec(spec):
+        try:
+            return LoadReport(families.load_spec(spec))
+        except ValueError as e:
+            raise TaskLoadError(spec, str(e).removeprefix(f"{spec}: ")) from None
     path = Path(spec).expanduser()
     if path.is_dir():
         return load_directory(path)
     if path.is_file():
         return LoadReport([load_file(path)])
-    raise TaskLoadError(spec, "no such file or directory (or builtin:level1|level2|all)")
+    raise TaskLoadError(
+        spec, "no such file or directory (or builtin:level1|level2|all, or fam:N[:SEED])"
+    )
 
 
 def load_tasks(specs: list[str] | str) -> LoadReport:
