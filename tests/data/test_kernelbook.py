@@ -29,7 +29,7 @@ from tritonrl.data.kernelbook import (
     split_ids,
 )
 from tritonrl.extract import extract_code, normalise_code
-from tritonrl.tasks import load_builtin
+from tritonrl.tasks import families, load_builtin
 from tritonrl.tasks.shapes import instantiate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernelbook_fixture.jsonl"
@@ -284,6 +284,44 @@ def test_builtin_source_is_the_suite_then_generated_tasks(tmp_path):
     assert summary.by_level == {
         str(lv): sum(t["level"] == lv for t in tasks) for lv in sorted({t["level"] for t in tasks})
     }
+
+
+# --------------------------------------------------------------------------- families source
+
+
+def test_families_source_is_training_tasks_of_each_family(tmp_path):
+    summary = prepare("families", tmp_path / "out", seed=3, family_tasks=2)
+    tasks = read_jsonl(tmp_path / "out" / "tasks.jsonl")
+    assert summary.by_family == {name: 2 for name in families.FAMILIES}
+    assert summary.kept == len(tasks) == 2 * len(families.FAMILIES) and not summary.dropped
+    assert all(t["id"].startswith("fam:") and t["solution"] for t in tasks)
+    assert not any(families.is_heldout(families.signature(t["id"])) for t in tasks)
+    rows = read_jsonl(tmp_path / "out" / "train.jsonl") + read_jsonl(
+        tmp_path / "out" / "validation.jsonl"
+    )
+    # Each prompt states the policy its solution needs: partial for the torch layer.
+    for row in rows:
+        partial = "Policy partial" in row["prompt"][-1]["content"]
+        assert partial == row["task_id"].startswith("fam:fused:"), row["task_id"]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["by_family"]["norms"] == 2
+
+
+def test_families_source_options_are_checked(tmp_path):
+    summary = prepare("families", tmp_path / "a", max_samples=9, family_tasks=5,
+                      families=["matmul", "scans"])  # fmt: skip
+    assert summary.by_family == {"matmul": 4, "scans": 4}
+    with pytest.raises(KernelBookError, match="unknown \\['conv'\\]; the families are"):
+        prepare("families", tmp_path / "b", families=["conv"])
+    assert not (tmp_path / "b").exists()
+
+
+def test_prepare_command_prints_the_count_per_family(tmp_path):
+    args = ["prepare", "--source", "families", "--out", str(tmp_path / "o"),
+            "--data.family_tasks", "1", "--data.families", '["losses", "pooling"]']  # fmt: skip
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 0, result.output
+    assert "by family" in result.output and "losses" in result.output
+    assert "2 examples" in result.output
 
 
 # --------------------------------------------------------------------------- LLM labels
