@@ -13,6 +13,8 @@ What it does NOT do: it knows no family, draws no program and runs nothing; the 
 from __future__ import annotations
 
 import random
+import re
+import textwrap
 from dataclasses import dataclass
 
 # Activations shared by the matmul and fused families: (name in task names, PyTorch
@@ -85,6 +87,67 @@ def pow2_size(rng: random.Random, small: bool, gpu: tuple[int, int], cpu: tuple[
     return 1 << size(rng, small, gpu, cpu)
 
 
+def _split_args(args: str) -> list[str]:
+    """Top-level comma-separated arguments of a call (brackets and strings respected)."""
+    parts, depth, current, quote = [], 0, "", ""
+    for ch in " ".join(args.split()):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def launch(head: str, args: str, width: int = 92) -> list[str]:
+    """A kernel launch `head(args)` as forward lines: one line when it fits in `width`,
+    else the arguments packed into lines inside the call's parentheses."""
+    parts = _split_args(args)
+    one = f"{head}({', '.join(parts)})"
+    if len(one) <= width:
+        return [one]
+    lines, current = [f"{head}("], ""
+    for part in parts:
+        if current and len(current) + len(part) + 2 > width - 4:
+            lines.append(f"    {current}")
+            current = ""
+        current = f"{current} {part}," if current else f"{part},"
+    lines += [f"    {current}", ")"]
+    return lines
+
+
+def _wrap_defs(kernels: str) -> str:
+    """Kernel `def` lines longer than 100 columns with their parameters packed on lines
+    of their own, and two blank lines between kernels."""
+    out = []
+    kernels = re.sub(r"\n+@triton.jit", "\n\n\n@triton.jit", kernels.strip("\n"))
+    for line in kernels.splitlines():
+        if line.startswith("def ") and line.endswith("):") and len(line) > 100:
+            head, _, params = line[: -len("):")].partition("(")
+            out += launch(head, params, width=96)[:-1] + ["):"]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _doc(doc: str) -> list[str]:
+    """A module docstring, wrapped to 88 columns."""
+    wrapped = textwrap.wrap(doc, 88)
+    if len(wrapped) == 1:
+        return [f'"""{doc}"""']
+    return [f'"""{wrapped[0]}', *wrapped[1:], '"""']
+
+
 def _indent(lines: list[str] | str, n: int) -> list[str]:
     if isinstance(lines, str):
         lines = lines.splitlines()
@@ -109,7 +172,7 @@ def reference_source(
     verifier may test (`DTYPES`)."""
     params = f", {init_params}" if init_params else ""
     lines = [
-        f'"""{doc}"""',
+        *_doc(doc),
         "",
         "import torch",
         "import torch.nn as nn",
@@ -154,7 +217,7 @@ def solution_source(
     module whose __init__ takes `init_params` and whose forward launches them."""
     params = f", {init_params}" if init_params else ""
     lines = [
-        f'"""{doc}"""',
+        *_doc(doc),
         "",
         "import torch",
         "import torch.nn as nn",
@@ -162,7 +225,7 @@ def solution_source(
         "import triton.language as tl",
         "",
         "",
-        kernels.strip("\n"),
+        _wrap_defs(kernels),
         "",
         "",
         "class ModelNew(nn.Module):",

@@ -23,6 +23,7 @@ import random
 from tritonrl.tasks.families.base import (
     Drawn,
     Heldout,
+    launch,
     reference_source,
     size,
     solution_source,
@@ -126,11 +127,13 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         "inner = n // (x.shape[0] * C)  # elements per channel of one sample",
         "BLOCK = 1024",
         "# In place: the layer's output is ours, and one buffer less is read back.",
-        "epilogue_kernel[(triton.cdiv(n, BLOCK),)](x, "
-        + ("self.bias, " if has_bias else "")
-        + "x, n, C, inner,"
-        + "".join(f" self.{s}," for s in scalars)
-        + " BLOCK=BLOCK)",
+        *launch(
+            "epilogue_kernel[(triton.cdiv(n, BLOCK),)]",
+            ("x, self.bias, " if has_bias else "x, ")
+            + "x, n, C, inner, "
+            + "".join(f"self.{s}, " for s in scalars)
+            + "BLOCK=BLOCK",
+        ),
         "return x",
     ]
     solution = solution_source(

@@ -18,7 +18,14 @@ from __future__ import annotations
 import random
 
 from tritonrl.tasks.families import axis
-from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, solution_source
+from tritonrl.tasks.families.base import (
+    Drawn,
+    indent,
+    launch,
+    reference_source,
+    size,
+    solution_source,
+)
 
 NAME = "losses"
 POLICY = "strict"
@@ -64,7 +71,6 @@ _TORCH = {
 _ROW_HEAD = """
 @triton.jit
 def {kind}_row_kernel(p_ptr, t_ptr, loss_ptr, {params}):
-    x_ptr = p_ptr
 {preamble}
 """
 _ROW_BODY = {
@@ -187,9 +193,10 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "BLOCK = 4096",
             "n_partials = triton.cdiv(n, BLOCK)",
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
-            f"{kind}_partial_kernel[(n_partials,)](p, t, partials, n"
-            + (", self.delta" if huber else "")
-            + ", BLOCK=BLOCK)",
+            *launch(
+                f"{kind}_partial_kernel[(n_partials,)]",
+                "p, t, partials, n, " + ("self.delta, " if huber else "") + "BLOCK=BLOCK",
+            ),
         ]
     else:
         kernel = _ROW_HEAD.format(kind=kind, params=axis.PARAMS,
@@ -197,7 +204,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         kernel = kernel.rstrip("\n") + "\n" + indent(_ROW_BODY[kind], 4) + "\n" + _FINISH
         scale = "1.0 / n_partials"  # per row: batchmean, the mean over rows
         forward = [
-            "x = p = predictions.contiguous()",
+            "p = predictions.contiguous()",
             "t = targets.contiguous()",
             "R = p.shape[1]",
             "inner = 1",
@@ -206,12 +213,15 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "BLOCK_O = max(1, min(16, 2048 // BLOCK_R))",
             "grid = (triton.cdiv(n_other, BLOCK_O),)",
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
-            f"{kind}_row_kernel[grid](p, t, partials, {axis.ARGS})",
+            *launch(f"{kind}_row_kernel[grid]", f"p, t, partials, {axis.ARGS}"),
         ]
     forward += [
         "out = torch.empty((), device=p.device, dtype=p.dtype)",
-        "finish_kernel[(1,)](partials, out, n_partials, "
-        f"{scale}, BLOCK=min(1024, triton.next_power_of_2(n_partials)))",
+        *launch(
+            "finish_kernel[(1,)]",
+            f"partials, out, n_partials, {scale}, "
+            "BLOCK=min(1024, triton.next_power_of_2(n_partials))",
+        ),
         "return out",
     ]
     solution = solution_source(
@@ -227,7 +237,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
               "cross_entropy": "CrossEntropyLoss", "cosine": "CosineSimilarityLoss"}  # fmt: skip
     return Drawn(
         signature=sig,
-        level=2,
+        level=1,  # one loss, as KernelBench's level 1 counts them
         name=titles[kind] + ("_Sum" if reduction == "sum" else ""),
         source=source,
         solution=solution,

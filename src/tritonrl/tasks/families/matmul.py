@@ -23,6 +23,7 @@ import random
 from tritonrl.tasks.families.base import (
     Drawn,
     Heldout,
+    launch,
     reference_source,
     size,
     solution_source,
@@ -208,8 +209,11 @@ def _solution(variant, ops) -> str:
             "BLOCK_M = min(64, triton.next_power_of_2(M))",
             "BLOCK_K = min(256, max(16, triton.next_power_of_2(K)))",
             "grid = (triton.cdiv(M, BLOCK_M),)",
-            f"matvec_kernel[grid](A, B, C{launch_extra}, M, K, A.stride(0), A.stride(1), "
-            f"B.stride(0),{launch_scalars} BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K)",
+            *launch(
+                "matvec_kernel[grid]",
+                f"A, B, C{launch_extra}, M, K, A.stride(0), A.stride(1), B.stride(0),"
+                f"{launch_scalars} BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K",
+            ),
             "return C",
         ]
         doc = f"Triton solution: {what}, BLOCK_M rows a program, a multiply-sum over K."
@@ -254,9 +258,11 @@ def _solution(variant, ops) -> str:
         "BLOCK_N = min(64, max(16, triton.next_power_of_2(N)))",
         "BLOCK_K = min(32, max(16, triton.next_power_of_2(K)))",
         grid,
-        f"matmul_kernel[grid](A, B, C{launch_extra}, M, N, K, {strides}{launch_scalars}",
-        "                    BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8,",
-        "                    num_warps=4, num_stages=3)",
+        *launch(
+            "matmul_kernel[grid]",
+            f"A, B, C{launch_extra}, M, N, K, {strides}{launch_scalars} BLOCK_M=BLOCK_M, "
+            "BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, num_warps=4, num_stages=3",
+        ),
         "return C",
     ]
     doc = f"Triton solution: {what}, tiled tl.dot over K with the epilogue fused before the store."

@@ -23,7 +23,14 @@ from __future__ import annotations
 import random
 
 from tritonrl.tasks.families import axis
-from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, solution_source
+from tritonrl.tasks.families.base import (
+    Drawn,
+    indent,
+    launch,
+    reference_source,
+    size,
+    solution_source,
+)
 
 NAME = "norms"
 POLICY = "strict"
@@ -159,7 +166,7 @@ def _row(kind, affine, rng, seed, small) -> tuple[str, str]:
     forward = [
         *axis.launch_lines("-1", tile=4096),
         "y = torch.empty_like(x)",
-        f"{kind}_norm_kernel[grid](x, {launch_w}y, {axis.ARGS}, eps=self.eps)",
+        *launch(f"{kind}_norm_kernel[grid]", f"x, {launch_w}y, {axis.ARGS}, eps=self.eps"),
         "return y",
     ]
     solution = solution_source(
@@ -224,9 +231,12 @@ def _grouped(kind, rng, seed, small) -> tuple[str, str]:
         f"n_groups = {groups_expr}",
         "BLOCK = min(4096, triton.next_power_of_2((C // n_groups) * H * W))",
         "grid = (N * n_groups,)",
-        "group_norm_kernel[grid](x, "
-        + ("self.norm.weight, self.norm.bias, " if affine else "")
-        + "y, n_groups, C, H * W, self.norm.eps, BLOCK=BLOCK)",
+        *launch(
+            "group_norm_kernel[grid]",
+            "x, "
+            + ("self.norm.weight, self.norm.bias, " if affine else "")
+            + "y, n_groups, C, H * W, self.norm.eps, BLOCK=BLOCK",
+        ),
         "return y",
     ]
     solution = solution_source(
@@ -257,8 +267,10 @@ def _fro(rng, seed, small) -> tuple[str, str]:
         "y = torch.empty_like(x)",
         "sum_squares_kernel[(n_partials,)](x, partials, n, BLOCK=BLOCK)",
         "BLOCK_P = min(1024, triton.next_power_of_2(n_partials))",
-        "fro_scale_kernel[(n_partials,)](x, partials, y, n, n_partials, BLOCK=BLOCK, "
-        "BLOCK_P=BLOCK_P)",
+        *launch(
+            "fro_scale_kernel[(n_partials,)]",
+            "x, partials, y, n, n_partials, BLOCK=BLOCK, BLOCK_P=BLOCK_P",
+        ),
         "return y",
     ]
     solution = solution_source(

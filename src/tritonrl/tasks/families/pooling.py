@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from tritonrl.tasks.families.base import Drawn, reference_source, size, solution_source
+from tritonrl.tasks.families.base import Drawn, launch, reference_source, size, solution_source
 
 NAME = "pooling"
 POLICY = "strict"
@@ -136,8 +136,11 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "BLOCK_L = min(256, triton.next_power_of_2(L_out))",
             "BLOCK_R = max(1, min(triton.next_power_of_2(N * C), 2048 // BLOCK_L))",
             "grid = (triton.cdiv(N * C, BLOCK_R), triton.cdiv(L_out, BLOCK_L))",
-            f"{op}_pool1d_kernel[grid](x, y, N * C, L, L_out, KS=ks, STRIDE=stride, PAD=pad,",
-            "                          BLOCK_R=BLOCK_R, BLOCK_L=BLOCK_L)",
+            *launch(
+                f"{op}_pool1d_kernel[grid]",
+                "x, y, N * C, L, L_out, KS=ks, STRIDE=stride, PAD=pad, BLOCK_R=BLOCK_R, "
+                "BLOCK_L=BLOCK_L",
+            ),
             "return y",
         ]
     else:
@@ -150,8 +153,10 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "y = torch.empty((N, C, H_out, W_out), device=x.device, dtype=x.dtype)",
             "BLOCK = min(1024, triton.next_power_of_2(H_out * W_out))",
             "grid = (N * C, triton.cdiv(H_out * W_out, BLOCK))",
-            f"{op}_pool2d_kernel[grid](x, y, H, W, H_out, W_out, KS=ks, STRIDE=stride, PAD=pad,",
-            "                          BLOCK=BLOCK)",
+            *launch(
+                f"{op}_pool2d_kernel[grid]",
+                "x, y, H, W, H_out, W_out, KS=ks, STRIDE=stride, PAD=pad, BLOCK=BLOCK",
+            ),
             "return y",
         ]
     solution = solution_source(

@@ -19,6 +19,7 @@ from tritonrl.tasks.families import axis
 from tritonrl.tasks.families.base import (
     Drawn,
     indent,
+    launch,
     reference_source,
     size,
     solution_source,
@@ -92,8 +93,10 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     forward = [
         *axis.launch_lines(str(d)),
         "y = torch.empty_like(x)",
-        f"{op}_kernel[grid](x, y, {axis.ARGS}"
-        + (", inv_t=1.0 / self.temperature)" if temp else ")"),
+        *launch(
+            f"{op}_kernel[grid]",
+            f"x, y, {axis.ARGS}" + (", inv_t=1.0 / self.temperature" if temp else ""),
+        ),
         "return y",
     ]
     solution = solution_source(
