@@ -161,7 +161,10 @@ def eval_command(
         None, "--model", help="Model dir, adapter, .gguf, run, or openai:MODEL@URL."
     ),
     tasks: list[str] = typer.Option(
-        [], "--tasks", help="Task sources: builtin:..., a KernelBench dir, gen:N[:SEED], run:RUN."
+        [],
+        "--tasks",
+        help="Task sources: builtin:..., a KernelBench dir, gen:N[:SEED], "
+        "fam:[FAMILY:]N[:SEED][:heldout], run:RUN.",
     ),
     samples: int = typer.Option(1, "--samples", min=1, help="Answers per task (pass@k up to k)."),
     out_dir: Path | None = typer.Option(

@@ -9,8 +9,9 @@ openai:MODEL@URL), so API models are measured by the same verifier. Prompts are
 `tritonrl.data.prompts.build_messages`'s; verdicts come from the warm verifier pool
 (`shared_pool`), rewards from `tritonrl.reward.schemes.reward_for`.
 
-Tasks: `load_tasks` sources (the builtin suite, a KernelBench checkout: every level),
-`gen:N[:SEED]` (N generated tasks, seed 1 by default: not the training generator's 0),
+Tasks: `load_tasks` sources (the builtin suite, a KernelBench checkout: every level, the
+task families: `fam:N:SEED:heldout` for programs no training task has), `gen:N[:SEED]`
+(N generated tasks, seed 1 by default: not the training generator's 0),
 `run:RUN` (the run's held-out tasks: prepare's validation split, or the one SFT held out).
 
 Files in `out_dir`: `eval.json` (what the evaluation is of: the model's path and files'
