@@ -315,3 +315,10 @@ def test_rl_trains_on_its_own_reward_scheme_else_the_verifiers():
     )
     assert config.rl_reward_scheme == "tritonrl"
     assert config.rl_verify.reward_scheme == "tritonrl" and config.verify.reward_scheme == "kevin"
+
+
+def test_family_tasks_must_be_positive():
+    with pytest.raises(ValueError, match="data.family_tasks must be >= 1"):
+        load_config(None, ["--data.family_tasks", "0"])
+    config = load_config(None, ["--data.family_tasks", "7", "--data.families", '["norms"]'])
+    assert (config.data.family_tasks, config.data.families) == (7, ["norms"])
