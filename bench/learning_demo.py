@@ -24,8 +24,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
    take (each as long as the SFT model's eval took, and a tenth more);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
-   the held-out folder (`--samples` answers a task at `rl.temperature`), one folder each,
-   then `tritonrl eval --compare` of them all.
+   the held-out folder (`--samples` answers a task at `rl.temperature`, or at
+   `--eval-temperature`), one folder each, then `tritonrl eval --compare` of them all.
 
 Per point and per source (builtin, generated, KernelBench level 1 and 2) the figures are
 read back from each eval's samples.jsonl with the product's own metrics
@@ -189,6 +189,16 @@ def split_extra(extra: list[str]) -> tuple[list[str], list[str]]:
         (rl if pair[0].startswith(rl_sections) else sft).extend(pair)
         i += 2
     return sft, rl
+
+
+def eval_extra(rl_extra: list[str], temperature: float | None) -> list[str]:
+    """What every eval takes from GRPO's overrides: the completion length, and the
+    temperature GRPO sampled at unless `--eval-temperature` names another."""
+    pairs = dict(zip(rl_extra[::2], rl_extra[1::2], strict=True))
+    if temperature is not None:
+        pairs["--rl.temperature"] = str(temperature)
+    keep = ("--rl.temperature", "--rl.max_completion_length")
+    return [part for key in keep if key in pairs for part in (key, pairs[key])]
 
 
 def evaluate(label: str, model: Path, ctx: dict) -> Path:
@@ -481,6 +491,8 @@ def parse(argv):
     ap.add_argument("--kb-every2", type=int, default=10)
     ap.add_argument("--heldout-generated", type=int, default=40)
     ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--eval-temperature", type=float, default=None,
+                    help="eval's temperature (default: GRPO's)")  # fmt: skip
     ap.add_argument("--eval-backend", default="auto")
     ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
@@ -521,8 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every)
     ctx = {"args": args, "out": out, "work": work, "heldout": heldout, "config": args.config,
            "commands": {}, "seconds": {}, "fallbacks": [], "started": started,
-           "eval_extra": [a for a in rl_extra if a.startswith("--rl.temperature")
-                          or a.startswith("--rl.max_completion_length")]}  # fmt: skip
+           "eval_extra": eval_extra(rl_extra, args.eval_temperature)}  # fmt: skip
     report: dict = {"argv": sys.argv[1:], "model": args.model, "device": device_name(args.device),
                     "samples": args.samples, "heldout": files, "points": [], "probe": {},
                     "commands": ctx["commands"], "seconds": ctx["seconds"],
