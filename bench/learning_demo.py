@@ -24,7 +24,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
    take (each as long as the SFT model's eval took, and a tenth more);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
-   the held-out folder (`--samples` answers a task at `rl.temperature`), one folder each,
+   the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
+   extra `--sampling.*` overrides go to rl and to every eval), one folder each,
    then `tritonrl eval --compare` of them all.
 
 Per point and per source (builtin, generated, KernelBench level 1 and 2) the figures are
@@ -182,13 +183,19 @@ def build_base(source: str, work: Path, out: Path) -> Path:
 
 def split_extra(extra: list[str]) -> tuple[list[str], list[str]]:
     """The extra overrides for sft (`--sft.*`, `--data.*`, ...) and for rl (its sections)."""
-    rl_sections = ("--rl.", "--curriculum.", "--verify.")
+    rl_sections = ("--sampling.", "--rl.", "--curriculum.", "--verify.")
     sft, rl, i = [], [], 0
     while i < len(extra):
         pair = extra[i : i + 2]
         (rl if pair[0].startswith(rl_sections) else sft).extend(pair)
         i += 2
     return sft, rl
+
+
+def sampling_extra(rl_extra: list[str]) -> list[str]:
+    """The `--sampling.*` pairs of the rl overrides: every eval samples as RL did."""
+    pairs = [rl_extra[i : i + 2] for i in range(0, len(rl_extra), 2)]
+    return [a for pair in pairs if pair[0].startswith("--sampling.") for a in pair]
 
 
 def evaluate(label: str, model: Path, ctx: dict) -> Path:
@@ -521,8 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every)
     ctx = {"args": args, "out": out, "work": work, "heldout": heldout, "config": args.config,
            "commands": {}, "seconds": {}, "fallbacks": [], "started": started,
-           "eval_extra": [a for a in rl_extra if a.startswith("--rl.temperature")
-                          or a.startswith("--rl.max_completion_length")]}  # fmt: skip
+           "eval_extra": sampling_extra(rl_extra)}  # fmt: skip
     report: dict = {"argv": sys.argv[1:], "model": args.model, "device": device_name(args.device),
                     "samples": args.samples, "heldout": files, "points": [], "probe": {},
                     "commands": ctx["commands"], "seconds": ctx["seconds"],
