@@ -266,7 +266,7 @@ def test_rl_refuses_a_config_that_changes_what_sft_trained(sft_run, train_app):
                                          "--lora.enabled", "true"])  # fmt: skip
     assert result.exit_code == 2
     assert "lora.enabled: False -> True" in result.output
-    sections = "rl, best_of_n, curriculum, pipeline, verify"
+    sections = "sampling, rl, best_of_n, curriculum, pipeline, verify"
     assert f"may change only the {sections} sections" in result.output
     assert Run.open(run_dir).status("rl") == "pending"
 
