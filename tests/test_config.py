@@ -407,3 +407,6 @@ def test_a_record_with_a_moved_key_and_its_new_name_set_apart_is_refused():
         upgrade_recorded(old, "run r")
     old["sampling"] = {"temperature": 0.6}  # the same value twice: one setting
     assert upgrade_recorded(old)["sampling"]["temperature"] == 0.6
+    old["sampling"] = None  # an empty section
+    assert upgrade_recorded(old)["sampling"] == {"temperature": 0.6, "max_new_tokens": 64,
+                                                 "top_p": 1.0, "top_k": 0}  # fmt: skip

@@ -226,9 +226,7 @@ def upgrade_recorded(data: dict[str, dict], source: str = "config") -> dict[str,
         if not isinstance(values, dict) or x not in values:
             continue
         value = values.pop(x)
-        target = out.setdefault(b, {})
-        if not isinstance(target, dict):
-            continue  # `_check_name` and the section's own type say what is wrong
+        target = out[b] = out.get(b) or {}  # an empty section (YAML `sampling:`) is None
         if y in target and target[y] != value:
             raise ValueError(
                 f"{source}: {old} ({value!r}) and {new} ({target[y]!r}) are both set; {old} "
@@ -237,7 +235,8 @@ def upgrade_recorded(data: dict[str, dict], source: str = "config") -> dict[str,
         target[y] = value
         for name, implied in IMPLIED.items():  # what that code pinned, at their new names
             section, _, key = name.partition(".")
-            out.setdefault(section, {}).setdefault(key, implied)
+            out[section] = out.get(section) or {}
+            out[section].setdefault(key, implied)
     return out
 
 
