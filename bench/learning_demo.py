@@ -24,8 +24,10 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
    take (each as long as the SFT model's eval took, and a tenth more);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
-   the held-out folder (`--samples` answers a task at `rl.temperature`, or at
-   `--eval-temperature`), one folder each, then `tritonrl eval --compare` of them all.
+   the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
+   extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
+   replaces the temperature for the evals), one folder each, then `tritonrl eval
+   --compare` of them all.
 
 Per point and per source (builtin, generated, KernelBench level 1 and 2) the figures are
 read back from each eval's samples.jsonl with the product's own metrics
@@ -182,7 +184,7 @@ def build_base(source: str, work: Path, out: Path) -> Path:
 
 def split_extra(extra: list[str]) -> tuple[list[str], list[str]]:
     """The extra overrides for sft (`--sft.*`, `--data.*`, ...) and for rl (its sections)."""
-    rl_sections = ("--rl.", "--curriculum.", "--verify.")
+    rl_sections = ("--sampling.", "--rl.", "--curriculum.", "--verify.")
     sft, rl, i = [], [], 0
     while i < len(extra):
         pair = extra[i : i + 2]
@@ -192,13 +194,14 @@ def split_extra(extra: list[str]) -> tuple[list[str], list[str]]:
 
 
 def eval_extra(rl_extra: list[str], temperature: float | None) -> list[str]:
-    """What every eval takes from GRPO's overrides: the completion length, and the
-    temperature GRPO sampled at unless `--eval-temperature` names another."""
+    """The `--sampling.*` pairs of the rl overrides, so every eval samples as RL did;
+    with `temperature` (`--eval-temperature`), the evals sample at that one instead."""
     pairs = dict(zip(rl_extra[::2], rl_extra[1::2], strict=True))
     if temperature is not None:
-        pairs["--rl.temperature"] = str(temperature)
-    keep = ("--rl.temperature", "--rl.max_completion_length")
-    return [part for key in keep if key in pairs for part in (key, pairs[key])]
+        pairs["--sampling.temperature"] = str(temperature)
+    return [
+        a for key, value in pairs.items() if key.startswith("--sampling.") for a in (key, value)
+    ]
 
 
 def evaluate(label: str, model: Path, ctx: dict) -> Path:

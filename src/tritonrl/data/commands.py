@@ -8,7 +8,8 @@
 
 Both read the config like every stage command (`tritonrl.cli_config`): prepare takes
 data.max_samples, data.validation_fraction and the prompts' verify.policy from it, and
-distill the whole verify section (`--max-samples`, `--val-fraction`, `--policy`,
+distill the whole verify section and the sampling section's temperature, top_p and top_k
+(`--max-samples`, `--val-fraction`, `--policy`,
 `--device` are short for those fields' overrides, not defaults of their own).
 
 `register(app)` adds both to the main Typer app (`tritonrl.cli`). With `--run RUN_DIR`
@@ -31,9 +32,11 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.config_loader import moved_message
 from tritonrl.data.distill import DistillError, distill
 from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks, prepare
 from tritonrl.runs import Run, RunError
@@ -176,7 +179,7 @@ def distill_command(
     api_key: str | None = typer.Option(None, envvar="OPENAI_API_KEY", help="Bearer token."),
     rate_limit: float = typer.Option(1.0, "--rate-limit", help="Requests per second, at most."),
     max_retries: int = typer.Option(5, "--max-retries", help="Retries on 429/5xx/timeouts."),
-    temperature: float = typer.Option(0.7, help="Sampling temperature."),
+    temperature: float | None = typer.Option(None, hidden=True),  # moved: refused
     max_tokens: int = typer.Option(16384, "--max-tokens", help="Longest answer."),
     timeout: float = typer.Option(600.0, help="Seconds to wait for one answer."),
     limit: int | None = typer.Option(None, help="Only the first N tasks."),
@@ -191,7 +194,11 @@ def distill_command(
 ):
     """Ask a teacher model for kernels; keep the verified-correct ones as SFT data.
 
-    The answers are verified with the config's verify section (--config, --verify.KEY)."""
+    The teacher is sampled as the config's sampling section says (--sampling.temperature,
+    --sampling.top_p, --sampling.top_k); the answers are verified with its verify section
+    (--config, --verify.KEY)."""
+    if temperature is not None:
+        _fail(escape(moved_message("distill --temperature", "sampling.temperature")))
     cfg, _ = command_config(ctx, config_path, "distill", {
         "--device": ("verify.device", device), "--policy": ("verify.policy", policy),
     })  # fmt: skip
@@ -202,7 +209,7 @@ def distill_command(
         summary = distill(
             task_list, endpoint, model, out_dir, variations=variations, api_key=api_key,
             rate_limit_per_s=rate_limit, max_retries=max_retries, verify_config=config,
-            temperature=temperature, max_tokens=max_tokens, timeout_s=timeout,
+            sampling=cfg.sampling, max_tokens=max_tokens, timeout_s=timeout,
         )  # fmt: skip
     except DistillError as e:
         cached = f"answers received so far are cached in {out_dir / 'cache'}; rerun to resume"

@@ -102,8 +102,8 @@ def rl(
     """Reinforcement learning from the run's SFT model, the verifier as reward.
 
     Without --config the run's recorded config is the base; every --SECTION.KEY VALUE
-    overrides one field, e.g. --rl.max_steps 2 (only the rl, best_of_n, curriculum,
-    pipeline and verify sections, and run.report_to, run.seed, run.store,
+    overrides one field, e.g. --rl.max_steps 2 (only the sampling, rl, best_of_n,
+    curriculum, pipeline and verify sections, and run.report_to, run.seed, run.store,
     run.sync_interval_s and run.spot_watch, may differ from the run's).
     """
     from tritonrl.train.rl import STAGE, require_sft, run_rl  # lazy: loads torch (the reward)
