@@ -66,33 +66,59 @@ def load_specs(specs: list[str]) -> LoadReport:
     return report
 
 
-def _form(task: Task, cache: dict[str, NormalForm]) -> NormalForm:
-    if task.source not in cache:
-        cache[task.source] = normal_form(task.source, task.origin)
-    return cache[task.source]
+class Decontaminator:
+    """The tasks to check against, indexed once: `matches(task)` for each training task."""
+
+    def __init__(self, against: list[Task], form: str = FORWARD):
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
+        self.form, self.forms = form, FORMS[: FORMS.index(form) + 1]
+        self._cache: dict[str, NormalForm] = {}
+        self._index: dict[tuple[str, str], list[Task]] = {}
+        for other in against:
+            keys = self._form(other)
+            for f in self.forms:
+                if keys.key(f) is not None:
+                    self._index.setdefault((f, keys.key(f)), []).append(other)
+
+    def _form(self, task: Task) -> NormalForm:
+        if task.source not in self._cache:
+            self._cache[task.source] = normal_form(task.source, task.origin)
+        return self._cache[task.source]
+
+    def matches(self, task: Task) -> list[Match]:
+        """The tasks `task` equals, each once, in its strictest form that counts."""
+        keys, seen, found = self._form(task), set(), []
+        for f in self.forms:
+            for other in self._index.get((f, keys.key(f)), []):
+                if other.id not in seen:
+                    seen.add(other.id)
+                    found.append(Match(task.id, other.id, f, task.origin, other.origin))
+        return found
 
 
 def find_matches(train: list[Task], against: list[Task], form: str = FORWARD) -> list[Match]:
     """Every (training task, task against) pair equal in `form` or a stricter form, in
     the order of `train`; a program-equal pair is reported once, as `program`."""
-    if form not in FORMS:
-        raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
-    cache: dict[str, NormalForm] = {}
-    index: dict[tuple[str, str], list[Task]] = {}
-    for other in against:
-        keys = _form(other, cache)
-        for f in FORMS[: FORMS.index(form) + 1]:
-            if keys.key(f) is not None:
-                index.setdefault((f, keys.key(f)), []).append(other)
-    matches = []
-    for task in train:
-        keys, seen = _form(task, cache), set()
-        for f in FORMS[: FORMS.index(form) + 1]:
-            for other in index.get((f, keys.key(f)), []):
-                if other.id not in seen:
-                    seen.add(other.id)
-                    matches.append(Match(task.id, other.id, f, task.origin, other.origin))
-    return matches
+    check = Decontaminator(against, form)
+    return [m for task in train for m in check.matches(task)]
+
+
+def checker(specs: list[str], form: str = FORWARD, setting: str = "--against"):
+    """A `Decontaminator` over the tasks `specs` name, or None when there are none; a spec
+    that cannot be loaded is a ValueError naming `setting` (the option or config key)."""
+    if not specs:
+        return None
+    try:
+        report = load_specs(list(specs))
+    except TaskLoadError as e:
+        raise ValueError(
+            f"{setting}: {e} (each entry is a KernelBench checkout, builtin:heldout, a task "
+            "file or gen:N:SEED)"
+        ) from None
+    for e in report.errors:
+        log.warning("%s: skipping %s", setting, e)
+    return Decontaminator(report.tasks, form)
 
 
 def drop_matches(
@@ -112,5 +138,5 @@ def describe(matches: list[Match], most: int = 10) -> str:
     return f"{len(ids)} task(s): {named}{more}"
 
 
-__all__ = ["FORMS", "FORWARD", "PROGRAM", "Match", "describe", "drop_matches", "find_matches",
-           "load_specs"]  # fmt: skip
+__all__ = ["FORMS", "FORWARD", "PROGRAM", "Decontaminator", "Match", "checker", "describe",
+           "drop_matches", "find_matches", "load_specs"]  # fmt: skip
