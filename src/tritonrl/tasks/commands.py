@@ -232,8 +232,8 @@ def tasks_decontaminate(
         }))  # fmt: skip
     else:
         for m in matches:
-            out.print(f"{m.task}\t{m.against}\t{m.form}")
-        out.print(
+            typer.echo(f"{m.task}\t{m.against}\t{m.form}")
+        typer.echo(
             f"{len(matched)} of {len(train_tasks)} training tasks equal one of "
             f"{len(against_tasks)} tasks (form {form})"
         )

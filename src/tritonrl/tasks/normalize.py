@@ -21,8 +21,11 @@ Two references are **program-equal** when their normalised ASTs are equal, after
   placeholder `S0, S1, ...` in order of first use: two tasks that differ only in the
   values or names of their sizes are equal, but `randn(N, N)` (one size twice) is not
   `randn(M, K)` (two sizes);
-* in `get_inputs` and `get_init_inputs`, a local assigned once and used after is inlined
-  (`x = torch.rand(B, D); return [x]` is `return [torch.rand(B, D)]`), every numeric
+* a function whose body is straight-line assignments to names and a `return`, each value
+  read exactly once, is that one `return` with the values substituted
+  (`y = self.fc(x); y = y * s; return softmax(y)` is `return softmax(self.fc(x) * s)`;
+  `x = torch.rand(B, D); return [x]` is `return [torch.rand(B, D)]`);
+* in `get_inputs` and `get_init_inputs`, every numeric
   literal is the placeholder `SIZE` (`torch.randn(16, 32)` is `torch.randn(SIZE, SIZE)`),
   and `torch.rand` is `torch.randn` (the verifier rescales and shifts every input's
   values anyway, so the draw's distribution is not part of the problem);
@@ -31,8 +34,8 @@ Two references are **program-equal** when their normalised ASTs are equal, after
 
 What stays, and so tells programs apart: every op and its spelling (`x.relu()` is not
 `torch.relu(x)`; `torch.randint` is not `torch.randn`), the literals inside `Model`
-(`dim=1` is not `dim=0`, `x * 0.5` is not `x * 2.0`), keyword names, the order of
-statements and of operands, and helper functions' names.
+(`dim=1` is not `dim=0`, `x * 0.5` is not `x * 2.0`), parameters' defaults, keyword
+names, the order of statements and of operands, and helper functions' names.
 
 Two references are **forward-equal** when the op sequences of their `Model.forward` are
 equal and not empty: every call, operator and module the forward evaluates, in evaluation
@@ -240,32 +243,39 @@ def _rename_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
             n.id = names[n.id]
         elif isinstance(n, ast.arg) and n.arg in names:
             n.arg = names[n.arg]
-    if fn.name in INPUT_FUNCTIONS:
-        _inline_locals(fn)
+    _inline_locals(fn)
 
 
 def _inline_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-    """In a body of `name = expr` statements and a `return`, substitute each name
-    assigned once into what follows it (the inputs' order of drawing does not matter)."""
+    """A straight-line body (`name = expr` statements, then a `return`) becomes one
+    `return` with each value substituted where it is read, when every value assigned is
+    read exactly once: `y = self.fc(x); y = y * s; return softmax(y)` is
+    `return softmax(self.fc(x) * s)`. Any other body is left as it is."""
     body = fn.body
     simple = all(
         isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
         for s in body[:-1]
     )
-    if not body or not isinstance(body[-1], ast.Return) or not simple:
+    if len(body) < 2 or not isinstance(body[-1], ast.Return) or not simple:
         return
-    stored = [s.targets[0].id for s in body[:-1]]
-    if len(set(stored)) != len(stored):
-        return
-    values: dict[str, ast.expr] = {}
+    values: dict[str, int] = {}  # a name -> the assignment whose value it holds now
+    exprs: list[ast.expr] = []
+    reads: list[int] = []
 
     class Inline(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
-            return copy.deepcopy(values[node.id]) if node.id in values else node
+            if node.id not in values:
+                return node
+            reads[values[node.id]] += 1
+            return copy.deepcopy(exprs[values[node.id]])
 
-    for s in body[:-1]:
-        values[s.targets[0].id] = Inline().visit(s.value)
-    fn.body = [Inline().visit(body[-1])]
+    for stmt in body[:-1]:
+        exprs.append(Inline().visit(stmt.value))
+        reads.append(0)
+        values[stmt.targets[0].id] = len(exprs) - 1
+    result = Inline().visit(body[-1])
+    if all(n == 1 for n in reads):
+        fn.body = [result]
 
 
 def _rename_attributes(tree: ast.Module) -> None:
@@ -420,6 +430,8 @@ def forward_ops(tree: ast.Module) -> list[str]:
                 ops.append(modules.get(func.id) or _op(func.id))
             elif isinstance(func, ast.Attribute):
                 ops.append(_op(func.attr))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+            return  # a literal (`dim=-1`), not an op
         elif isinstance(node, (ast.BinOp, ast.UnaryOp)):
             for child in ast.iter_child_nodes(node):
                 visit(child)

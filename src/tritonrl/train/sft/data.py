@@ -5,8 +5,9 @@ conversational prompt/completion format, made by `tritonrl.data.prompts.sft_exam
 optionally with a `task_id`. The SFT stage takes its examples from the `prepare` stage's
 `prepare/train` and `prepare/validation` artifacts (KernelBook) when the manifest records
 them, and otherwise builds them here from tasks with solutions: the builtin suite plus
-generator tasks (`data.tasks`, `data.generated_tasks`), split by task into train and
-validation, and records the files it wrote as `sft/train_data` and `sft/validation_data`.
+generator tasks (`data.tasks`, `data.generated_tasks`) less those equal to a task of
+`data.decontaminate_against` (`tritonrl.data.heldout.decontaminate`), split by task into
+train and validation, and records the files it wrote as `sft/train_data` and `sft/validation_data`.
 
 Note that the builtin suite is also what `tritonrl eval` measures by default: a model
 SFT'd on builtin solutions must be evaluated on the validation split's tasks (their ids
@@ -25,10 +26,9 @@ import random
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.data.heldout import builtin_tasks, decontaminate
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run, atomic_write_bytes
-from tritonrl.tasks import load_tasks
-from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,10 @@ ROLES = ("system", "user", "assistant")
 
 def builtin_examples(config: Config) -> list[dict]:
     """One example per task with a solution: `data.tasks` then `data.generated_tasks`
-    generator tasks, prompts built with the verifier's policy."""
+    generator tasks, less those equal to a task of `data.decontaminate_against`, prompts
+    built with the verifier's policy."""
     data, verify = config.data, config.verify
-    tasks = list(load_tasks(data.tasks).tasks) if data.tasks else []
-    if data.generated_tasks:
-        tasks += generate_tasks(data.generated_tasks, seed=data.generator_seed)
+    tasks = decontaminate(builtin_tasks(config), config, "SFT examples")
     prompt_kw = {
         "include_example": data.include_example,
         "policy": verify.policy,
@@ -56,8 +55,9 @@ def builtin_examples(config: Config) -> list[dict]:
         rows.append({"task_id": task.id, **sft_example(task.source, task.solution, **prompt_kw)})
     if not rows:
         raise ValueError(
-            f"no SFT examples: none of data.tasks {data.tasks} has a solution and "
-            "data.generated_tasks is 0"
+            f"no SFT examples: none of data.tasks {data.tasks} and data.generated_tasks "
+            f"{data.generated_tasks} has a solution and differs from every task of "
+            f"data.decontaminate_against {data.decontaminate_against}"
         )
     return rows
 
