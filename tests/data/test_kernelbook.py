@@ -30,6 +30,7 @@ from tritonrl.data.kernelbook import (
 )
 from tritonrl.extract import extract_code, normalise_code
 from tritonrl.tasks import load_builtin
+from tritonrl.tasks.loaders import HELDOUT_BUILTIN
 from tritonrl.tasks.shapes import instantiate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernelbook_fixture.jsonl"
@@ -286,6 +287,53 @@ def test_builtin_source_is_the_suite_then_generated_tasks(tmp_path):
     }
 
 
+def test_builtin_source_drops_the_heldout_tasks_and_draws_more_generated_ones(tmp_path):
+    builtin = load_builtin("all").tasks
+    held = {f"builtin:{i}" for i in HELDOUT_BUILTIN}
+    n = len(builtin) + 4
+    summary = prepare("builtin", tmp_path / "out", max_samples=n, seed=7,
+                      decontaminate_against=["builtin:heldout"])  # fmt: skip
+    tasks = read_jsonl(tmp_path / "out" / "tasks.jsonl")
+    ids = {t["id"] for t in tasks}
+    assert summary.kept == len(tasks) == n  # the generator made up for the dropped ones
+    assert ids.isdisjoint(held) and {t.id for t in builtin} - held <= ids
+    dropped = {m["task"] for m in summary.contaminated}
+    assert held <= dropped and summary.dropped["contaminated"] == len(dropped)
+    assert all(m["against"] in held for m in summary.contaminated)
+    assert {"task": "builtin:level1/1_ReLU", "against": "builtin:level1/1_ReLU",
+            "form": "program"}.items() <= summary.contaminated[0].items()  # fmt: skip
+    on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert on_disk["contaminated"] == summary.contaminated
+    assert on_disk["decontaminated_against"] == ["builtin:heldout"]
+
+
+def test_kernelbook_rows_equal_to_a_benchmark_task_are_dropped_and_named(prepared, tmp_path):
+    _, out = prepared
+    taken = load_prepared_tasks(out / "tasks.jsonl")[:2]
+    bench = tmp_path / "bench" / "level1"  # a KernelBench-layout folder of two of the tasks
+    bench.mkdir(parents=True)
+    renamed = taken[1].source.replace("get_inputs():", "get_inputs():\n    # drawn here")
+    (bench / "1_First.py").write_text(taken[0].source)
+    (bench / "2_Second.py").write_text('"""A docstring of its own."""\n' + renamed)
+    summary = prepare(str(FIXTURE), tmp_path / "out", val_fraction=0.2, seed=3,
+                      cache_dir=str(tmp_path / "hf"), decontaminate_against=[str(bench.parent)],
+                      decontaminate_form="program")  # fmt: skip
+    kept = {t.id for t in load_prepared_tasks(tmp_path / "out" / "tasks.jsonl")}
+    assert kept.isdisjoint({t.id for t in taken})
+    assert summary.kept == prepared[0].kept - 2 and summary.dropped["contaminated"] == 2
+    assert sorted((m["task"], m["against"], m["form"]) for m in summary.contaminated) == sorted(
+        [(taken[0].id, "level1/1_First", "program"), (taken[1].id, "level1/2_Second", "program")]
+    )
+
+
+def test_a_decontamination_spec_that_cannot_be_loaded_is_named_before_anything_is_written(
+    tmp_path,
+):
+    with pytest.raises(KernelBookError, match=r"data.decontaminate_against: .*nowhere"):
+        prepare("builtin", tmp_path / "out", decontaminate_against=[str(tmp_path / "nowhere")])
+    assert not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------------------- LLM labels
 
 
@@ -359,6 +407,25 @@ def test_prepare_command_prints_json_summary_and_exits_2_on_bad_input(tmp_path):
     assert result.exit_code == 2 and "no such file or directory" in result.output
     result = runner.invoke(_app(), ["prepare", "--source", "builtin"])
     assert result.exit_code == 2 and "--out DIR" in result.output
+
+
+def test_prepare_command_drops_the_configured_tasks_and_says_which(tmp_path):
+    args = ["prepare", "--source", "builtin", "--max-samples", "60", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(_app(), args)  # the default: the held-out builtin tasks
+    assert result.exit_code == 0, result.output
+    assert "(forward form):" in result.output
+    assert "builtin:level1/1_ReLU = builtin:level1/1_ReLU (program)" in result.output
+    result = CliRunner().invoke(_app(), [*args, "--data.decontaminate_against", "[]", "--json"])
+    summary = json.loads(result.output)
+    assert summary["contaminated"] == [] and "contaminated" not in summary["dropped"]
+    assert {f"builtin:{i}" for i in HELDOUT_BUILTIN} <= {
+        t["id"] for t in read_jsonl(tmp_path / "o" / "tasks.jsonl")
+    }
+    bad = [*args, "--data.decontaminate_against", "[gen:5]"]
+    result = CliRunner().invoke(_app(), bad)
+    assert result.exit_code == 2 and "data.decontaminate_against: gen:5" in result.output
+    result = CliRunner().invoke(_app(), [*args, "--data.decontaminate_form", "tokens"])
+    assert result.exit_code == 2 and "data.decontaminate_form must be one of" in result.output
 
 
 def test_prepare_command_records_artifacts_in_a_run(tmp_path):
