@@ -3,10 +3,11 @@ on: a run whose config gained a benchmark after SFT does not train on it."""
 
 import pytest
 
-from tritonrl.config_loader import load_config
+from tritonrl.config_loader import config_to_dict, load_config
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
+from tritonrl.train.rl import check_against_run
 from tritonrl.train.rl.data import rl_prompts
 from tritonrl.train.sft.data import write_jsonl
 
@@ -51,3 +52,14 @@ def test_rl_prompts_refuse_when_every_task_is_one_not_to_train_on(run):
     config = load_config(None, [*BASE, "--data.decontaminate_against", "[builtin:all]"])
     with pytest.raises(ValueError, match="every prompt's task equals a task of"):
         rl_prompts(run, config)
+
+
+def test_rl_may_change_what_it_is_decontaminated_against_and_nothing_else_of_data(tmp_path):
+    recorded = config_to_dict(load_config(None, BASE))
+    for key in ("decontaminate_against", "decontaminate_form"):  # a run from before them
+        del recorded["data"][key]
+    run = Run.create(tmp_path / "old", recorded)
+    against = f"[builtin:heldout, {tmp_path / 'kb'}]"
+    check_against_run(run, load_config(None, [*BASE, "--data.decontaminate_against", against]))
+    with pytest.raises(ValueError, match=r"differing: data.generated_tasks: 0 -> 3"):
+        check_against_run(run, load_config(None, [*BASE, "--data.generated_tasks", "3"]))
