@@ -178,3 +178,38 @@ def test_every_builtin_task_has_both_forms_and_distinct_programs():
     forms = {t.id: normal_form(t.source, t.id) for t in tasks}
     assert all(f.forward is not None for f in forms.values())
     assert len({f.program for f in forms.values()}) == len(tasks)
+
+
+HELPER = """
+import torch
+
+def _scale(t, k):
+    out = [t * k for _ in range(2)]
+    return out[0] + (lambda u: u)(out[1])
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        total = 0
+        for part in x.chunk(2):
+            total = total + _scale(part, 3)
+        return total
+
+size = 16
+
+def get_inputs():
+    return [torch.randn(size, size)]
+"""
+
+
+def test_helpers_loops_comprehensions_and_lambdas_are_renamed_consistently():
+    renamed = HELPER
+    for old, new in (("out", "res"), ("part", "piece"), ("total", "acc"), ("size", "n"),
+                     ("[t ", "[tt "), ("(t, k)", "(tt, k)"), ("u: u", "w: w")):  # fmt: skip
+        renamed = renamed.replace(old, new)
+    assert renamed != HELPER
+    assert _form(renamed).program == _form(HELPER).program
+    other_helper = HELPER.replace("range(2)", "range(3)")
+    assert _form(other_helper).program != _form(HELPER).program
+    assert _form(HELPER).ops == ("chunk", "_scale", "add")
+    # a value read twice is not inlined (and the body is left as it was)
+    assert "v2 = [v0 * v1 for v3 in range(2)]" in _form(HELPER).text

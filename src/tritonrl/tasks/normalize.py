@@ -102,7 +102,7 @@ def _digest(text: str) -> str:
 
 def normal_form(source: str, where: str = "<reference>") -> NormalForm:
     """The normal forms of a reference source; a `TaskLoadError` if it does not parse."""
-    tree = copy.deepcopy(parse_source(source, where))
+    tree = parse_source(source, where)  # a fresh tree: changed in place
     _normalise(tree)
     ops = tuple(forward_ops(tree))
     return NormalForm(
@@ -119,13 +119,19 @@ def normal_form(source: str, where: str = "<reference>") -> NormalForm:
 def _normalise(tree: ast.Module) -> None:
     aliases = _drop_noise(tree)
     _sort_definitions(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _rename_locals(node)
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    item.__dict__["_method"] = True
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    methods = {
+        id(item)
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef)
+        for item in cls.body
+        if isinstance(item, functions)
+    }
+    done: set[int] = set()  # functions renamed (with the ones they enclose)
+    for node in ast.walk(tree):  # outer functions first
+        if isinstance(node, functions) and id(node) not in done:
+            _rename_locals(node, id(node) in methods)
+            done.update(id(n) for n in _in_order(node) if isinstance(n, functions))
     _rename_attributes(tree)
     _replace_constants(tree)
     _resolve_names(tree, aliases)
@@ -212,14 +218,9 @@ def _in_order(node: ast.AST):
         yield from _in_order(child)
 
 
-def _rename_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+def _rename_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> None:
     """Parameters and locals of `fn` -> v0, v1, ... (a method's first parameter: self);
     a function defined inside `fn` is renamed with it, as one scope."""
-    if fn.__dict__.get("_renamed"):
-        return
-    for n in _in_order(fn):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            n.__dict__["_renamed"] = True
     args = fn.args
     params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
     params += [a for a in (args.vararg, args.kwarg) if a is not None]
@@ -227,7 +228,7 @@ def _rename_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         name for n in _in_order(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names
     }
     names: dict[str, str] = {}
-    first = params[0].arg if params and fn.__dict__.get("_method") else None
+    first = params[0].arg if params and is_method else None
     for p in params:
         if p.arg == first:
             names[p.arg] = "self"
@@ -270,10 +271,10 @@ def _inline_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
             return copy.deepcopy(exprs[values[node.id]])
 
     for stmt in body[:-1]:
-        exprs.append(Inline().visit(stmt.value))
+        exprs.append(Inline().visit(copy.deepcopy(stmt.value)))  # the body stays as it is
         reads.append(0)
         values[stmt.targets[0].id] = len(exprs) - 1
-    result = Inline().visit(body[-1])
+    result = Inline().visit(copy.deepcopy(body[-1]))
     if all(n == 1 for n in reads):
         fn.body = [result]
 
