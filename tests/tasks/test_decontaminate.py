@@ -10,9 +10,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tritonrl.config import DECONTAMINATE_FORMS
 from tritonrl.tasks import Task, TaskLoadError, load_builtin
 from tritonrl.tasks.commands import register
 from tritonrl.tasks.decontaminate import (
+    FORMS,
     Decontaminator,
     checker,
     describe,
@@ -150,6 +152,10 @@ def test_a_task_matching_several_is_reported_once_per_task_it_matches(bench):
         ("level1/1_Scaled_Softmax", "program"),
         ("bench_again", "program"),
     ]
+
+
+def test_the_config_knows_the_forms():
+    assert DECONTAMINATE_FORMS == FORMS
 
 
 def test_generator_specs_need_a_seed_and_bad_specs_name_the_setting():

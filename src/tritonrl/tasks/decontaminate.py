@@ -3,6 +3,8 @@
     against = load_specs(["path/to/KernelBench", "builtin:heldout"]).tasks
     matches = find_matches(train_tasks, against, form="forward")
     kept, matches = drop_matches(train_tasks, against, form="forward")
+    check = checker(config.data.decontaminate_against)   # None when there is nothing
+    check.matches(task)                                    # one training task at a time
 
 A training task matches a task it is checked against when their references are equal in
 a normal form of `tritonrl.tasks.normalize`: `program` (the whole program, names and
