@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from tritonrl.config import DECONTAMINATE_FORMS
+from tritonrl.data.kernelbook import prepare
 from tritonrl.tasks import Task, TaskLoadError, load_builtin
 from tritonrl.tasks.commands import register
 from tritonrl.tasks.decontaminate import (
@@ -236,6 +237,16 @@ def test_the_command_reports_each_match_and_exits_1(tmp_path):
     assert "near" not in r.stdout
     assert "2 of 4 training tasks equal one of 2 tasks (form program)" in r.stdout
 
+    # the tasks.jsonl that prepare writes (the held-out builtin tasks dropped by default)
+    out = tmp_path / "prepared"
+    prepare("builtin", out, max_samples=40, decontaminate_against=["builtin:heldout"])
+    r = runner.invoke(_app(), ["tasks", "decontaminate", str(out / "tasks.jsonl"),
+                               "--against", "builtin:heldout", "--json"])  # fmt: skip
+    assert r.exit_code == 0 and json.loads(r.stdout)["train"] == 40, r.output
+    r = runner.invoke(_app(), ["tasks", "decontaminate", str(out / "tasks.jsonl"),
+                               "--against", kb, "--against", "builtin:level1"])  # fmt: skip
+    assert r.exit_code == 1 and "builtin:level1/3_Tanh\tbuiltin:level1/3_Tanh\tprogram" in r.stdout
+
 
 def test_the_command_exits_0_when_nothing_matches_and_2_for_bad_usage(tmp_path):
     kb = str(_kernelbench(tmp_path / "KernelBench"))
@@ -252,6 +263,7 @@ def test_the_command_exits_0_when_nothing_matches_and_2_for_bad_usage(tmp_path):
         ([clean, "--against", kb, "--form", "tokens"], "--form must be one of program, forward"),
         ([clean, "--against", "gen:4"], "gen:N:SEED"),
         ([clean, "--against", str(tmp_path / "nowhere")], "no such file or directory"),
+        ([str(tmp_path / "no.jsonl"), "--against", kb], "run `tritonrl prepare`"),
     ):
         r = runner.invoke(_app(), ["tasks", "decontaminate", *args])
         assert r.exit_code == 2 and message in r.output, (args, r.output)

@@ -10,7 +10,8 @@ task's own solution through the full verifier, and training tasks that copy othe
 
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
 `builtin:level2`, `builtin:all`, `builtin:heldout` (and, for `decontaminate`,
-`gen:N:SEED`: `tritonrl.tasks.decontaminate.load_specs`). `tasks check` takes
+`gen:N:SEED`: `tritonrl.tasks.decontaminate.load_specs`, and a `tasks.jsonl` that
+`prepare` wrote). `tasks check` takes
 `--config FILE|NAME` and `--verify.KEY VALUE` overrides (`tritonrl.cli_config`);
 `--device` is short for `--verify.device`. `register(app)` adds the `tasks` group to the
 `tritonrl` app; the helpers that load tasks, refuse bad usage and resolve the verifier's
@@ -37,6 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.config import VerifyConfig
+from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks
 from tritonrl.reward import reward_for
 from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
 from tritonrl.tasks.decontaminate import FORMS, FORWARD, find_matches, load_specs
@@ -195,9 +197,25 @@ def tasks_check(
         raise typer.Exit(1)
 
 
+def _specs(specs: list[str]) -> LoadReport:
+    """`load_specs`, and the tasks of a `tasks.jsonl` that `prepare` wrote."""
+    report = LoadReport()
+    for spec in specs:
+        if spec.endswith(".jsonl"):
+            try:
+                report.tasks += load_prepared_tasks(spec)
+            except KernelBookError as e:
+                raise TaskLoadError(spec, str(e)) from None
+        else:
+            report.extend(load_specs([spec]))
+    return report
+
+
 def tasks_decontaminate(
     train: list[str] = typer.Argument(
-        ..., help="The training tasks: files, directories, builtin:..., gen:N:SEED."
+        ...,
+        help="The training tasks: files, directories, builtin:..., gen:N:SEED, or "
+        "prepare's tasks.jsonl.",
     ),
     against: list[str] = typer.Option(
         [],
@@ -218,7 +236,7 @@ def tasks_decontaminate(
         usage("give --against SOURCE (a KernelBench checkout, builtin:heldout, a task file)")
     if form not in FORMS:
         usage(f"--form must be one of {', '.join(FORMS)}, not {form!r}")
-    train_tasks, against_tasks = load(train, load_specs).tasks, load(against, load_specs).tasks
+    train_tasks, against_tasks = load(train, _specs).tasks, load(against, _specs).tasks
     try:
         matches = find_matches(train_tasks, against_tasks, form)
     except TaskLoadError as e:
