@@ -30,6 +30,7 @@ from tritonrl.data.kernelbook import (
 )
 from tritonrl.extract import extract_code, normalise_code
 from tritonrl.tasks import load_builtin
+from tritonrl.tasks.decontaminate import find_matches
 from tritonrl.tasks.loaders import HELDOUT_BUILTIN
 from tritonrl.tasks.shapes import instantiate
 
@@ -205,6 +206,33 @@ def test_split_is_deterministic_and_independent_of_row_order(prepared, tmp_path)
     val = {r["task_id"] for r in read_jsonl(out / "validation.jsonl")}
     assert {t["id"] for t in tasks if t["split"] == "validation"} == val
     assert val == split_ids([t["id"] for t in tasks], 0.2, seed=3)
+
+
+def test_ids_of_one_group_land_in_one_split():
+    ids = [f"t{i}" for i in range(20)]
+    groups = {i: "same" for i in ids[:6]} | {"t6": "pair", "t7": "pair"}
+    val = split_ids(ids, 0.25, seed=4, groups=groups)
+    assert len(val) == 5 and val == split_ids(ids[::-1], 0.25, seed=4, groups=groups)
+    assert set(ids[:6]).isdisjoint(val)  # six would overshoot five: the group trains
+    for seed in range(20):
+        val = split_ids(ids, 0.25, seed=seed, groups=groups)
+        assert {"t6", "t7"} <= val or not {"t6", "t7"} & val
+    one = {i: "all" for i in ids}
+    assert split_ids(ids, 0.25, seed=0, groups=one) == set()  # no group leaves training one
+
+
+def test_no_validation_task_has_a_copy_in_training(tmp_path):
+    summary = prepare("builtin", tmp_path / "out", max_samples=120, val_fraction=0.2, seed=1)
+    tasks = load_prepared_tasks(tmp_path / "out" / "tasks.jsonl")
+    split = {r["id"]: r["split"] for r in read_jsonl(tmp_path / "out" / "tasks.jsonl")}
+    train = [t for t in tasks if split[t.id] == "train"]
+    val = [t for t in tasks if split[t.id] == "validation"]
+    assert len(val) == summary.validation == round(120 * 0.2)
+    assert find_matches(train, val) == []  # not even the same forward op sequence
+    # without the groups the same tasks would have straddled the split
+    plain = split_ids([t.id for t in tasks], 0.2, seed=1)
+    assert find_matches([t for t in tasks if t.id not in plain],
+                        [t for t in tasks if t.id in plain]) != []  # fmt: skip
 
 
 def test_max_samples_caps_the_kept_examples(tmp_path):

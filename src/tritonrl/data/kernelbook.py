@@ -23,7 +23,9 @@ dropped as `contaminated`, each match listed in the summary; at most `max_sample
 kept; labelled with a difficulty level (the
 AST heuristic, or `labeler="openai:MODEL"` through an OpenAI-compatible endpoint; the
 builtin suite keeps its own levels); split into train / validation by a seeded hash of
-the task id (the same tasks land in the same split whatever the row order).
+the task id (the same tasks land in the same split whatever the row order), tasks equal
+in `decontaminate_form` (the same program, or the same forward op sequence) kept in one
+split, so that no validation task has a copy in training.
 
 Files written to `out_dir`, each atomically (temp file + `os.replace`; `summary.json`
 last, so a directory with a summary is complete): `train.jsonl` and `validation.jsonl`
@@ -56,6 +58,7 @@ from tritonrl.tasks import load_builtin
 from tritonrl.tasks.decontaminate import FORWARD, Decontaminator, checker
 from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
 from tritonrl.tasks.generator import generate_tasks
+from tritonrl.tasks.normalize import normal_form
 from tritonrl.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -391,14 +394,44 @@ def _builtin_items(
     return items
 
 
-def split_ids(ids: list[str], val_fraction: float, seed: int) -> set[str]:
-    """The validation ids: the `round(n * val_fraction)` ids (at least one when the
-    fraction is positive and n >= 2) with the smallest seeded hash. Independent of order."""
+def split_ids(
+    ids: list[str], val_fraction: float, seed: int, groups: dict[str, str] | None = None
+) -> set[str]:
+    """The validation ids: about `round(n * val_fraction)` of them (at least one when the
+    fraction is positive and n >= 2), whole groups at a time (`groups`: id -> key; ids of
+    one key land in one split), the groups whose smallest seeded hash of an id is smallest
+    first, a group that would overshoot skipped. Independent of order; without groups,
+    exactly the ids with the smallest hash."""
     if val_fraction <= 0 or len(ids) < 2:
         return set()
     n_val = min(len(ids) - 1, max(1, round(len(ids) * val_fraction)))
-    ranked = sorted(ids, key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
-    return set(ranked[:n_val])
+    members: dict[tuple[str, str], list[str]] = {}
+    for i in ids:
+        key = ("group", groups[i]) if groups and i in groups else ("id", i)
+        members.setdefault(key, []).append(i)
+
+    def rank(i: str) -> str:
+        return hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()
+
+    ranked = sorted(members.values(), key=lambda group: min(map(rank, group)))
+    val: set[str] = set()
+    for group in ranked:
+        if len(val) + len(group) <= n_val:
+            val.update(group)
+    if not val and len(ranked) > 1:  # every group is too big: the first one anyway
+        val.update(ranked[0])
+    return val
+
+
+def split_groups(tasks: list[Task], form: str) -> dict[str, str]:
+    """id -> the task's key in the normal form `form` (the program's where the forward
+    form has none): tasks of one key are one group for `split_ids`, so no validation task
+    has a copy in training (`tritonrl.tasks.normalize`)."""
+    groups = {}
+    for task in tasks:
+        keys = normal_form(task.source, task.origin)
+        groups[task.id] = keys.key(form) or keys.program
+    return groups
 
 
 def _check_args(max_samples: int, val_fraction: float, policy: str) -> None:
@@ -469,7 +502,8 @@ def prepare(
 
 
 def _write_outputs(out: Path, items: list, summary: PrepareSummary) -> None:
-    val = split_ids([t.id for t, _ in items], summary.val_fraction, summary.seed)
+    groups = split_groups([t for t, _ in items], summary.decontaminate_form)
+    val = split_ids([t.id for t, _ in items], summary.val_fraction, summary.seed, groups)
     splits: dict[str, list[dict]] = {"train": [], "validation": []}
     tasks = []
     for task, example in items:

@@ -22,14 +22,16 @@ from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_prompt, sft_example
 from tritonrl.runs import ArtifactNotFound, Run, RunError
 from tritonrl.tasks import load_builtin
-from tritonrl.tasks.decontaminate import drop_matches
+from tritonrl.tasks.decontaminate import drop_matches, find_matches
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.tasks.loaders import HELDOUT_BUILTIN
 from tritonrl.train.sft import load_sft_model, run_sft
 from tritonrl.train.sft.data import (
     builtin_examples,
     read_examples,
+    sft_data_files,
     split_rows,
+    training_tasks,
     write_jsonl,
 )
 
@@ -248,6 +250,32 @@ def test_builtin_examples_split_and_files(tmp_path):
     assert read_examples(path) == [
         {"prompt": r["prompt"], "completion": r["completion"]} for r in train
     ]
+
+
+def test_split_rows_keeps_a_group_on_one_side():
+    rows = [{"task_id": f"t{i}"} for i in range(10)]
+    groups = {"t0": "g", "t1": "g", "t2": "g", "t3": "h", "t4": "h"}
+    for seed in range(10):
+        train, val = split_rows(rows, 0.3, seed, groups)
+        assert len(val) == 3 and len(train) == 7
+        ids = {r["task_id"] for r in val}
+        assert {"t0", "t1", "t2"} <= ids or not {"t0", "t1", "t2"} & ids
+        assert {"t3", "t4"} <= ids or not {"t3", "t4"} & ids
+    assert split_rows(rows, 0.3, 5) == split_rows(rows, 0.3, 5, {})  # no groups: as before
+
+
+def test_the_sft_split_from_tasks_puts_no_copy_of_a_validation_task_in_training(tmp_path):
+    config = load_config(None, ["--data.generated_tasks", "80",
+                                "--data.validation_fraction", "0.25"])  # fmt: skip
+    run = Run.create(tmp_path / "run", config)
+    train, val, source = sft_data_files(run, config)
+    assert source == "builtin"
+    by_id = {t.id: t for t in training_tasks(config)}
+    ids = [[json.loads(line)["task_id"] for line in f.read_text().splitlines()]
+           for f in (train, val)]  # fmt: skip
+    assert len(ids[1]) == round(len(by_id) * 0.25)
+    tasks = [[by_id[i] for i in side] for side in ids]
+    assert find_matches(tasks[0], tasks[1]) == []
 
 
 def test_builtin_examples_leave_out_the_tasks_of_data_decontaminate_against(tmp_path, caplog):
