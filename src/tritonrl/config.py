@@ -227,6 +227,7 @@ class DataConfig:
     decontaminate_against: list[str] = field(default_factory=lambda: ["builtin:heldout"])
     # The weakest equality that counts: program (the whole program, names and sizes
     # aside) or forward (also the same op sequence in forward); tritonrl.tasks.normalize.
+    # Tasks equal in it also stay on one side of prepare's and SFT's validation split.
     decontaminate_form: str = "forward"
 
     def __post_init__(self):
