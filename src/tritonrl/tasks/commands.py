@@ -11,11 +11,11 @@ task's own solution through the full verifier, and training tasks that copy othe
 SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
 `builtin:level2`, `builtin:all`, `builtin:heldout` (and, for `decontaminate`,
 `gen:N:SEED`: `tritonrl.tasks.decontaminate.load_specs`, and a `tasks.jsonl` that
-`prepare` wrote). `tasks check` takes
-`--config FILE|NAME` and `--verify.KEY VALUE` overrides (`tritonrl.cli_config`);
-`--device` is short for `--verify.device`. `register(app)` adds the `tasks` group to the
-`tritonrl` app; the helpers that load tasks, refuse bad usage and resolve the verifier's
-config are the `verify` command's too (`tritonrl.verify.commands`).
+`prepare` wrote). `tasks check` takes `--config FILE|NAME` and `--verify.KEY VALUE`
+overrides (`tritonrl.cli_config`); `--device` is short for `--verify.device`.
+`register(app)` adds the `tasks` group to the `tritonrl` app; the helpers that load
+tasks, refuse bad usage and resolve the verifier's config are the `verify` command's too
+(`tritonrl.verify.commands`).
 
 What it does NOT do: verify anything itself (`tritonrl.verify` does, in a sandbox) or
 load torch before a command needs it (`tasks list` never does).
@@ -222,7 +222,7 @@ def tasks_decontaminate(
         "--against",
         help="Tasks not to train on: a KernelBench checkout, builtin:heldout, "
         "a file, gen:N:SEED; repeat for several.",
-    ),  # fmt: skip
+    ),
     form: str = typer.Option(
         FORWARD, help="The weakest equality that counts: program, or forward (both)."
     ),
