@@ -12,7 +12,7 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
 
 1. `tritonrl convert-gguf MODEL --out work/base` (or `tiny-model`), once;
 2. the held-out set written as a KernelBench-layout folder, work/heldout/level{1,2}/:
-   the builtin tasks kept out of training (`HELDOUT_BUILTIN`, numbered from 201),
+   the builtin tasks kept out of training (`builtin:heldout`, numbered from 201),
    `--heldout-generated` generator tasks from seed 1,000,000 whose program (the chain of
    ops, the task's name) no training generator task has (numbered from 301), and, given
    `--kernelbench`, a fixed systematic subset of that checkout's problems (level 1 every
@@ -60,14 +60,10 @@ import threading
 import time
 from pathlib import Path
 
+from tritonrl.tasks.loaders import HELDOUT_BUILTIN  # the builtin tasks kept out of training
+
 log = logging.getLogger("learning_demo")
 
-HELDOUT_BUILTIN = [
-    "level1/1_ReLU", "level1/2_Sigmoid", "level1/4_GELU", "level1/7_ELU",
-    "level1/9_SiLU", "level1/11_Sum_Reduction", "level1/16_Softmax", "level1/19_RMSNorm",
-    "level2/1_Gemm_Bias_ReLU", "level2/4_Gemm_Sigmoid_Scale", "level2/16_Mul_Add_ReLU_Sum",
-    "level2/18_Swish_RowMax",
-]  # fmt: skip
 HELDOUT_SEED = 1_000_000  # the generator's seeds for held-out tasks (training: from 0)
 BUILTIN_FROM, GENERATED_FROM = 201, 301  # held-out file numbers; below 201: KernelBench
 PROBE_TASK = (

@@ -170,6 +170,7 @@ class VerifyConfig:
 
 DEVICES = ("auto", "cpu", "cuda")
 SFT_SOURCES = ("auto", "prepare", "builtin")
+DECONTAMINATE_FORMS = ("program", "forward")  # tritonrl.tasks.normalize.FORMS
 REPORTERS = ("tensorboard", "wandb", "none")
 TINY = "tiny"  # model.name_or_path that means: the tiny model, built inside the run
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -222,9 +223,21 @@ class DataConfig:
     validation_fraction: float = 0.1
     include_example: bool = True  # the one-shot example in every prompt
     max_samples: int = 1000  # `prepare`: most examples kept
+    # Training tasks whose reference equals one of these tasks' (task specs: a
+    # KernelBench checkout, builtin:heldout, a file, gen:N:SEED) are dropped from prepare's
+    # files, SFT's examples and RL's prompts; `tritonrl.tasks.decontaminate`.
+    decontaminate_against: list[str] = field(default_factory=lambda: ["builtin:heldout"])
+    # The weakest equality that counts: program (the whole program, names and sizes
+    # aside) or forward (also the same op sequence in forward); tritonrl.tasks.normalize.
+    # Tasks equal in it also stay on one side of prepare's and SFT's validation split.
+    decontaminate_form: str = "forward"
 
     def __post_init__(self):
         _need(self.sft_source in SFT_SOURCES, f"data.sft_source must be one of {SFT_SOURCES}")
+        _need(
+            self.decontaminate_form in DECONTAMINATE_FORMS,
+            f"data.decontaminate_form must be one of {', '.join(DECONTAMINATE_FORMS)}",
+        )
         _need(self.generated_tasks >= 0, "data.generated_tasks must be >= 0")
         _need(
             0.0 <= self.validation_fraction <= 0.5,

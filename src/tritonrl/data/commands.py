@@ -7,9 +7,10 @@
                      [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR] [--config ...]
 
 Both read the config like every stage command (`tritonrl.cli_config`): prepare takes
-data.max_samples, data.validation_fraction and the prompts' verify.policy from it, and
-distill the whole verify section and the sampling section's temperature, top_p and top_k
-(`--max-samples`, `--val-fraction`, `--policy`,
+data.max_samples, data.validation_fraction, data.decontaminate_against and
+data.decontaminate_form (rows equal to those tasks are dropped and listed), and the
+prompts' verify.policy from it, and distill the whole verify section and the sampling
+section's temperature, top_p and top_k (`--max-samples`, `--val-fraction`, `--policy`,
 `--device` are short for those fields' overrides, not defaults of their own).
 
 `register(app)` adds both to the main Typer app (`tritonrl.cli`). With `--run RUN_DIR`
@@ -44,6 +45,7 @@ from tritonrl.tasks import TaskLoadError, load_tasks
 
 out_console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+SHOWN = 20  # contaminated rows prepare names on the terminal
 
 
 def register(app: typer.Typer) -> None:
@@ -126,7 +128,9 @@ def prepare_command(
     """Turn KernelBook (or the builtin tasks) into SFT files and a task list.
 
     The share held out for validation is data.validation_fraction, the most examples
-    kept data.max_samples (--config, --data.KEY VALUE)."""
+    kept data.max_samples (--config, --data.KEY VALUE). Rows equal to a task of
+    data.decontaminate_against (default the held-out builtin tasks; add a KernelBench
+    checkout) are dropped and listed."""
     cfg, _ = command_config(ctx, config, "prepare", {
         "--max-samples": ("data.max_samples", max_samples),
         "--val-fraction": ("data.validation_fraction", val_fraction),
@@ -139,10 +143,13 @@ def prepare_command(
             val_fraction=cfg.data.validation_fraction, policy=cfg.verify.policy,
             labeler=labeler, labeler_endpoint=labeler_endpoint,
             include_example=cfg.data.include_example,
+            decontaminate_against=cfg.data.decontaminate_against,
+            decontaminate_form=cfg.data.decontaminate_form,
         )  # fmt: skip
     except (KernelBookError, ValueError) as e:
         _failed(handle, "prepare", str(e))
     info = {k: getattr(summary, k) for k in ("source", "kept", "train", "validation", "dropped")}
+    info["contaminated"] = sorted({m["task"] for m in summary.contaminated})
     _finish(handle, "prepare", summary.files, ("train", "validation", "tasks"), info)
     if as_json:
         typer.echo(json.dumps(summary.to_dict()))
@@ -154,6 +161,17 @@ def prepare_command(
     out_console.print(_counts_table("by level", summary.by_level))
     if summary.dropped:
         out_console.print(_counts_table("dropped", summary.dropped))
+    if summary.contaminated:
+        against = ", ".join(summary.decontaminated_against)
+        out_console.print(
+            f"dropped {len(summary.contaminated)} match(es) with {against} "
+            f"({summary.decontaminate_form} form):"
+        )
+        for m in summary.contaminated[:SHOWN]:
+            out_console.print(f"  {m['task']} = {m['against']} ({m['form']})")
+        if len(summary.contaminated) > SHOWN:
+            more = len(summary.contaminated) - SHOWN
+            out_console.print(f"  and {more} more (summary.json lists every one)")
 
 
 def _load_tasks(spec: str, limit: int | None):
