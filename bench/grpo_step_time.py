@@ -74,7 +74,7 @@ def rl_args(generator: str, args) -> list[str]:
         "--verify.device", args.device, "--rl.max_steps", str(args.steps),
         "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
         "--rl.gradient_accumulation", str(args.prompts),
-        "--rl.max_completion_length", str(args.max_tokens), "--rl.learning_rate", "1e-6",
+        "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
         "--rl.bf16", str(args.bf16).lower(), "--rl.gradient_checkpointing", "false",
         "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
     ]  # fmt: skip

@@ -12,7 +12,7 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
 
 1. `tritonrl convert-gguf MODEL --out work/base` (or `tiny-model`), once;
 2. the held-out set written as a KernelBench-layout folder, work/heldout/level{1,2}/:
-   the builtin tasks kept out of training (`HELDOUT_BUILTIN`, numbered from 201),
+   the builtin tasks kept out of training (`builtin:heldout`, numbered from 201),
    `--heldout-generated` generator tasks from seed 1,000,000 whose program (the chain of
    ops, the task's name) no training generator task has (numbered from 301), and, given
    `--kernelbench`, a fixed systematic subset of that checkout's problems (level 1 every
@@ -24,8 +24,10 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
    take (each as long as the SFT model's eval took, and a tenth more);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
-   the held-out folder (`--samples` answers a task at `rl.temperature`), one folder each,
-   then `tritonrl eval --compare` of them all.
+   the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
+   extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
+   replaces the temperature for the evals), one folder each, then `tritonrl eval
+   --compare` of them all.
 
 Per point and per source (builtin, generated, KernelBench level 1 and 2) the figures are
 read back from each eval's samples.jsonl with the product's own metrics
@@ -58,14 +60,10 @@ import threading
 import time
 from pathlib import Path
 
+from tritonrl.tasks.loaders import HELDOUT_BUILTIN  # the builtin tasks kept out of training
+
 log = logging.getLogger("learning_demo")
 
-HELDOUT_BUILTIN = [
-    "level1/1_ReLU", "level1/2_Sigmoid", "level1/4_GELU", "level1/7_ELU",
-    "level1/9_SiLU", "level1/11_Sum_Reduction", "level1/16_Softmax", "level1/19_RMSNorm",
-    "level2/1_Gemm_Bias_ReLU", "level2/4_Gemm_Sigmoid_Scale", "level2/16_Mul_Add_ReLU_Sum",
-    "level2/18_Swish_RowMax",
-]  # fmt: skip
 HELDOUT_SEED = 1_000_000  # the generator's seeds for held-out tasks (training: from 0)
 BUILTIN_FROM, GENERATED_FROM = 201, 301  # held-out file numbers; below 201: KernelBench
 PROBE_TASK = (
@@ -182,13 +180,24 @@ def build_base(source: str, work: Path, out: Path) -> Path:
 
 def split_extra(extra: list[str]) -> tuple[list[str], list[str]]:
     """The extra overrides for sft (`--sft.*`, `--data.*`, ...) and for rl (its sections)."""
-    rl_sections = ("--rl.", "--curriculum.", "--verify.")
+    rl_sections = ("--sampling.", "--rl.", "--curriculum.", "--verify.")
     sft, rl, i = [], [], 0
     while i < len(extra):
         pair = extra[i : i + 2]
         (rl if pair[0].startswith(rl_sections) else sft).extend(pair)
         i += 2
     return sft, rl
+
+
+def eval_extra(rl_extra: list[str], temperature: float | None) -> list[str]:
+    """The `--sampling.*` pairs of the rl overrides, so every eval samples as RL did;
+    with `temperature` (`--eval-temperature`), the evals sample at that one instead."""
+    pairs = dict(zip(rl_extra[::2], rl_extra[1::2], strict=True))
+    if temperature is not None:
+        pairs["--sampling.temperature"] = str(temperature)
+    return [
+        a for key, value in pairs.items() if key.startswith("--sampling.") for a in (key, value)
+    ]
 
 
 def evaluate(label: str, model: Path, ctx: dict) -> Path:
@@ -481,6 +490,8 @@ def parse(argv):
     ap.add_argument("--kb-every2", type=int, default=10)
     ap.add_argument("--heldout-generated", type=int, default=40)
     ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--eval-temperature", type=float, default=None,
+                    help="eval's temperature (default: GRPO's)")  # fmt: skip
     ap.add_argument("--eval-backend", default="auto")
     ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
@@ -521,8 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every)
     ctx = {"args": args, "out": out, "work": work, "heldout": heldout, "config": args.config,
            "commands": {}, "seconds": {}, "fallbacks": [], "started": started,
-           "eval_extra": [a for a in rl_extra if a.startswith("--rl.temperature")
-                          or a.startswith("--rl.max_completion_length")]}  # fmt: skip
+           "eval_extra": eval_extra(rl_extra, args.eval_temperature)}  # fmt: skip
     report: dict = {"argv": sys.argv[1:], "model": args.model, "device": device_name(args.device),
                     "samples": args.samples, "heldout": files, "points": [], "probe": {},
                     "commands": ctx["commands"], "seconds": ctx["seconds"],

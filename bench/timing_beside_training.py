@@ -58,7 +58,7 @@ def grpo(model_dir: Path, out: Path, hold: bool, started: threading.Event, stop:
     from tritonrl.train.rl.grpo import _trainer_class, trainer_args, trainer_gate
 
     config = load_config(None, [
-        "--rl.device", "cuda", "--rl.max_steps", "1000", "--rl.max_completion_length", "256",
+        "--rl.device", "cuda", "--rl.max_steps", "1000", "--sampling.max_new_tokens", "256",
         "--rl.num_generations", "4", "--rl.per_device_batch_size", "16",
         "--verify.device", "cuda", "--curriculum.enabled", "false", "--run.report_to", "[none]",
     ], cuda_available=True, stage="rl")  # fmt: skip

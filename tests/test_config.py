@@ -1,5 +1,5 @@
-"""Config: SPEC defaults, the two YAML files, typed overrides, unknown and removed names,
-clashes."""
+"""Config: SPEC defaults, the YAML files, typed overrides, unknown, removed and moved
+names, a run's config recorded before a name moved, clashes."""
 
 from dataclasses import asdict
 
@@ -9,17 +9,22 @@ import yaml
 from tritonrl.config import (
     Config,
     LoraConfig,
+    SamplingConfig,
     SftConfig,
     VerifyConfig,
 )
 from tritonrl.config_loader import (
+    CONFIG_DIR,
+    MOVED,
     REMOVED,
     config_from_dict,
     config_path,
     diff_configs,
     load_config,
+    override_config,
     parse_overrides,
     split_overrides,
+    upgrade_recorded,
 )
 
 
@@ -159,6 +164,11 @@ def test_every_extension_can_be_switched_off():
         (["--verify.allowed_torch_ops", "mm"], "use policy 'partial'"),
         (["--data.validation_fraction", "0.7"], "data.validation_fraction must be between"),
         (["--verify.cuda_max_connections", "-1"], r"must be in \[0, 32\]"),
+        (["--sampling.temperature", "0"], "sampling.temperature must be positive"),
+        (["--sampling.top_p", "0"], r"sampling.top_p must be in \(0, 1\] \(1: off\), not 0.0"),
+        (["--sampling.top_p", "1.5"], r"sampling.top_p must be in \(0, 1\]"),
+        (["--sampling.top_k", "-1"], r"sampling.top_k must be >= 0 \(0: off\), not -1"),
+        (["--sampling.max_new_tokens", "0"], "sampling.max_new_tokens must be >= 1"),
     ],
 )
 def test_bad_overrides_name_what_is_wrong(overrides, message):
@@ -322,3 +332,88 @@ def test_family_tasks_must_be_positive():
         load_config(None, ["--data.family_tasks", "0"])
     config = load_config(None, ["--data.family_tasks", "7", "--data.families", '["norms"]'])
     assert (config.data.family_tasks, config.data.families) == (7, ["norms"])
+
+
+# ------------------------------------------------------------------ the sampling section
+
+
+def test_sampling_defaults_sample_the_whole_distribution():
+    s = SamplingConfig()
+    assert (s.temperature, s.top_p, s.top_k, s.max_new_tokens) == (0.8, 1.0, 0, 2048)
+    assert s.whole_distribution and s.describe() == "temperature 0.8"
+    narrow = load_config(None, ["--sampling.top_p", "0.95", "--sampling.top_k", "20"]).sampling
+    assert not narrow.whole_distribution
+    assert narrow.describe() == "temperature 0.8, top_p 0.95, top_k 20"
+
+
+def test_every_shipped_config_sets_the_sampling_section_and_no_moved_key():
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        assert set(data["sampling"]) == {"temperature", "top_p", "top_k", "max_new_tokens"}
+        assert not {"temperature", "max_completion_length"} & set(data.get("rl") or {}), path
+    assert load_config("tiny-cpu").sampling.max_new_tokens == 64
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED.items()))
+def test_a_moved_key_is_refused_naming_its_new_place(tmp_path, old, new):
+    section, key = old.split(".")
+    file = tmp_path / "old.yaml"
+    file.write_text(f"{section}:\n  {key}: 7\n")
+    with pytest.raises(ValueError) as e:
+        load_config(file)
+    new_section, new_key = new.split(".")
+    assert str(e.value) == (
+        f"{file}: {old} is now {new}: write it as `{new_section}: {{{new_key}: VALUE}}` in a "
+        f"config file, or --{new} VALUE on the command line"
+    )
+    for override in ([f"--{old}", "7"], [f"--{old}=7"]):
+        with pytest.raises(ValueError, match=f"^override: {old} is now {new}: .* --{new} VALUE"):
+            load_config(None, override)
+
+
+def _recorded_before_the_move(**rl) -> dict:
+    """A run's manifest config as a tritonrl before the sampling section recorded it."""
+    data = asdict(load_config(None))
+    sampling = data.pop("sampling")
+    data["rl"] |= {"temperature": sampling["temperature"],
+                   "max_completion_length": sampling["max_new_tokens"], **rl}  # fmt: skip
+    return data
+
+
+def test_a_run_recorded_before_the_move_reads_at_the_new_names():
+    old = _recorded_before_the_move(temperature=0.6, max_completion_length=99)
+    config = config_from_dict(old, "run r")
+    assert (config.sampling.temperature, config.sampling.max_new_tokens) == (0.6, 99)
+    assert (config.sampling.top_p, config.sampling.top_k) == (1.0, 0)  # what was sampled then
+    assert "temperature" in old["rl"]  # the record itself is not changed
+    # `tritonrl rl` on such a run: its record is the base, an override changes the new name
+    again = override_config(old, ["--sampling.temperature", "0.9"], "run r")
+    assert (again.sampling.temperature, again.sampling.max_new_tokens) == (0.9, 99)
+    with pytest.raises(ValueError, match="override: rl.temperature is now sampling.temperature"):
+        override_config(old, ["--rl.temperature", "0.9"], "run r")
+    # the same config, recorded before and after: no difference (an SFT resume goes on)
+    assert diff_configs(old, asdict(config)) == []
+    assert diff_configs(old, asdict(again)) == ["sampling.temperature: 0.6 -> 0.9"]
+
+
+def test_resume_writes_a_run_recorded_before_the_move_at_the_new_names(tmp_path):
+    from tritonrl.runs import Run
+    from tritonrl.runs.resume import config_file
+
+    run = Run.create(tmp_path / "run", _recorded_before_the_move(temperature=0.6))
+    path = config_file(run)  # the file `tritonrl resume` hands the stage command
+    assert "temperature" not in yaml.safe_load(path.read_text())["rl"]
+    assert load_config(path).sampling.temperature == 0.6
+
+
+def test_a_record_with_a_moved_key_and_its_new_name_set_apart_is_refused():
+    old = _recorded_before_the_move(temperature=0.6)
+    old["sampling"] = {"temperature": 0.7}
+    with pytest.raises(ValueError, match=r"run r: rl.temperature \(0.6\) and sampling.temperature "
+                       r"\(0.7\) are both set; .* keep sampling.temperature alone"):  # fmt: skip
+        upgrade_recorded(old, "run r")
+    old["sampling"] = {"temperature": 0.6}  # the same value twice: one setting
+    assert upgrade_recorded(old)["sampling"]["temperature"] == 0.6
+    old["sampling"] = None  # an empty section
+    assert upgrade_recorded(old)["sampling"] == {"temperature": 0.6, "max_new_tokens": 64,
+                                                 "top_p": 1.0, "top_k": 0}  # fmt: skip

@@ -10,7 +10,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_slow_marks_the_tests_that_train_or_check_every_builtin_task():
-    files = ["tests/test_cli.py", "tests/test_pipeline.py", "tests/train/sft/test_sft.py"]
+    files = [
+        "tests/tasks/test_tasks_commands.py",
+        "tests/test_pipeline.py",
+        "tests/train/sft/test_sft.py",
+    ]
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", "slow", *files],
@@ -18,7 +22,7 @@ def test_slow_marks_the_tests_that_train_or_check_every_builtin_task():
     )  # fmt: skip
     slow = {line for line in listed.stdout.splitlines() if "::" in line}
     assert {
-        "tests/test_cli.py::test_tasks_check_builtin_all_passes",
+        "tests/tasks/test_tasks_commands.py::test_tasks_check_builtin_all_passes",
         "tests/test_pipeline.py::test_prepare_tiny_model_sft_status",
         "tests/train/sft/test_sft.py::test_full_parameter_sft_on_the_cpu",
     } <= slow, listed.stdout + listed.stderr

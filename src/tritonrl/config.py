@@ -1,8 +1,8 @@
 """Configuration dataclasses, one per stage. Every default here is the product default
 of SPEC.md; every field can be changed by the caller.
 
-Sections: run, data, model, tiny_model, lora, sft, rl, best_of_n, curriculum, pipeline,
-verify. `load_config` (`tritonrl.config_loader`) fills them from a YAML file in configs/
+Sections: run, data, model, tiny_model, lora, sft, sampling, rl, best_of_n, curriculum,
+pipeline, verify. `load_config` (`tritonrl.config_loader`) fills them from a YAML file in configs/
 (the embedded default is configs/tiny-cpu.yaml) plus `--section.key value` overrides,
 converts each value by its field's type, and rejects unknown names and option
 combinations that cannot work (`check_config`) before anything runs. The resolved config
@@ -15,7 +15,9 @@ multi-input testing (verify.multi_input, verify.num_input_sets), the staged funn
 strict sandbox (verify.sandbox_strict).
 
 Every field here is read by a command; a key removed because nothing reads it
-(`data.kernelbook`) is refused with the reason (`config_loader.REMOVED`).
+(`data.kernelbook`) is refused with the reason (`config_loader.REMOVED`), and one that
+moved (`rl.temperature`, now `sampling.temperature`) with its new name
+(`config_loader.MOVED`).
 
 What it does NOT do: it does not start stages or touch a run directory.
 """
@@ -168,6 +170,7 @@ class VerifyConfig:
 
 DEVICES = ("auto", "cpu", "cuda")
 SFT_SOURCES = ("auto", "prepare", "builtin")
+DECONTAMINATE_FORMS = ("program", "forward")  # tritonrl.tasks.normalize.FORMS
 REPORTERS = ("tensorboard", "wandb", "none")
 TINY = "tiny"  # model.name_or_path that means: the tiny model, built inside the run
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -224,10 +227,23 @@ class DataConfig:
     # (tritonrl.tasks.families), and which families ([]: all of them).
     family_tasks: int = 100
     families: list[str] = field(default_factory=list)
+    # Training tasks whose reference equals one of these tasks' (task specs: a
+    # KernelBench checkout, builtin:heldout, a file, gen:N:SEED, fam:N:SEED:heldout) are
+    # dropped from prepare's files (every source, the families too), SFT's examples and
+    # RL's prompts; `tritonrl.tasks.decontaminate`.
+    decontaminate_against: list[str] = field(default_factory=lambda: ["builtin:heldout"])
+    # The weakest equality that counts: program (the whole program, names and sizes
+    # aside) or forward (also the same op sequence in forward); tritonrl.tasks.normalize.
+    # Tasks equal in it also stay on one side of prepare's and SFT's validation split.
+    decontaminate_form: str = "forward"
 
     def __post_init__(self):
         _need(self.family_tasks >= 1, "data.family_tasks must be >= 1")
         _need(self.sft_source in SFT_SOURCES, f"data.sft_source must be one of {SFT_SOURCES}")
+        _need(
+            self.decontaminate_form in DECONTAMINATE_FORMS,
+            f"data.decontaminate_form must be one of {', '.join(DECONTAMINATE_FORMS)}",
+        )
         _need(self.generated_tasks >= 0, "data.generated_tasks must be >= 0")
         _need(
             0.0 <= self.validation_fraction <= 0.5,
@@ -329,6 +345,52 @@ class SftConfig:
         _need(self.warmup_steps >= 0, "sft.warmup_steps must be >= 0")
 
 
+@dataclass
+class SamplingConfig:
+    """How a model is sampled, by everything that samples one: GRPO and RLOO's generation
+    (TRL's, on vLLM or transformers), best-of-n and rwsft's rounds, evaluation (every
+    backend; one answer a task is greedy instead) and distillation's teacher. The
+    defaults sample the model's whole distribution at `temperature` (top_p 1, top_k off),
+    as TRL's GRPO does; min_p and the repetition penalty stay off everywhere, whatever a
+    model's generation_config.json says (tritonrl.models.sampling)."""
+
+    temperature: float = 0.8
+    top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this mass
+    top_k: int = 0  # only the k likeliest tokens; 0 is off
+    # New tokens per completion (RL, best-of-n, evaluation; `eval --max-tokens`): a
+    # kernel with its plan needs about 1-2k. A teacher's answers have `distill --max-tokens`.
+    max_new_tokens: int = 2048
+
+    def __post_init__(self):
+        _need(self.temperature > 0, "sampling.temperature must be positive")
+        _need(
+            0 < self.top_p <= 1,
+            f"sampling.top_p must be in (0, 1] (1: off), not {self.top_p}",
+        )
+        _need(self.top_k >= 0, f"sampling.top_k must be >= 0 (0: off), not {self.top_k}")
+        _need(self.max_new_tokens >= 1, "sampling.max_new_tokens must be >= 1")
+
+    @property
+    def whole_distribution(self) -> bool:
+        """Whether nothing narrows the distribution (top_p 1, top_k off)."""
+        return self.top_p == 1.0 and self.top_k == 0
+
+    def describe(self) -> str:
+        """`temperature 0.8`, or `temperature 0.8, top_p 0.95, top_k 20`."""
+        return describe_sampling(self.temperature, self.top_p, self.top_k)
+
+
+def describe_sampling(temperature: float | None, top_p: float | None = 1.0,
+                      top_k: int | None = 0) -> str:  # fmt: skip
+    """The sampling in words, as a model card and an evaluation name it: `greedy` for no
+    temperature; top_p and top_k only where they narrow the distribution."""
+    if temperature is None:
+        return "greedy"
+    narrowed = [f"top_p {top_p}"] if top_p not in (None, 1.0) else []
+    narrowed += [f"top_k {top_k}"] if top_k else []
+    return ", ".join([f"temperature {temperature}", *narrowed])
+
+
 RL_ALGOS = ("grpo", "rloo", "best-of-n", "rwsft")
 # TRL 1.16's GRPOConfig.loss_type values that need no other option set with them
 # (luspo and vespo need sequence-level importance sampling, which we do not expose).
@@ -347,17 +409,15 @@ class RlConfig:
     device: str = "auto"  # auto | cpu | cuda
     max_steps: int = 200
     num_generations: int = 8  # the group size: completions per prompt
-    temperature: float = 0.8
     learning_rate: float = 1e-6
     # Steps of linear warm-up (GRPO, RLOO): AdamW's first update moves every weight by
     # about the learning rate whatever its gradient, and RL starts a fresh optimizer on a
     # fine-tuned model (docs/benchmarks.md: at 1e-5 one such step broke a 0.5B model).
     warmup_steps: int = 0
-    max_completion_length: int = 2048  # tokens; a kernel with its plan needs ~1-2k
     # "dapo", TRL 1.16's default: token losses summed over the whole accumulated batch
     # and divided by its number of completion tokens. "grpo" (the paper's) averages per
     # sequence first, which favours short right answers and long wrong ones; "dr_grpo"
-    # divides by a constant (max_completion_length) and so scales with it. Kernels vary
+    # divides by a constant (sampling.max_new_tokens) and so scales with it. Kernels vary
     # in length a lot, so the length-unbiased default stays.
     loss_type: str = "dapo"
     beta: float = 0.0  # KL to the reference; 0 needs no reference model (TRL's default)
@@ -382,7 +442,7 @@ class RlConfig:
     # Generation in GRPO and RLOO (TRL's use_vllm; tritonrl.train.rl.grpo): `auto` takes
     # vLLM where it is installed and RL runs on CUDA, else transformers' generate (the
     # log says which, and why); `on` takes vLLM or stops; `off` takes transformers. Both
-    # sample the whole distribution at `temperature`. `colocate` runs vLLM in the
+    # sample as the `sampling` section says. `colocate` runs vLLM in the
     # trainer's process on its GPU, with `vllm_gpu_memory_utilization` of the GPU's
     # memory (the trainer keeps the rest); `vllm_enable_sleep_mode` frees that memory
     # between generations (slower: the weights are pushed again each time). `server` asks
@@ -411,8 +471,6 @@ class RlConfig:
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation", "save_steps"):
             _need(getattr(self, name) >= 1, f"rl.{name} must be >= 1")
         _need(self.logging_steps >= 1, "rl.logging_steps must be >= 1")
-        _need(self.max_completion_length >= 1, "rl.max_completion_length must be >= 1")
-        _need(self.temperature > 0, "rl.temperature must be positive")
         _need(self.learning_rate > 0, "rl.learning_rate must be positive")
         _need(self.warmup_steps >= 0, "rl.warmup_steps must be >= 0")
         _need(self.beta >= 0, "rl.beta must be >= 0")
@@ -516,6 +574,7 @@ class Config:
     tiny_model: TinyModelConfig = field(default_factory=TinyModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     sft: SftConfig = field(default_factory=SftConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
     rl: RlConfig = field(default_factory=RlConfig)
     best_of_n: BestOfNConfig = field(default_factory=BestOfNConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)

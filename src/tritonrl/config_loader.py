@@ -5,11 +5,17 @@
 Precedence: dataclass defaults <- the YAML file <- overrides. Each value is converted by
 its dataclass field's type (bool accepts true/false/yes/no/on/off/1/0; lists accept YAML
 `[a, b]` or `a,b`; `X | None` accepts null/none); an unknown section or key is a
-ValueError that names it and lists the valid ones, and a key that was removed because
-nothing reads it (`REMOVED`) is a ValueError that says so and why; then every section's
+ValueError that names it and lists the valid ones, a key that was removed because
+nothing reads it (`REMOVED`) is a ValueError that says so and why, and one that moved
+(`MOVED`: `rl.temperature` is `sampling.temperature`) a ValueError naming its new place;
+then every section's
 own checks and `tritonrl.config.check_config` (option clashes) run, before anything
 starts. `split_overrides` takes the overrides out of a command line's other arguments
 (`tritonrl.cli_config` does that for every command).
+
+A config a run recorded before a key moved is not refused: `upgrade_recorded` moves its
+values to their new names, and `config_from_dict`, `override_config` and `diff_configs`
+read it through that, so such a run still resumes and evaluates as it was trained.
 
 What it does NOT do: it does not write the config anywhere (the run manifest does) and it
 does not look at the environment beyond `torch.cuda.is_available()` for the clash checks.
@@ -33,8 +39,19 @@ DEFAULT_CONFIG = "tiny-cpu"
 # Names a config once had that nothing reads: a file or override that still sets one is
 # told so, rather than "unknown key". They come back, wired, with the stage that reads them.
 REMOVED = {
-    "data.kernelbook": "`tritonrl prepare --source` names the data (kernelbook, builtin or a PATH)",
+    "data.kernelbook": (
+        "`tritonrl prepare --source` names the data (kernelbook, builtin, families or a PATH)"
+    ),
 }
+# Names a config once had for a field that now lives elsewhere: a file or override that
+# still sets one is told the new name; a run's recorded config is moved (`upgrade_recorded`).
+MOVED = {
+    "rl.temperature": "sampling.temperature",
+    "rl.max_completion_length": "sampling.max_new_tokens",
+}
+# What a config that still has a MOVED name sampled with, where it had no key for it:
+# the values the code then pinned.
+IMPLIED = {"sampling.top_p": 1.0, "sampling.top_k": 0}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -132,12 +149,25 @@ def split_overrides(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
     return positional, overrides
 
 
+def moved_message(old: str, new: str, source: str = "") -> str:
+    """The refusal of a name that moved: `SOURCE: rl.temperature is now
+    sampling.temperature: write it as ...`, naming the new one in a file and on a command
+    line."""
+    section, _, key = new.partition(".")
+    return (
+        f"{source + ': ' if source else ''}{old} is now {new}: write it as "
+        f"`{section}: {{{key}: VALUE}}` in a config file, or --{new} VALUE on the command line"
+    )
+
+
 def _check_name(section: str, key: str | None, source: str) -> None:
     for name in (section,) if key is None else (section, f"{section}.{key}"):
         if name in REMOVED:
             raise ValueError(
                 f"{source}: {name} is not used by any command ({REMOVED[name]}); remove it"
             )
+        if name in MOVED:
+            raise ValueError(moved_message(name, MOVED[name], source))
     known = sections()
     if section not in known:
         raise ValueError(
@@ -186,13 +216,41 @@ def config_path(name: str | Path | None) -> Path:
     )
 
 
+def upgrade_recorded(data: dict[str, dict], source: str = "config") -> dict[str, dict]:
+    """`{section: {key: value}}` with every key that moved (`MOVED`) at its new name, for
+    a config a run recorded before the move (a copy; `data` is not changed). A ValueError
+    when the old and the new name both hold a value and they differ."""
+    out = {section: dict(values) if isinstance(values, dict) else values
+           for section, values in data.items()}  # fmt: skip
+    for old, new in MOVED.items():
+        (a, x), (b, y) = old.split("."), new.split(".")
+        values = out.get(a)
+        if not isinstance(values, dict) or x not in values:
+            continue
+        value = values.pop(x)
+        target = out[b] = out.get(b) or {}  # an empty section (YAML `sampling:`) is None
+        if y in target and target[y] != value:
+            raise ValueError(
+                f"{source}: {old} ({value!r}) and {new} ({target[y]!r}) are both set; {old} "
+                f"is the old name of {new}: keep {new} alone"
+            )
+        target[y] = value
+        for name, implied in IMPLIED.items():  # what that code pinned, at their new names
+            section, _, key = name.partition(".")
+            out[section] = out.get(section) or {}
+            out[section].setdefault(key, implied)
+    return out
+
+
 def config_from_dict(
     data: dict[str, dict],
     source: str = "config",
     cuda_available: bool | None = None,
     stage: str | None = None,
 ) -> Config:
-    """A checked `Config` from `{section: {key: value}}` (YAML, or a manifest's config)."""
+    """A checked `Config` from `{section: {key: value}}` (YAML, or a manifest's config;
+    a key that moved since a run recorded it is read at its new name: `upgrade_recorded`)."""
+    data = upgrade_recorded(data, source)
     for section in data:
         _check_name(section, None, source)
     built = {}
@@ -230,7 +288,9 @@ def override_config(
     stage: str | None = None,
 ) -> Config:
     """A checked `Config` from `{section: {key: value}}` (a YAML file's, or the config a
-    run's manifest records) with `--section.key value` overrides applied on top."""
+    run's manifest records; `upgrade_recorded` first) with `--section.key value` overrides
+    applied on top."""
+    data = upgrade_recorded(data, source)
     data = {section: dict(values or {}) for section, values in data.items()}
     for section, key, text in parse_overrides(overrides):
         _check_name(section, key, "override")
@@ -244,7 +304,9 @@ def config_to_dict(config: Config) -> dict[str, dict]:
 
 def diff_configs(old: dict, new: dict) -> list[str]:
     """`section.key: old -> new` for every value that differs. Removed names (`REMOVED`)
-    are not differences: a run recorded before their removal still resumes."""
+    are not differences, and moved ones are compared at their new names
+    (`upgrade_recorded`): a run recorded before the change still resumes."""
+    old, new = upgrade_recorded(old), upgrade_recorded(new)
     changes = []
     for section in sorted((set(old) | set(new)) - set(REMOVED)):
         a, b = old.get(section) or {}, new.get(section) or {}

@@ -15,8 +15,16 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tritonrl.config import SamplingConfig
 from tritonrl.data.commands import register
-from tritonrl.data.distill import ChatClient, DistillError, chat_url, distill, reasoning_of
+from tritonrl.data.distill import (
+    ChatClient,
+    DistillError,
+    chat_sampling,
+    chat_url,
+    distill,
+    reasoning_of,
+)
 from tritonrl.data.prompts import build_messages
 from tritonrl.extract import extract_code, normalise_code
 from tritonrl.tasks import load_builtin
@@ -160,7 +168,7 @@ def test_the_request_carries_the_shared_prompt_model_seed_and_key(chat_server, t
     server = chat_server({})
     summary = distill(
         [RELU], server.url, "teacher", tmp_path, variations=2, api_key="sk-test",
-        rate_limit_per_s=None, temperature=0.5, max_tokens=99,
+        rate_limit_per_s=None, sampling=SamplingConfig(temperature=0.5), max_tokens=99,
     )  # fmt: skip
     assert summary.kept == 0 and summary.dropped == {"no_code": 2} and summary.verified == 0
     first, second = server.requests
@@ -170,6 +178,7 @@ def test_the_request_carries_the_shared_prompt_model_seed_and_key(chat_server, t
     assert first["body"]["model"] == "teacher"
     assert (first["body"]["seed"], second["body"]["seed"]) == (0, 1)
     assert (first["body"]["temperature"], first["body"]["max_tokens"]) == (0.5, 99)
+    assert "top_p" not in first["body"] and "top_k" not in first["body"]  # the defaults
     assert read_jsonl(tmp_path / "train.jsonl") == []
 
 
@@ -296,3 +305,36 @@ def test_distill_command(chat_server, tmp_path, monkeypatch):
         _app(), [*base, "--tasks", str(tmp_path / "none.jsonl"), "--out", "x"]
     )
     assert result.exit_code == 2 and "none.jsonl: no such file" in result.output
+
+
+def test_the_teacher_is_sampled_as_the_sampling_section_says(chat_server, tmp_path):
+    assert chat_sampling(None) == {"temperature": 0.0}  # greedy
+    assert chat_sampling(SamplingConfig()) == {"temperature": 0.8}  # endpoints' own defaults
+    narrow = SamplingConfig(temperature=0.6, top_p=0.9, top_k=20)
+    assert chat_sampling(narrow) == {"temperature": 0.6, "top_p": 0.9, "top_k": 20}
+    server = chat_server({})
+    base = ["distill", "--endpoint", server.url, "--model", "t", "--variations", "1",
+            "--tasks", "builtin:level1/1_ReLU", "--rate-limit", "100"]  # fmt: skip
+    r = CliRunner().invoke(_app(), [*base, "--out", str(tmp_path / "d"), "--sampling.top_p",
+                                    "0.9", "--sampling.temperature", "0.6"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (request,) = server.requests
+    assert (request["body"]["temperature"], request["body"]["top_p"]) == (0.6, 0.9)
+    assert request["body"]["max_tokens"] == 16384  # distill's own --max-tokens: a teacher's
+
+
+def test_distill_temperature_is_refused_naming_the_sampling_key(chat_server, tmp_path):
+    server = chat_server({})
+    r = CliRunner().invoke(_app(), ["distill", "--endpoint", server.url, "--model", "t",
+                                    "--out", str(tmp_path / "d"), "--temperature", "0.5"],
+                           terminal_width=300)  # fmt: skip
+    assert r.exit_code == 2
+    assert " ".join(r.output.split()) == (
+        "error: distill --temperature is now sampling.temperature: write it as `sampling: "
+        "{temperature: VALUE}` in a config file, or --sampling.temperature VALUE on the "
+        "command line"
+    )
+    assert server.requests == [] and not (tmp_path / "d").exists()
+    old = ["--out", str(tmp_path / "d"), "--rl.temperature", "0.5"]
+    r = CliRunner().invoke(_app(), ["distill", "--endpoint", server.url, "--model", "t", *old])
+    assert r.exit_code == 2 and "rl.temperature is now sampling.temperature" in r.output

@@ -30,6 +30,8 @@ from tritonrl.data.kernelbook import (
 )
 from tritonrl.extract import extract_code, normalise_code
 from tritonrl.tasks import families, load_builtin
+from tritonrl.tasks.decontaminate import find_matches
+from tritonrl.tasks.loaders import HELDOUT_BUILTIN
 from tritonrl.tasks.shapes import instantiate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernelbook_fixture.jsonl"
@@ -206,6 +208,33 @@ def test_split_is_deterministic_and_independent_of_row_order(prepared, tmp_path)
     assert val == split_ids([t["id"] for t in tasks], 0.2, seed=3)
 
 
+def test_ids_of_one_group_land_in_one_split():
+    ids = [f"t{i}" for i in range(20)]
+    groups = {i: "same" for i in ids[:6]} | {"t6": "pair", "t7": "pair"}
+    val = split_ids(ids, 0.25, seed=4, groups=groups)
+    assert len(val) == 5 and val == split_ids(ids[::-1], 0.25, seed=4, groups=groups)
+    assert set(ids[:6]).isdisjoint(val)  # six would overshoot five: the group trains
+    for seed in range(20):
+        val = split_ids(ids, 0.25, seed=seed, groups=groups)
+        assert {"t6", "t7"} <= val or not {"t6", "t7"} & val
+    one = {i: "all" for i in ids}
+    assert split_ids(ids, 0.25, seed=0, groups=one) == set()  # no group leaves training one
+
+
+def test_no_validation_task_has_a_copy_in_training(tmp_path):
+    summary = prepare("builtin", tmp_path / "out", max_samples=120, val_fraction=0.2, seed=1)
+    tasks = load_prepared_tasks(tmp_path / "out" / "tasks.jsonl")
+    split = {r["id"]: r["split"] for r in read_jsonl(tmp_path / "out" / "tasks.jsonl")}
+    train = [t for t in tasks if split[t.id] == "train"]
+    val = [t for t in tasks if split[t.id] == "validation"]
+    assert len(val) == summary.validation == round(120 * 0.2)
+    assert find_matches(train, val) == []  # not even the same forward op sequence
+    # without the groups the same tasks would have straddled the split
+    plain = split_ids([t.id for t in tasks], 0.2, seed=1)
+    assert find_matches([t for t in tasks if t.id not in plain],
+                        [t for t in tasks if t.id in plain]) != []  # fmt: skip
+
+
 def test_max_samples_caps_the_kept_examples(tmp_path):
     summary = prepare(str(FIXTURE), tmp_path / "out", max_samples=5, cache_dir=str(tmp_path))
     assert summary.kept == 5 and summary.train + summary.validation == 5
@@ -286,6 +315,53 @@ def test_builtin_source_is_the_suite_then_generated_tasks(tmp_path):
     }
 
 
+def test_builtin_source_drops_the_heldout_tasks_and_draws_more_generated_ones(tmp_path):
+    builtin = load_builtin("all").tasks
+    held = {f"builtin:{i}" for i in HELDOUT_BUILTIN}
+    n = len(builtin) + 4
+    summary = prepare("builtin", tmp_path / "out", max_samples=n, seed=7,
+                      decontaminate_against=["builtin:heldout"])  # fmt: skip
+    tasks = read_jsonl(tmp_path / "out" / "tasks.jsonl")
+    ids = {t["id"] for t in tasks}
+    assert summary.kept == len(tasks) == n  # the generator made up for the dropped ones
+    assert ids.isdisjoint(held) and {t.id for t in builtin} - held <= ids
+    dropped = {m["task"] for m in summary.contaminated}
+    assert held <= dropped and summary.dropped["contaminated"] == len(dropped)
+    assert all(m["against"] in held for m in summary.contaminated)
+    assert {"task": "builtin:level1/1_ReLU", "against": "builtin:level1/1_ReLU",
+            "form": "program"}.items() <= summary.contaminated[0].items()  # fmt: skip
+    on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert on_disk["contaminated"] == summary.contaminated
+    assert on_disk["decontaminated_against"] == ["builtin:heldout"]
+
+
+def test_kernelbook_rows_equal_to_a_benchmark_task_are_dropped_and_named(prepared, tmp_path):
+    _, out = prepared
+    taken = load_prepared_tasks(out / "tasks.jsonl")[:2]
+    bench = tmp_path / "bench" / "level1"  # a KernelBench-layout folder of two of the tasks
+    bench.mkdir(parents=True)
+    renamed = taken[1].source.replace("get_inputs():", "get_inputs():\n    # drawn here")
+    (bench / "1_First.py").write_text(taken[0].source)
+    (bench / "2_Second.py").write_text('"""A docstring of its own."""\n' + renamed)
+    summary = prepare(str(FIXTURE), tmp_path / "out", val_fraction=0.2, seed=3,
+                      cache_dir=str(tmp_path / "hf"), decontaminate_against=[str(bench.parent)],
+                      decontaminate_form="program")  # fmt: skip
+    kept = {t.id for t in load_prepared_tasks(tmp_path / "out" / "tasks.jsonl")}
+    assert kept.isdisjoint({t.id for t in taken})
+    assert summary.kept == prepared[0].kept - 2 and summary.dropped["contaminated"] == 2
+    assert sorted((m["task"], m["against"], m["form"]) for m in summary.contaminated) == sorted(
+        [(taken[0].id, "level1/1_First", "program"), (taken[1].id, "level1/2_Second", "program")]
+    )
+
+
+def test_a_decontamination_spec_that_cannot_be_loaded_is_named_before_anything_is_written(
+    tmp_path,
+):
+    with pytest.raises(KernelBookError, match=r"data.decontaminate_against: .*nowhere"):
+        prepare("builtin", tmp_path / "out", decontaminate_against=[str(tmp_path / "nowhere")])
+    assert not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------------------- families source
 
 
@@ -313,6 +389,30 @@ def test_families_source_options_are_checked(tmp_path):
     with pytest.raises(KernelBookError, match="unknown \\['conv'\\]; the families are"):
         prepare("families", tmp_path / "b", families=["conv"])
     assert not (tmp_path / "b").exists()
+
+
+def test_families_source_drops_the_tasks_equal_to_heldout_ones_and_splits_by_group(tmp_path):
+    summary = prepare("families", tmp_path / "out", seed=0, family_tasks=24, val_fraction=0.25,
+                      families=["softmax"], decontaminate_against=["builtin:heldout"])  # fmt: skip
+    heldout = load_builtin("heldout").tasks
+    dropped = {m["task"] for m in summary.contaminated}
+    # the train split draws the held-out builtin softmax: once as the same program
+    match = next(m for m in summary.contaminated if m["task"] == "fam:softmax:18")
+    assert (match["against"], match["form"]) == ("builtin:level1/16_Softmax", "program")
+    assert summary.dropped["contaminated"] == len(dropped) and dropped
+    assert summary.by_family == {"softmax": 24 - len(dropped)} == {"softmax": summary.kept}
+    tasks = load_prepared_tasks(tmp_path / "out" / "tasks.jsonl")
+    assert dropped.isdisjoint(t.id for t in tasks) and find_matches(tasks, heldout) == []
+    on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert on_disk["contaminated"] == summary.contaminated
+    # tasks of one forward op sequence stay on one side of the split
+    split = {r["id"]: r["split"] for r in read_jsonl(tmp_path / "out" / "tasks.jsonl")}
+    train = [t for t in tasks if split[t.id] == "train"]
+    val = [t for t in tasks if split[t.id] == "validation"]
+    assert val and len(val) == summary.validation and find_matches(train, val) == []
+    plain = split_ids([t.id for t in tasks], 0.25, seed=0)  # without the groups they would not
+    assert find_matches([t for t in tasks if t.id not in plain],
+                        [t for t in tasks if t.id in plain]) != []  # fmt: skip
 
 
 def test_prepare_command_prints_the_count_per_family(tmp_path):
@@ -397,6 +497,25 @@ def test_prepare_command_prints_json_summary_and_exits_2_on_bad_input(tmp_path):
     assert result.exit_code == 2 and "no such file or directory" in result.output
     result = runner.invoke(_app(), ["prepare", "--source", "builtin"])
     assert result.exit_code == 2 and "--out DIR" in result.output
+
+
+def test_prepare_command_drops_the_configured_tasks_and_says_which(tmp_path):
+    args = ["prepare", "--source", "builtin", "--max-samples", "60", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(_app(), args)  # the default: the held-out builtin tasks
+    assert result.exit_code == 0, result.output
+    assert "(forward form):" in result.output
+    assert "builtin:level1/1_ReLU = builtin:level1/1_ReLU (program)" in result.output
+    result = CliRunner().invoke(_app(), [*args, "--data.decontaminate_against", "[]", "--json"])
+    summary = json.loads(result.output)
+    assert summary["contaminated"] == [] and "contaminated" not in summary["dropped"]
+    assert {f"builtin:{i}" for i in HELDOUT_BUILTIN} <= {
+        t["id"] for t in read_jsonl(tmp_path / "o" / "tasks.jsonl")
+    }
+    bad = [*args, "--data.decontaminate_against", "[gen:5]"]
+    result = CliRunner().invoke(_app(), bad)
+    assert result.exit_code == 2 and "data.decontaminate_against: gen:5" in result.output
+    result = CliRunner().invoke(_app(), [*args, "--data.decontaminate_form", "tokens"])
+    assert result.exit_code == 2 and "data.decontaminate_form must be one of" in result.output
 
 
 def test_prepare_command_records_artifacts_in_a_run(tmp_path):

@@ -8,7 +8,7 @@ from tritonrl.config_loader import load_config
 from tritonrl.evaluate.backends import LocalModel, model_name, open_model
 from tritonrl.runs import Run
 
-SHORT = load_config(None, ["--rl.max_completion_length", "8"])
+SHORT = load_config(None, ["--sampling.max_new_tokens", "8"])
 PROMPTS = [[{"role": "user", "content": "Write a Triton ReLU kernel."}],
            [{"role": "user", "content": "Write a Triton softmax kernel."}]]  # fmt: skip
 
@@ -53,13 +53,14 @@ def test_an_adapter_directory_and_a_model_directory(lora_run):
 
 
 def test_a_models_own_generation_config_does_not_change_how_it_is_sampled(lora_run):
-    # Every backend samples the whole distribution at rl.temperature, as GRPO (TRL: top_k 0,
-    # top_p 1) and vLLM do: a generation_config.json's top_k (transformers' default is 50)
-    # or repetition penalty must not narrow it. top_k 1 would make all 8 samples one.
+    # Every backend samples as the sampling section says (by default the whole
+    # distribution at its temperature), as GRPO (TRL: top_k 0, top_p 1) and vLLM do: a
+    # generation_config.json's top_k (transformers' default is 50) or repetition penalty
+    # must not narrow it. top_k 1 would make all 8 samples one.
     import torch
 
     plain = open_model(str(Run.open(lora_run).artifact("tiny_model", "model")))
-    config = load_config(None, ["--rl.max_completion_length", "16"])
+    config = load_config(None, ["--sampling.max_new_tokens", "16"])
     greedy = plain.answers(PROMPTS[:1], 1, config)
     plain.model.generation_config.top_k = 1
     plain.model.generation_config.repetition_penalty = 5.0
@@ -67,6 +68,24 @@ def test_a_models_own_generation_config_does_not_change_how_it_is_sampled(lora_r
     samples = plain.answers(PROMPTS[:1], 8, config)[0]
     assert len(set(samples)) > 1, samples
     assert plain.answers(PROMPTS[:1], 1, config) == greedy
+
+
+def test_the_sampling_sections_top_k_and_top_p_reach_generate(lora_run):
+    # The section's top_k 1 (or a top_p that leaves only the likeliest token) narrows the
+    # 8 samples to one: the greedy answer, whatever the temperature.
+    import torch
+
+    plain = open_model(str(Run.open(lora_run).artifact("tiny_model", "model")))
+    plain.model.generation_config.top_k = 50  # not the model's: the section's
+    short = ["--sampling.max_new_tokens", "16", "--sampling.temperature", "2.0"]
+    greedy = plain.answers(PROMPTS[:1], 1, load_config(None, short))[0]
+    for narrow in (["--sampling.top_k", "1"], ["--sampling.top_p", "1e-6"]):
+        torch.manual_seed(0)
+        samples = plain.answers(PROMPTS[:1], 8, load_config(None, [*short, *narrow]))[0]
+        assert samples == greedy * 8, narrow
+    torch.manual_seed(0)
+    wide = plain.answers(PROMPTS[:1], 8, load_config(None, short))[0]
+    assert len(set(wide)) > 1, wide
 
 
 def test_what_cannot_be_evaluated_is_named(tmp_path):
@@ -121,7 +140,7 @@ def test_a_gguf_file_is_a_model(lora_run, tmp_path):
 @pytest.mark.gpu
 def test_vllm_answers_for_a_full_model_directory(lora_run):
     # `--backend vllm` (and `auto` on CUDA once vLLM is installed) serves a full model
-    # directory through vllm.LLM: n answers a prompt, cut at max_completion_length (8
+    # directory through vllm.LLM: n answers a prompt, cut at sampling.max_new_tokens (8
     # tokens here, which a tiny model's answers reach) and marked so. Runs only where vLLM
     # is installed (its own extra).
     pytest.importorskip("vllm")

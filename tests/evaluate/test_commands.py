@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tritonrl.cli import app
 from tritonrl.runs import Run
 
-CPU = ["--verify.device", "cpu", "--rl.max_completion_length", "16"]
+CPU = ["--verify.device", "cpu", "--sampling.max_new_tokens", "16"]
 
 
 def _eval(*args: str):
@@ -192,7 +192,7 @@ def test_an_api_model_gets_room_to_answer_and_cut_answers_are_counted(server, tm
     assert [b["max_tokens"] for b in Teacher.bodies] == [API_MAX_TOKENS]
     summary = json.loads((tmp_path / "room" / "summary.json").read_text())
     assert summary["truncated"] == 0 and "token limit" not in r.output
-    assert summary["config"]["max_completion_length"] == API_MAX_TOKENS
+    assert summary["config"]["sampling"]["max_new_tokens"] == API_MAX_TOKENS
     assert summary["metrics"]["overall"]["flagged"] == 1  # the whole cheat came back
 
     out = tmp_path / "cut"
@@ -205,7 +205,7 @@ def test_an_api_model_gets_room_to_answer_and_cut_answers_are_counted(server, tm
     assert json.loads((out / "summary.json").read_text())["truncated"] == 1
     assert "1 of 1 answers stopped at the token limit (8 new tokens)" in r.output
     assert "--max-tokens" in r.output
-    r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--rl.max_completion_length", "9",
+    r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--sampling.max_new_tokens", "9",
                                  "--out", str(tmp_path / "both")])  # fmt: skip
     assert r.exit_code == 2 and "give one of them" in r.output
 

@@ -142,6 +142,13 @@ def test_the_report_says_what_a_plot_would_hide(tmp_path, verdicts):
     assert "No correct kernel at any level: every verified-correct rate is 0" in text
     assert not (tmp_path / "out" / "correct_by_level.png").exists()
     assert "- base (base-model): 2 of 3 answers stopped at the token limit (64 new tokens)" in text
+    # the same from a summary of today's: the limit is its generation's (sampling.max_new_tokens)
+    summary |= {"generation": {"greedy": False, "temperature": 0.8, "top_p": 1.0, "top_k": 0,
+                               "max_tokens": 32},
+                "config": {"sampling": {"max_new_tokens": 32}}}  # fmt: skip
+    (a / "summary.json").write_text(json.dumps(summary))
+    text = write_report([a], tmp_path / "out").read_text()
+    assert "- base (base-model): 2 of 3 answers stopped at the token limit (32 new tokens)" in text
 
     import matplotlib
 

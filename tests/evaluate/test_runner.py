@@ -1,6 +1,7 @@
 """The evaluation against a loopback OpenAI-compatible server (honest kernels for one
 task, a torch cheat for another, prose for a third) through the real verifier pool;
-resuming an interrupted eval; task sources."""
+resuming an interrupted eval; the sampling section in the requests and in what an
+evaluation is (an older folder's record included); task sources."""
 
 import json
 
@@ -74,7 +75,7 @@ def test_more_samples_ask_only_the_missing_ones_each_once(server, tmp_path):
     Teacher.calls, Teacher.bodies = [], []
     summary = evaluate(model, tasks, 3, out, config)
     assert len(Teacher.calls) == 3
-    assert {b["temperature"] for b in Teacher.bodies} == {config.rl.temperature}
+    assert {b["temperature"] for b in Teacher.bodies} == {config.sampling.temperature}
     rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
     pairs = [(r["task"], r["sample"]) for r in rows]
     assert len(pairs) == len(set(pairs)) == 9 and {i for _, i in pairs} == {0, 1, 2}
@@ -96,3 +97,63 @@ def test_tasks_from_generated_sources_levels_limits_and_a_run(lora_run):
     validation = Run.open(lora_run).artifact("sft", "validation_data").read_text()
     ids = {json.loads(x)["task_id"] for x in validation.splitlines() if x.strip()}
     assert held_out and {t.id for t in held_out} == ids
+
+
+def test_the_sampling_section_reaches_the_request_and_names_the_evaluation(server, tmp_path):
+    """An API model is asked with the section's temperature, and top_p and top_k only
+    where they narrow the distribution (a greedy lone answer: temperature 0 alone); an
+    evaluation with other top_p or top_k is another evaluation, refused in its folder."""
+    model, tasks = ApiModel("teacher", server), [RELU]
+    evaluate(model, tasks, 2, tmp_path / "whole", load_config(None, CPU))
+    assert [set(b) - {"model", "messages", "seed"} for b in Teacher.bodies] == [
+        {"temperature", "max_tokens"}] * 2  # fmt: skip
+    Teacher.bodies = []
+    narrow = load_config(None, [*CPU, "--sampling.top_p", "0.9", "--sampling.top_k", "5",
+                                "--sampling.temperature", "0.6"])  # fmt: skip
+    summary = evaluate(model, tasks, 2, tmp_path / "narrow", narrow)
+    assert {(b["temperature"], b["top_p"], b["top_k"]) for b in Teacher.bodies} == {(0.6, 0.9, 5)}
+    assert summary["config"]["sampling"] == {"temperature": 0.6, "top_p": 0.9, "top_k": 5,
+                                             "max_new_tokens": 64}  # fmt: skip
+    Teacher.bodies = []
+    evaluate(model, tasks, 1, tmp_path / "greedy", narrow)
+    assert [(b["temperature"], "top_p" in b, "top_k" in b) for b in Teacher.bodies] == [
+        (0.0, False, False)]  # fmt: skip
+    refused = (
+        r"holds an evaluation of .*temperature 0.6, top_p 0.9, top_k 5, 64 tokens\); "
+        r"this one is of .*temperature 0.8, 64 tokens\)"
+    )
+    with pytest.raises(ValueError, match=refused):
+        evaluate(model, tasks, 2, tmp_path / "narrow", load_config(None, CPU))
+
+
+def test_a_folder_from_before_top_p_and_top_k_still_goes_on_and_compares(server, tmp_path,
+                                                                          capsys):  # fmt: skip
+    """eval.json and summary.json written when the temperature was the only sampling
+    setting (`rl.temperature`; `max_completion_length` in the summary's config): the same
+    evaluation at top_p 1 and top_k off goes on in it, another is refused naming both,
+    and --compare names its sampling and token limit."""
+    from tritonrl.evaluate.commands import compare
+
+    config, model, out = load_config(None, CPU), ApiModel("teacher", server), tmp_path / "old"
+    evaluate(model, [RELU], 2, out, config)
+    for name in ("eval.json", "summary.json"):
+        data = json.loads((out / name).read_text())
+        for key in ("top_p", "top_k"):
+            del data["generation"][key]
+        if name == "summary.json":
+            data["config"] = {"verify": data["config"]["verify"], "temperature": 0.8,
+                              "max_completion_length": 64}  # fmt: skip
+        (out / name).write_text(json.dumps(data))
+    old = json.loads((out / "summary.json").read_text())
+    assert finished(out, eval_identity(model.identity, 2, config), [RELU], 2) == old
+    narrow = load_config(None, [*CPU, "--sampling.top_k", "5"])
+    with pytest.raises(ValueError, match=r"temperature 0.8, 64 tokens\); this one is of .*"
+                       r"temperature 0.8, top_k 5, 64 tokens\)"):  # fmt: skip
+        evaluate(model, [RELU], 2, out, narrow)
+    Teacher.calls = []
+    more = evaluate(model, [RELU, OTHERS[0]], 2, out, config)  # one task more: asked alone
+    assert len(Teacher.calls) == 2 and more["tasks"] == 2
+    (out / "summary.json").write_text(json.dumps(old))
+    compare([out], as_json=True)
+    row = json.loads(capsys.readouterr().out)[str(out)]
+    assert (row["sampling"], row["max tokens"]) == ("temperature 0.8", 64)

@@ -131,13 +131,16 @@ def test_trl_arguments_for_each_generator(tmp_path):
     pytest.importorskip("trl")
     from tritonrl.train.rl.grpo import trainer_args
 
-    config = _config("--rl.vllm_gpu_memory_utilization", "0.25", "--rl.max_completion_length",
-                     "1024", "--rl.temperature", "0.7")  # fmt: skip
+    whole = trainer_args(_config(), tmp_path, "cpu")  # the defaults: the whole distribution
+    assert (whole.temperature, whole.top_k, whole.top_p, whole.min_p) == (0.8, 0, 1.0, None)
+    config = _config("--rl.vllm_gpu_memory_utilization", "0.25", "--sampling.max_new_tokens",
+                     "1024", "--sampling.temperature", "0.7", "--sampling.top_p", "0.95",
+                     "--sampling.top_k", "20")  # fmt: skip
     plain = trainer_args(config, tmp_path, "cpu")
     assert not plain.use_vllm
     colocate = trainer_args(config, tmp_path, "cuda", Generator(True, "colocate", "why"))
-    for args in (plain, colocate):  # the whole distribution at rl.temperature, either way
-        assert (args.temperature, args.top_k, args.top_p, args.min_p) == (0.7, 0, 1.0, None)
+    for args in (plain, colocate):  # the sampling section, either way
+        assert (args.temperature, args.top_k, args.top_p, args.min_p) == (0.7, 20, 0.95, None)
         assert args.repetition_penalty == 1.0 and args.max_completion_length == 1024
     assert colocate.use_vllm and colocate.vllm_mode == "colocate"
     assert colocate.vllm_gpu_memory_utilization == 0.25

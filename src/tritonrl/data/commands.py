@@ -7,11 +7,13 @@
                      [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR] [--config ...]
 
 Both read the config like every stage command (`tritonrl.cli_config`): prepare takes
-data.max_samples, data.validation_fraction and the prompts' verify.policy from it (and,
-for `--source families`, data.family_tasks and data.families: it prints and records the
-count per family), and distill the whole verify section (`--max-samples`,
-`--val-fraction`, `--policy`, `--device` are short for those fields' overrides, not
-defaults of their own).
+data.max_samples, data.validation_fraction, data.decontaminate_against and
+data.decontaminate_form (rows equal to those tasks are dropped and listed), and the
+prompts' verify.policy from it (and, for `--source families`, data.family_tasks and
+data.families: it prints and records the count per family), and distill the whole
+verify section and the sampling section's temperature, top_p and top_k
+(`--max-samples`, `--val-fraction`, `--policy`, `--device` are short for those fields'
+overrides, not defaults of their own).
 
 `register(app)` adds both to the main Typer app (`tritonrl.cli`). With `--run RUN_DIR`
 (opened, or created when it holds no run yet) the stage is marked running, `--out`
@@ -33,9 +35,11 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
+from tritonrl.config_loader import moved_message
 from tritonrl.data.distill import DistillError, distill
 from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks, prepare
 from tritonrl.runs import Run, RunError
@@ -43,6 +47,7 @@ from tritonrl.tasks import TaskLoadError, load_tasks
 
 out_console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+SHOWN = 20  # contaminated rows prepare names on the terminal
 
 
 def register(app: typer.Typer) -> None:
@@ -127,7 +132,9 @@ def prepare_command(
     """Turn KernelBook (or the builtin tasks) into SFT files and a task list.
 
     The share held out for validation is data.validation_fraction, the most examples
-    kept data.max_samples (--config, --data.KEY VALUE)."""
+    kept data.max_samples (--config, --data.KEY VALUE). Rows equal to a task of
+    data.decontaminate_against (default the held-out builtin tasks; add a KernelBench
+    checkout) are dropped and listed."""
     cfg, _ = command_config(ctx, config, "prepare", {
         "--max-samples": ("data.max_samples", max_samples),
         "--val-fraction": ("data.validation_fraction", val_fraction),
@@ -141,12 +148,15 @@ def prepare_command(
             labeler=labeler, labeler_endpoint=labeler_endpoint,
             include_example=cfg.data.include_example, family_tasks=cfg.data.family_tasks,
             families=cfg.data.families or None,
+            decontaminate_against=cfg.data.decontaminate_against,
+            decontaminate_form=cfg.data.decontaminate_form,
         )  # fmt: skip
     except (KernelBookError, ValueError) as e:
         _failed(handle, "prepare", str(e))
     info = {k: getattr(summary, k) for k in ("source", "kept", "train", "validation", "dropped")}
     if summary.by_family:
         info["by_family"] = summary.by_family
+    info["contaminated"] = sorted({m["task"] for m in summary.contaminated})
     _finish(handle, "prepare", summary.files, ("train", "validation", "tasks"), info)
     if as_json:
         typer.echo(json.dumps(summary.to_dict()))
@@ -160,6 +170,17 @@ def prepare_command(
         out_console.print(_counts_table("by family", summary.by_family))
     if summary.dropped:
         out_console.print(_counts_table("dropped", summary.dropped))
+    if summary.contaminated:
+        against = ", ".join(summary.decontaminated_against)
+        out_console.print(
+            f"dropped {len(summary.contaminated)} match(es) with {against} "
+            f"({summary.decontaminate_form} form):"
+        )
+        for m in summary.contaminated[:SHOWN]:
+            out_console.print(f"  {m['task']} = {m['against']} ({m['form']})")
+        if len(summary.contaminated) > SHOWN:
+            more = len(summary.contaminated) - SHOWN
+            out_console.print(f"  and {more} more (summary.json lists every one)")
 
 
 def _load_tasks(spec: str, limit: int | None):
@@ -185,7 +206,7 @@ def distill_command(
     api_key: str | None = typer.Option(None, envvar="OPENAI_API_KEY", help="Bearer token."),
     rate_limit: float = typer.Option(1.0, "--rate-limit", help="Requests per second, at most."),
     max_retries: int = typer.Option(5, "--max-retries", help="Retries on 429/5xx/timeouts."),
-    temperature: float = typer.Option(0.7, help="Sampling temperature."),
+    temperature: float | None = typer.Option(None, hidden=True),  # moved: refused
     max_tokens: int = typer.Option(16384, "--max-tokens", help="Longest answer."),
     timeout: float = typer.Option(600.0, help="Seconds to wait for one answer."),
     limit: int | None = typer.Option(None, help="Only the first N tasks."),
@@ -200,7 +221,11 @@ def distill_command(
 ):
     """Ask a teacher model for kernels; keep the verified-correct ones as SFT data.
 
-    The answers are verified with the config's verify section (--config, --verify.KEY)."""
+    The teacher is sampled as the config's sampling section says (--sampling.temperature,
+    --sampling.top_p, --sampling.top_k); the answers are verified with its verify section
+    (--config, --verify.KEY)."""
+    if temperature is not None:
+        _fail(escape(moved_message("distill --temperature", "sampling.temperature")))
     cfg, _ = command_config(ctx, config_path, "distill", {
         "--device": ("verify.device", device), "--policy": ("verify.policy", policy),
     })  # fmt: skip
@@ -211,7 +236,7 @@ def distill_command(
         summary = distill(
             task_list, endpoint, model, out_dir, variations=variations, api_key=api_key,
             rate_limit_per_s=rate_limit, max_retries=max_retries, verify_config=config,
-            temperature=temperature, max_tokens=max_tokens, timeout_s=timeout,
+            sampling=cfg.sampling, max_tokens=max_tokens, timeout_s=timeout,
         )  # fmt: skip
     except DistillError as e:
         cached = f"answers received so far are cached in {out_dir / 'cache'}; rerun to resume"

@@ -3,13 +3,15 @@ reasoning + kernel for each task; only answers the verifier accepts become SFT e
 
     summary = distill(tasks, "http://localhost:8000/v1", "deepseek-r1", "data/distill")
 
-For each task the teacher gets the shared prompt (`tritonrl.data.prompts.build_messages`,
-with the verifier config's policy) `variations` times (request `seed` = variation index,
-sampling temperature `temperature`). Each answer's kernel is extracted
+For each task the teacher gets the shared prompt
+(`tritonrl.data.prompts.build_messages`, with the verifier config's policy) `variations`
+times (request `seed` = variation index, sampled as the config's `sampling` section
+says: `chat_sampling`; the answer's length is distillation's own `max_tokens`, a
+teacher's reasoning being longer than the policy's). Each answer's kernel is extracted
 (`tritonrl.extract`) and verified (`tritonrl.verify.verify`); verified-correct ones
-become `sft_example(task.source, code, reasoning=...)` rows, the reasoning taken from the
-message's `reasoning_content` / `reasoning` field, else its `<think>` block, else the prose
-before the code. Identical kernels for the same task are kept once.
+become `sft_example(task.source, code, reasoning=...)` rows, the reasoning taken from
+the message's `reasoning_content` / `reasoning` field, else its `<think>` block, else
+the prose before the code. Identical kernels for the same task are kept once.
 
 On disk, under `out_dir`: `cache/<key>.json`, one teacher answer per task and variation,
 `key` a hash of prompt + model + variation index, so a rerun (after a crash, a 401, a
@@ -45,7 +47,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from tritonrl.config import VerifyConfig
+from tritonrl.config import SamplingConfig, VerifyConfig
 from tritonrl.data.kernelbook import progress, write_json, write_jsonl
 from tritonrl.data.prompts import build_messages, sft_example
 from tritonrl.extract import normalise_code, try_extract
@@ -65,6 +67,21 @@ def chat_url(endpoint: str) -> str:
     if url.endswith("/chat/completions"):
         return url
     return f"{url}/chat/completions" if url.endswith("/v1") else f"{url}/v1/chat/completions"
+
+
+def chat_sampling(sampling: SamplingConfig | None) -> dict:
+    """An OpenAI-compatible request's sampling fields: temperature 0 for None (greedy),
+    else `sampling`'s temperature, with top_p and top_k only where they narrow the
+    distribution (1 and off are the endpoints' defaults, and `top_k` is no OpenAI field:
+    vLLM's and SGLang's servers take it, OpenAI's own refuses it)."""
+    if sampling is None:
+        return {"temperature": 0.0}
+    params: dict = {"temperature": sampling.temperature}
+    if sampling.top_p != 1.0:
+        params["top_p"] = sampling.top_p
+    if sampling.top_k:
+        params["top_k"] = sampling.top_k
+    return params
 
 
 class DistillError(RuntimeError):
@@ -314,7 +331,7 @@ def distill(
     rate_limit_per_s: float | None = 1.0,
     max_retries: int = 5,
     verify_config=None,
-    temperature: float = 0.7,
+    sampling: SamplingConfig | None = None,
     max_tokens: int = 16384,
     timeout_s: float = 600.0,
     backoff_s: float = 1.0,
@@ -336,7 +353,7 @@ def distill(
         (out / sub).mkdir(parents=True, exist_ok=True)
     summary = DistillSummary(model=model, out_dir=str(out), tasks=len(tasks), variations=variations)
     prompt_kw = {"policy": config.policy, "allowed_torch_ops": config.allowed_torch_ops or None}
-    params = {"temperature": temperature, "max_tokens": max_tokens}
+    params = {**chat_sampling(sampling or SamplingConfig()), "max_tokens": max_tokens}
     rows: list[dict] = []
     try:
         for task in progress(tasks, "distilling"):

@@ -5,7 +5,9 @@ held-out split and RL's prompts are read from.
 
 `prompt_rows` reads a prompts file (JSONL or parquet) whose every row names its
 `task_id`; `builtin_tasks` rebuilds the builtin and generated tasks a run's `data.*`
-config names. RL's prompts (`tritonrl.train.rl.data`) read their files through these.
+config names; `decontaminate` drops the training tasks equal to a task of
+`data.decontaminate_against` (`tritonrl.tasks.decontaminate`), as SFT's examples and RL's
+prompts do. RL's prompts (`tritonrl.train.rl.data`) read their files through these.
 
 What it does NOT do: it does not split anything (prepare and SFT wrote the splits) or
 verify a task.
@@ -21,6 +23,7 @@ from tritonrl.config import Config
 from tritonrl.data.kernelbook import load_prepared_tasks
 from tritonrl.runs import Run, RunError
 from tritonrl.tasks import Task, load_tasks
+from tritonrl.tasks.decontaminate import checker, describe
 from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
@@ -58,6 +61,29 @@ def builtin_tasks(config: Config) -> list[Task]:
     if data.generated_tasks:
         tasks += generate_tasks(data.generated_tasks, seed=data.generator_seed)
     return tasks
+
+
+def decontaminate(tasks: list[Task], config: Config, what: str) -> list[Task]:
+    """`tasks` less those equal to a task of `data.decontaminate_against` in
+    `data.decontaminate_form`; a warning says how many `what` lost and which. A ValueError
+    names the key when one of its specs cannot be loaded."""
+    data = config.data
+    check = checker(data.decontaminate_against, data.decontaminate_form,
+                    "data.decontaminate_against")  # fmt: skip
+    if check is None:
+        return tasks
+    kept, matches = [], []
+    for task in tasks:
+        found = check.matches(task)
+        matches += found
+        if not found:
+            kept.append(task)
+    if matches:
+        log.warning(
+            "%s: dropped %s, equal to a task of data.decontaminate_against %s (%s form)",
+            what, describe(matches), data.decontaminate_against, data.decontaminate_form,
+        )  # fmt: skip
+    return kept
 
 
 def heldout_tasks(run: Run, config: Config) -> list[Task]:

@@ -12,21 +12,27 @@ Sources:
   same columns (`python_code`, `triton_code`, `entry_point`, `uuid` required;
   `module_name`, `repo_name`, `synthetic`, `licenses` optional), loaded through `datasets`;
 * `builtin` - the builtin suite, then generated tasks (`tritonrl.tasks.generator`) up to
-  `max_samples`; nothing is downloaded;
+  `max_samples` (more are drawn for those dropped); nothing is downloaded;
 * `families` - `family_tasks` training-split tasks of each task family
   (`tritonrl.tasks.families`; `families` names a subset), at KernelBench-like sizes, with
   their solutions; held-out signatures never appear. Each family's prompts carry the
   policy its solutions need (the fused family's is partial, with the default allowed ops),
-  and the count per family is recorded (`by_family`). At most `max_samples` in all: when
-  the families would give more, each gives `max_samples // len(families)`.
+  and the count per family is recorded (`by_family`: the tasks kept, after duplicates and
+  contaminated ones are dropped). At most `max_samples` in all: when the families would
+  give more, each gives `max_samples // len(families)`.
 
 Steps: rows are visited in a seeded random order and converted into our contract
 (`tritonrl.data.convert`: reference `Model`, solution `ModelNew`; rows that cannot be are
 dropped and counted by reason); de-duplicated by a hash of the normalised reference (the
-first row wins); at most `max_samples` are kept; labelled with a difficulty level (the
+first row wins); rows whose reference equals a task of `decontaminate_against`
+(`tritonrl.tasks.decontaminate`: a KernelBench checkout, the held-out builtin tasks) are
+dropped as `contaminated`, each match listed in the summary; at most `max_samples` are
+kept; labelled with a difficulty level (the
 AST heuristic, or `labeler="openai:MODEL"` through an OpenAI-compatible endpoint; the
 builtin suite keeps its own levels); split into train / validation by a seeded hash of
-the task id (the same tasks land in the same split whatever the row order).
+the task id (the same tasks land in the same split whatever the row order), tasks equal
+in `decontaminate_form` (the same program, or the same forward op sequence) kept in one
+split, so that no validation task has a copy in training.
 
 Files written to `out_dir`, each atomically (temp file + `os.replace`; `summary.json`
 last, so a directory with a summary is complete): `train.jsonl` and `validation.jsonl`
@@ -57,8 +63,10 @@ from tritonrl.data.convert import RowDropped, code_key, convert_row
 from tritonrl.data.prompts import POLICIES, sft_example
 from tritonrl.tasks import families as task_families
 from tritonrl.tasks import load_builtin
+from tritonrl.tasks.decontaminate import FORWARD, Decontaminator, checker
 from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
 from tritonrl.tasks.generator import generate_tasks
+from tritonrl.tasks.normalize import normal_form
 from tritonrl.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -98,6 +106,9 @@ class PrepareSummary:
     max_samples: int = 0
     val_fraction: float = 0.0
     seed: int = 0
+    decontaminated_against: list[str] = dataclasses.field(default_factory=list)
+    decontaminate_form: str = FORWARD
+    contaminated: list[dict] = dataclasses.field(default_factory=list)  # every Match
     files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def drop(self, reason: str, where: str, detail: str) -> None:
@@ -211,7 +222,7 @@ def _data_files(path: Path) -> tuple[list[Path], str]:
     if not files:
         raise KernelBookError(
             f"{path}: no .parquet, .jsonl or .json data file; --source takes kernelbook, "
-            "builtin, or a local KernelBook export in one of those formats"
+            "builtin, families, or a local KernelBook export in one of those formats"
         )
     if len(kinds) > 1:
         raise KernelBookError(f"{path}: mixes parquet and JSON files; keep one format a folder")
@@ -317,9 +328,20 @@ def progress(items, desc: str):
     return tqdm(items, desc=desc, disable=None, leave=False)
 
 
+def _contaminated(task: Task, where: str, check: Decontaminator | None,
+                  summary: PrepareSummary) -> bool:  # fmt: skip
+    """Whether `task` equals a task it must not be trained on; if so it is counted."""
+    found = check.matches(task) if check is not None else []
+    if found:
+        summary.contaminated += [m.to_dict() for m in found]
+        summary.drop("contaminated", where, "; ".join(map(str, found)))
+    return bool(found)
+
+
 def _kernelbook_items(
-    rows, summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool
-):
+    rows, summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
+    check: Decontaminator | None = None,
+):  # fmt: skip
     """Converted, de-duplicated (task, example) pairs in a seeded order, up to max_samples."""
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
@@ -342,24 +364,38 @@ def _kernelbook_items(
             continue
         seen_code.add(key)
         seen_ids.add(task.id)
+        if _contaminated(task, where, check, summary):
+            continue
         items.append((task, converted))
     return items
 
 
+def _builtin_tasks(max_samples: int, seed: int):
+    """The builtin suite, then generator tasks from `seed`, as many as are asked for."""
+    builtin = load_builtin("all").tasks
+    yield from builtin
+    done, n = 0, max(max_samples - len(builtin), 1)
+    while True:  # generate_tasks(n) is a prefix of generate_tasks(2n)
+        yield from generate_tasks(n, seed=seed)[done:]
+        done, n = n, 2 * n
+
+
 def _builtin_items(
-    summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool
-):
-    tasks = load_builtin("all").tasks[:max_samples]
-    if len(tasks) < max_samples:
-        tasks += generate_tasks(max_samples - len(tasks), seed=seed)
+    summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
+    check: Decontaminator | None = None,
+):  # fmt: skip
     items, seen = [], set()
-    for task in tasks:
+    for task in _builtin_tasks(max_samples, seed):
+        if len(items) >= max_samples:
+            break
         summary.rows_read += 1
         key = code_key(task.source)
         if key in seen:
             summary.drop("duplicate", task.id, "same reference as an earlier task")
             continue
         seen.add(key)
+        if _contaminated(task, task.id, check, summary):
+            continue
         try:
             items.append((task, sft_example(task.source, task.solution or "", policy=policy,
                                             include_example=example)))  # fmt: skip
@@ -370,10 +406,11 @@ def _builtin_items(
 
 def _family_items(
     summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
-    per_family: int, names: list[str] | None,
+    per_family: int, names: list[str] | None, check: Decontaminator | None = None,
 ):  # fmt: skip
     """`per_family` training tasks of each family (fewer when max_samples says so), each
-    with its SFT example under the policy its solution needs."""
+    with its SFT example under the policy its solution needs; those equal to a task of
+    `check` are dropped as `contaminated` (not replaced: a family's count says so)."""
     names = list(names or task_families.FAMILIES)
     unknown = [n for n in names if n not in task_families.FAMILIES]
     if unknown:
@@ -399,6 +436,8 @@ def _family_items(
                 summary.drop("duplicate", task.id, "same reference as an earlier task")
                 continue
             seen.add(key)
+            if _contaminated(task, task.id, check, summary):
+                continue
             try:
                 items.append((task, sft_example(task.source, task.solution or "",
                                                 policy=family_policy,
@@ -410,14 +449,44 @@ def _family_items(
     return items
 
 
-def split_ids(ids: list[str], val_fraction: float, seed: int) -> set[str]:
-    """The validation ids: the `round(n * val_fraction)` ids (at least one when the
-    fraction is positive and n >= 2) with the smallest seeded hash. Independent of order."""
+def split_ids(
+    ids: list[str], val_fraction: float, seed: int, groups: dict[str, str] | None = None
+) -> set[str]:
+    """The validation ids: about `round(n * val_fraction)` of them (at least one when the
+    fraction is positive and n >= 2), whole groups at a time (`groups`: id -> key; ids of
+    one key land in one split), the groups whose smallest seeded hash of an id is smallest
+    first, a group that would overshoot skipped. Independent of order; without groups,
+    exactly the ids with the smallest hash."""
     if val_fraction <= 0 or len(ids) < 2:
         return set()
     n_val = min(len(ids) - 1, max(1, round(len(ids) * val_fraction)))
-    ranked = sorted(ids, key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
-    return set(ranked[:n_val])
+    members: dict[tuple[str, str], list[str]] = {}
+    for i in ids:
+        key = ("group", groups[i]) if groups and i in groups else ("id", i)
+        members.setdefault(key, []).append(i)
+
+    def rank(i: str) -> str:
+        return hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()
+
+    ranked = sorted(members.values(), key=lambda group: min(map(rank, group)))
+    val: set[str] = set()
+    for group in ranked:
+        if len(val) + len(group) <= n_val:
+            val.update(group)
+    if not val and len(ranked) > 1:  # every group is too big: the first one anyway
+        val.update(ranked[0])
+    return val
+
+
+def split_groups(tasks: list[Task], form: str) -> dict[str, str]:
+    """id -> the task's key in the normal form `form` (the program's where the forward
+    form has none): tasks of one key are one group for `split_ids`, so no validation task
+    has a copy in training (`tritonrl.tasks.normalize`)."""
+    groups = {}
+    for task in tasks:
+        keys = normal_form(task.source, task.origin)
+        groups[task.id] = keys.key(form) or keys.program
+    return groups
 
 
 def _check_args(max_samples: int, val_fraction: float, policy: str) -> None:
@@ -443,6 +512,8 @@ def prepare(
     include_example: bool = True,
     family_tasks: int = 100,
     families: list[str] | None = None,
+    decontaminate_against: list[str] = (),
+    decontaminate_form: str = FORWARD,
 ) -> PrepareSummary:
     """Turn `source` into SFT files and a task list in `out_dir` (see the module docstring).
 
@@ -451,31 +522,39 @@ def prepare(
         `partial`), with the one-shot example when `include_example` (data.include_example: the
     prompts RL and eval build for the same run must match these). `cache_dir` is the
     `datasets` cache. `family_tasks` and `families`: the `families` source's tasks per
-    family and which families (None: all). Raises `KernelBookError` on bad input
-        before anything is written.
+    family and which families (None: all). `decontaminate_against` are task specs
+    (`data.decontaminate_against`) whose tasks no kept row may equal in
+    `decontaminate_form`. Raises `KernelBookError` on bad input before anything is
+    written.
     """
     _check_args(max_samples, val_fraction, policy)
     llm = parse_labeler(labeler, labeler_endpoint)
+    try:
+        check = checker(decontaminate_against, decontaminate_form, "data.decontaminate_against")
+    except ValueError as e:
+        raise KernelBookError(str(e)) from None
     out = Path(out_dir)
     summary = PrepareSummary(
         source=source, out_dir=str(out), max_samples=max_samples, val_fraction=val_fraction,
         seed=seed, labeler=labeler or "heuristic",
+        decontaminated_against=list(decontaminate_against),
+        decontaminate_form=decontaminate_form,
     )  # fmt: skip
     if source == "builtin":
         if llm is not None:
             log.warning("--labeler is ignored for the builtin source: its tasks have levels")
         summary.labeler = "builtin levels"
-        items = _builtin_items(summary, max_samples, seed, policy, include_example)
+        items = _builtin_items(summary, max_samples, seed, policy, include_example, check)
     elif source == "families":
         if llm is not None:
             log.warning("--labeler is ignored for the families source: its tasks have levels")
         summary.labeler = "family levels"
         items = _family_items(
-            summary, max_samples, seed, policy, include_example, family_tasks, families
+            summary, max_samples, seed, policy, include_example, family_tasks, families, check
         )
     else:
         rows = load_rows(source, cache_dir)
-        items = _kernelbook_items(rows, summary, max_samples, seed, policy, include_example)
+        items = _kernelbook_items(rows, summary, max_samples, seed, policy, include_example, check)
         api_key = labeler_api_key or os.environ.get("OPENAI_API_KEY")
         tasks = _label([t for t, _ in items], llm, api_key, summary)
         items = [(t, ex) for t, (_, ex) in zip(tasks, items, strict=True)]
@@ -489,7 +568,8 @@ def prepare(
 
 
 def _write_outputs(out: Path, items: list, summary: PrepareSummary) -> None:
-    val = split_ids([t.id for t, _ in items], summary.val_fraction, summary.seed)
+    groups = split_groups([t for t, _ in items], summary.decontaminate_form)
+    val = split_ids([t.id for t, _ in items], summary.val_fraction, summary.seed, groups)
     splits: dict[str, list[dict]] = {"train": [], "validation": []}
     tasks = []
     for task, example in items:

@@ -15,15 +15,16 @@ its manifest names: rl's when that stage is done, else sft's; an adapter goes on
 run's base as `tritonrl rl` finds it); `openai:MODEL@URL`, any OpenAI-compatible
 endpoint, through `tritonrl.data.distill.ChatClient` (key from $OPENAI_API_KEY).
 
-Sampling: one greedy answer per prompt when n is 1, else n samples at `rl.temperature`
-(`greedy=` says otherwise: an evaluation of 3 samples that lacks one asks n=1, sampled),
-from the whole distribution on every backend (no top-k, top-p or repetition penalty,
-whatever the model's generation_config.json says; `models.sampling.sampling_kwargs`), as
-GRPO samples; at most `rl.max_completion_length` new tokens (`tritonrl eval
---max-tokens`). Local models see the tokenizer's chat template (plain turns without one);
-API models get the messages. `generate` also says of each answer whether it stopped at
-that limit (`Answer.truncated`: a local answer that ends in neither EOS nor padding, an
-API or vLLM answer whose finish_reason is "length"); `answers` gives the texts alone.
+Sampling: one greedy answer per prompt when n is 1, else n samples as the config's
+`sampling` section says (`greedy=` says otherwise: an evaluation of 3 samples that lacks
+one asks n=1, sampled), its temperature, top_p and top_k on every backend, and no
+repetition penalty, whatever the model's generation_config.json says
+(`tritonrl.models.sampling`), as GRPO samples; at most `sampling.max_new_tokens` new
+tokens (`tritonrl eval --max-tokens`). Local models see the tokenizer's chat template
+(plain turns without one); API models get the messages. `generate` also says of each
+answer whether it stopped at that limit (`Answer.truncated`: a local answer that ends in
+neither EOS nor padding, an API or vLLM answer whose finish_reason is "length");
+`answers` gives the texts alone.
 
 vLLM: with `backend="vllm"` (or "auto" on CUDA when `import vllm` works) a full model
 directory generates through `vllm.LLM` (its defaults: bf16 for a float32 checkpoint,
@@ -47,12 +48,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tritonrl.config import TINY, Config
-from tritonrl.data.distill import ChatClient
+from tritonrl.data.distill import ChatClient, chat_sampling
 from tritonrl.data.prompts import render_plain
 from tritonrl.evaluate import identity
 from tritonrl.models.adapters import relocate_adapters
 from tritonrl.models.load import load_causal_lm, load_tokenizer
-from tritonrl.models.sampling import sampling_kwargs
+from tritonrl.models.sampling import sampling_kwargs, vllm_sampling
 from tritonrl.runs import Run
 
 log = logging.getLogger(__name__)
@@ -106,16 +107,17 @@ class LocalModel(_Answers):
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         batch = batch.to(self.model.device)
         greedy = n == 1 if greedy is None else greedy
-        sampling = sampling_kwargs(None if greedy else config.rl.temperature)
+        sampling = sampling_kwargs(None if greedy else config.sampling)
+        limit = config.sampling.max_new_tokens
         with torch.no_grad():
             ids = self.model.generate(**batch, **sampling, num_return_sequences=n,
-                                      max_new_tokens=config.rl.max_completion_length,
+                                      max_new_tokens=limit,
                                       pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
         new = ids[:, batch["input_ids"].shape[1] :]
         done = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         # A sequence that ended by itself has EOS or padding last (ended early in a batch).
         ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id}
-        cut = [new.shape[1] >= config.rl.max_completion_length and int(row[-1]) not in ends
+        cut = [new.shape[1] >= limit and int(row[-1]) not in ends
                for row in new]  # fmt: skip
         answers = [Answer(t, c) for t, c in zip(done, cut, strict=True)]
         return [answers[i * n : (i + 1) * n] for i in range(len(prompts))]
@@ -139,8 +141,8 @@ class VllmModel(_Answers):
         from vllm import SamplingParams
 
         greedy = n == 1 if greedy is None else greedy
-        params = SamplingParams(n=n, temperature=0.0 if greedy else config.rl.temperature,
-                                max_tokens=config.rl.max_completion_length)  # fmt: skip
+        params = SamplingParams(n=n, **vllm_sampling(None if greedy else config.sampling),
+                                max_tokens=config.sampling.max_new_tokens)  # fmt: skip
         outputs = self.llm.chat(prompts, params, use_tqdm=False)
         return [[Answer(c.text, c.finish_reason == "length") for c in o.outputs]
                 for o in outputs]  # fmt: skip
@@ -158,8 +160,8 @@ class ApiModel(_Answers):
     def generate(self, prompts: list[list[dict]], n: int, config: Config,
                  greedy: bool | None = None) -> list[list[Answer]]:  # fmt: skip
         greedy = n == 1 if greedy is None else greedy
-        params = {"max_tokens": config.rl.max_completion_length,
-                  "temperature": 0.0 if greedy else config.rl.temperature}  # fmt: skip
+        params = {"max_tokens": config.sampling.max_new_tokens,
+                  **chat_sampling(None if greedy else config.sampling)}  # fmt: skip
         with ThreadPoolExecutor(API_IN_FLIGHT) as pool:
             jobs = [[pool.submit(self.client.chat, p, **params) for _ in range(n)]
                     for p in prompts]  # fmt: skip

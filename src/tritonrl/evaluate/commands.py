@@ -6,18 +6,19 @@
     tritonrl eval --compare evals/base evals/sft evals/rl [--json]
 
 `--config` and `--section.key value` overrides as for every stage (the verifier's
-`verify.*`, sampling's `rl.temperature` and `rl.max_completion_length`, which
+`verify.*`, and `sampling.*`: temperature, top_p, top_k and max_new_tokens, which
 `--max-tokens` sets; no `eval` section of its own). An `openai:` model gets at least
 API_MAX_TOKENS new tokens unless one of those says otherwise, and answers that stop at the
 limit are marked `truncated` in samples.jsonl, counted in the summary and warned about.
-An eval into a folder that holds part of the same evaluation continues it (more --samples
-or tasks add to it: only the missing answers are asked); one that is finished says so and
-exits 0. The same evaluation is the same model (its resolved path and its files'
-fingerprint), backend, sampling and token limit (`tritonrl.evaluate.identity`,
-OUT/eval.json); a folder of another is refused, naming both, before the model is loaded;
-so is an --out that is a file. `--compare` names each column and model by the shortest
-path tail that tells them apart. `--backend vllm` generates with vLLM (CUDA).
-Exit 0 on success, 2 for bad input, 1 when the evaluation fails.
+An eval into a folder that holds part of the same evaluation continues it (more
+--samples or tasks add to it: only the missing answers are asked); one that is finished
+says so and exits 0. The same evaluation is the same model (its resolved path and its
+files' fingerprint), backend, sampling (temperature, top_p, top_k) and token limit
+(`tritonrl.evaluate.identity`, OUT/eval.json); a folder of another is refused, naming
+both, before the model is loaded; so is an --out that is a file. `--compare` names each
+column and model by the shortest path tail that tells them apart. `--backend vllm`
+generates with vLLM (CUDA). Exit 0 on success, 2 for bad input, 1 when the evaluation
+fails.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from rich.table import Table
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.data.distill import DistillError
 from tritonrl.evaluate.backends import model_identity, open_model
-from tritonrl.evaluate.identity import eval_identity
+from tritonrl.evaluate.identity import eval_identity, sampling_text, token_limit
 from tritonrl.evaluate.runner import eval_tasks, evaluate, finished
 
 out = Console(highlight=False, soft_wrap=True)
@@ -107,10 +108,9 @@ def compare(dirs: list[Path], as_json: bool) -> None:
     for d, summary, model in zip(dirs, summaries, _model_labels(summaries), strict=True):
         levels = {f"correct L{lv}": m["correct"] for lv, m in summary["metrics"]["levels"].items()}
         gen = summary.get("generation") or {}
-        sampling = None if not gen else "greedy" if gen.get("greedy") else (
-            f"temperature {gen.get('temperature')}")  # fmt: skip
         rows[str(d)] = {"model": model, "model_path": summary.get("model_path"),
-                        "fingerprint": summary.get("fingerprint"), "sampling": sampling,
+                        "fingerprint": summary.get("fingerprint"),
+                        "sampling": sampling_text(gen),
                         "max tokens": gen.get("max_tokens"), "samples": summary["samples"],
                         "tasks": summary["tasks"], **summary["metrics"]["overall"],
                         **levels}  # fmt: skip
@@ -186,7 +186,7 @@ def eval_command(
     as_json: bool = typer.Option(False, "--json", help="With --compare: JSON."),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=1, help="New tokens per answer (short for "
-        f"--rl.max_completion_length; default: the config's, {API_MAX_TOKENS} for openai:).",
+        f"--sampling.max_new_tokens; default: the config's, {API_MAX_TOKENS} for openai:).",
     ),
     config: str | None = CONFIG,
 ) -> None:  # fmt: skip
@@ -194,15 +194,16 @@ def eval_command(
     if compare_dirs:
         compare(compare_dirs + [Path(a) for a in ctx.args], as_json)
         return
-    shortcut = {"--max-tokens": ("rl.max_completion_length", max_tokens)}
+    shortcut = {"--max-tokens": ("sampling.max_new_tokens", max_tokens)}
     cfg, rest = command_config(ctx, config, "verify", shortcut, max_args=None)
     if (
         (model or "").startswith("openai:")
         and max_tokens is None
-        and not any(a.startswith("--rl.max_completion_length") for a in ctx.args)
+        and not any(a.startswith("--sampling.max_new_tokens") for a in ctx.args)
     ):  # the config's length is its own model's (64 in tiny-cpu); an API model writes more
-        length = max(cfg.rl.max_completion_length, API_MAX_TOKENS)
-        cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, max_completion_length=length))
+        length = max(cfg.sampling.max_new_tokens, API_MAX_TOKENS)
+        sampling = dataclasses.replace(cfg.sampling, max_new_tokens=length)
+        cfg = dataclasses.replace(cfg, sampling=sampling)
     tasks = tasks + rest  # --tasks A B: click gives the first, the rest are positional
     if model is None or not tasks or out_dir is None:
         err.print("[red]error:[/red] give --model, --tasks and --out (or --compare DIR...)")
@@ -300,7 +301,7 @@ def _report(summary: dict, out_dir: Path) -> None:
         out.print(f"note: {note}", markup=False)
     cut = summary.get("truncated", 0)
     if cut:
-        limit = summary.get("config", {}).get("max_completion_length")
+        limit = token_limit(summary)
         err.print(f"[yellow]warning:[/yellow] {cut} of {summary['tasks'] * summary['samples']} "
                   f"answers stopped at the token limit ({limit} new tokens) before they ended; "
                   "raise it with --max-tokens (samples.jsonl marks them truncated)")  # fmt: skip

@@ -18,7 +18,10 @@ An evaluation is its model, its generation settings and its tasks:
   (loading rewrites it when a run moves; the base is fingerprinted itself). An `openai:`
   model is its name and URL.
 * the generation: the backend (transformers, vllm, openai), greedy (one sample a task) or
-  the temperature, and the token limit;
+  the sampling (`sampling.temperature`, `top_p`, `top_k`), and the token limit
+  (`sampling.max_new_tokens`). A record from before top_p and top_k were settings
+  (temperature alone) reads as top_p 1 and top_k off, what was sampled then
+  (`generation_of`), so its folder still goes on and compares;
 * the tasks: each id with a hash of its source. More tasks or samples may be added to a
   folder; a task whose source changed under the same id may not.
 
@@ -37,7 +40,7 @@ import json
 import os
 from pathlib import Path
 
-from tritonrl.config import Config
+from tritonrl.config import Config, describe_sampling
 
 IDENTITY = "eval.json"
 WHOLE_BYTES = 8 << 20  # files up to this size are hashed whole
@@ -94,11 +97,46 @@ def model_identity(name: str, parts: list[Path | str], backend: str) -> dict:
 
 def eval_identity(model: dict, samples: int, config: Config) -> dict:
     """The model's identity with the generation settings of `samples` answers a task."""
-    greedy = samples == 1
+    greedy, sampling = samples == 1, config.sampling
     return {"model": model, "generation": {
         "backend": model.get("backend"), "greedy": greedy,
-        "temperature": None if greedy else config.rl.temperature,
-        "max_tokens": config.rl.max_completion_length}}  # fmt: skip
+        "temperature": None if greedy else sampling.temperature,
+        "top_p": None if greedy else sampling.top_p,
+        "top_k": None if greedy else sampling.top_k,
+        "max_tokens": sampling.max_new_tokens}}  # fmt: skip
+
+
+def generation_of(record: dict | None) -> dict:
+    """A recorded `generation` (eval.json, summary.json) with every setting named: one
+    written before top_p and top_k were settings sampled with top_p 1 and top_k off."""
+    g = dict(record or {})
+    if "temperature" in g and not g.get("greedy"):
+        g.setdefault("top_p", 1.0)
+        g.setdefault("top_k", 0)
+    elif "temperature" in g:
+        g.setdefault("top_p", None)
+        g.setdefault("top_k", None)
+    return g
+
+
+def sampling_text(record: dict | None) -> str | None:
+    """A recorded generation's sampling in words (`greedy`, `temperature 0.8`, `temperature
+    0.8, top_p 0.95`); None when nothing was recorded."""
+    g = generation_of(record)
+    if not g:
+        return None
+    if g.get("greedy"):
+        return "greedy"
+    return describe_sampling(g.get("temperature"), g.get("top_p"), g.get("top_k"))
+
+
+def token_limit(summary: dict) -> int | None:
+    """The new-token limit a summary.json's answers had: its generation's `max_tokens`,
+    else (an evaluation from before eval.json) its config's `max_completion_length`."""
+    limit = (summary.get("generation") or {}).get("max_tokens")
+    return (
+        limit if limit is not None else (summary.get("config") or {}).get("max_completion_length")
+    )
 
 
 def shown(path: str | None) -> str:
@@ -114,7 +152,7 @@ def describe(ident: dict) -> str:
     m, g = ident["model"], ident["generation"]
     what = shown(m.get("path")) if m.get("path") else m.get("name")
     files = f"files {m['fingerprint']}; " if m.get("fingerprint") else ""
-    sampling = "greedy" if g.get("greedy") else f"temperature {g.get('temperature')}"
+    sampling = sampling_text(g)
     return f"{what} ({files}{g.get('backend')}, {sampling}, {g.get('max_tokens')} tokens)"
 
 
@@ -148,7 +186,8 @@ def check_folder(out_dir: str | Path, ident: dict, tasks) -> None:
             )
         return
     a, b = old["model"], ident["model"]
-    if model_key(a) != model_key(b) or old["generation"] != ident["generation"]:
+    same = generation_of(old["generation"]) == generation_of(ident["generation"])
+    if model_key(a) != model_key(b) or not same:
         also = ""
         if a.get("path") and a.get("path") == b.get("path") and a != b:
             also = " (its files have changed since)"

@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from tritonrl.evaluate.identity import token_limit
 from tritonrl.runs import Run
 from tritonrl.verify.result import STAGES
 
@@ -323,7 +324,7 @@ def _cut(src: Source) -> str | None:
     if not cut:
         return None
     n = (summary.get("metrics", {}).get("overall", {}).get("n")) or len(src.samples)
-    limit = (summary.get("config") or {}).get("max_completion_length")
+    limit = token_limit(summary)
     at = f" ({limit} new tokens)" if limit else ""
     return (f"{cut} of {n} answers stopped at the token limit{at} before they ended: "
             "each verdict judges a cut answer (`eval --max-tokens` raises the limit)")  # fmt: skip

@@ -18,9 +18,10 @@ Files in `out_dir`: `eval.json` (what the evaluation is of: the model's path and
 fingerprint, the generation settings, the tasks; `tritonrl.evaluate.identity`),
 `samples.jsonl` (a line per sample: task, level, sample, prompt, completion, verdict,
 reward), appended as each batch is verified, and `summary.json` (model, its path and
-fingerprint, generation, tasks, samples, metrics per level and overall, notes, config,
-versions). An interrupted eval continues, and more --samples or tasks extend it: only the
-(task, sample) pairs not in the file are asked, each once.
+fingerprint, generation, tasks, samples, metrics per level and overall, notes, config:
+the verify and sampling sections, versions). An interrupted eval continues, and more
+--samples or tasks extend it: only the (task, sample) pairs not in the file are asked,
+each once.
 
 What it does NOT do: no multi-turn refinement, no retry of a sample whose verdict is a
 failure (a verdict is the answer), and it never mixes two models, or two settings, in one
@@ -29,6 +30,7 @@ folder: `evaluate` refuses a folder whose eval.json is another's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -122,8 +124,7 @@ def _summary(ident: dict, tasks: list[Task], samples: int, rows: list[dict],
             "metrics": {k: metrics[k] for k in ("overall", "levels")},
             "notes": metrics["notes"], "versions": versions(),
             "config": {"verify": json.loads(json.dumps(config.verify.__dict__, default=str)),
-                       "temperature": config.rl.temperature,
-                       "max_completion_length": config.rl.max_completion_length}}  # fmt: skip
+                       "sampling": dataclasses.asdict(config.sampling)}}  # fmt: skip
 
 
 def _identity(model, samples: int, config: Config) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from tritonrl.config import Config
-from tritonrl.config_loader import load_config
+from tritonrl.config_loader import load_config, upgrade_recorded
 from tritonrl.runs.manifest import MANIFEST, Run, RunError
 from tritonrl.runs.store import open_store
 from tritonrl.runs.transfer import list_runs, pull
@@ -113,12 +113,14 @@ def restore(store_url: str, run_dir: str | Path | None) -> tuple[Run, list]:
 
 
 def config_file(run: Run) -> Path:
-    """The run's recorded config as a YAML file the stage commands take with --config."""
+    """The run's recorded config as a YAML file the stage commands take with --config
+    (a key that has moved since it was recorded at its new name: `upgrade_recorded`)."""
     if not run.config:
         raise RunError(f"run {run.path} records no config: it has nothing to resume")
     config = dict(run.config)
     rl = (run.stages.get("rl") or {}).get("info", {}).get("config") or {}
     config.update(rl)  # the sections an rl stage ran with (it may change only those)
+    config = upgrade_recorded(config, f"run {run.path}")
     path = run.path / "logs" / RESUME_CONFIG
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))

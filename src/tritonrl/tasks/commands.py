@@ -1,16 +1,22 @@
-"""`tritonrl tasks list` and `tritonrl tasks check`: the tasks a source holds, and each
-task's own solution through the full verifier.
+"""`tritonrl tasks list`, `check` and `decontaminate`: the tasks a source holds, each
+task's own solution through the full verifier, and training tasks that copy others.
 
     tritonrl tasks list SOURCE... [--json]     one task per line: id, level, name
     tritonrl tasks check SOURCE... [--device] [--solution FILE]
                                                each task's solution through the verifier
+    tritonrl tasks decontaminate TRAIN... --against SOURCE [--against ...]
+                  [--form program|forward] [--json]
+                                               training tasks equal to a task of SOURCE
 
-SOURCE is a KernelBench-format file, a KernelBench-style directory, or `builtin:level1`,
-`builtin:level2`, `builtin:all`. `tasks check` takes `--config FILE|NAME` and
-`--verify.KEY VALUE` overrides (`tritonrl.cli_config`); `--device` is short for
-`--verify.device`. `register(app)` adds the `tasks` group to the `tritonrl` app; the
-helpers that load tasks, refuse bad usage and resolve the verifier's config are the
-`verify` command's too (`tritonrl.verify.commands`).
+SOURCE is a KernelBench-format file, a KernelBench-style directory, `builtin:level1`,
+`builtin:level2`, `builtin:all`, `builtin:heldout`, or the task families'
+`fam:[FAMILY:]N[:SEED][:train|heldout|all][:small]` (and, for `decontaminate`,
+`gen:N:SEED`: `tritonrl.tasks.decontaminate.load_specs`, and a `tasks.jsonl` that
+`prepare` wrote). `tasks check` takes `--config FILE|NAME` and `--verify.KEY VALUE`
+overrides (`tritonrl.cli_config`); `--device` is short for `--verify.device`.
+`register(app)` adds the `tasks` group to the `tritonrl` app; the helpers that load
+tasks, refuse bad usage and resolve the verifier's config are the `verify` command's too
+(`tritonrl.verify.commands`).
 
 What it does NOT do: verify anything itself (`tritonrl.verify` does, in a sandbox) or
 load torch before a command needs it (`tasks list` never does).
@@ -33,8 +39,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.config import VerifyConfig
+from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks
 from tritonrl.reward import reward_for
 from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
+from tritonrl.tasks.decontaminate import FORMS, FORWARD, find_matches, load_specs
 from tritonrl.tasks.loaders import solution_path
 
 out = Console(highlight=False, soft_wrap=True)
@@ -47,11 +55,11 @@ def usage(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def load(sources: list[str]) -> LoadReport:
+def load(sources: list[str], loader=load_tasks) -> LoadReport:
     """The tasks `sources` name; a source that cannot be read exits 2, a task file that
     cannot be loaded is reported as skipped."""
     try:
-        report = load_tasks(sources)
+        report = loader(sources)
     except TaskLoadError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -190,9 +198,72 @@ def tasks_check(
         raise typer.Exit(1)
 
 
+def _specs(specs: list[str]) -> LoadReport:
+    """`load_specs`, and the tasks of a `tasks.jsonl` that `prepare` wrote."""
+    report = LoadReport()
+    for spec in specs:
+        if spec.endswith(".jsonl"):
+            try:
+                report.tasks += load_prepared_tasks(spec)
+            except KernelBookError as e:
+                raise TaskLoadError(spec, str(e)) from None
+        else:
+            report.extend(load_specs([spec]))
+    return report
+
+
+def tasks_decontaminate(
+    train: list[str] = typer.Argument(
+        ...,
+        help="The training tasks: files, directories, builtin:..., gen:N:SEED, or "
+        "prepare's tasks.jsonl.",
+    ),
+    against: list[str] = typer.Option(
+        [],
+        "--against",
+        help="Tasks not to train on: a KernelBench checkout, builtin:heldout, "
+        "a file, gen:N:SEED, fam:N:SEED:heldout; repeat for several.",
+    ),
+    form: str = typer.Option(
+        FORWARD, help="The weakest equality that counts: program, or forward (both)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object: counts and matches."),
+):
+    """Report every training task whose reference equals one of the --against tasks: the
+    same program once names, docstrings and sizes are set aside (`program`), or the same
+    op sequence in forward (`forward`); see tritonrl.tasks.normalize for what counts as
+    equal. Exits 1 when any task matched, 0 when none did, 2 for bad usage."""
+    if not against:
+        usage("give --against SOURCE (a KernelBench checkout, builtin:heldout, a task file)")
+    if form not in FORMS:
+        usage(f"--form must be one of {', '.join(FORMS)}, not {form!r}")
+    train_tasks, against_tasks = load(train, _specs).tasks, load(against, _specs).tasks
+    try:
+        matches = find_matches(train_tasks, against_tasks, form)
+    except TaskLoadError as e:
+        usage(str(e))
+    matched = list(dict.fromkeys(m.task for m in matches))
+    if as_json:
+        typer.echo(json.dumps({
+            "train": len(train_tasks), "against": len(against_tasks), "form": form,
+            "matched": len(matched), "tasks": matched,
+            "matches": [m.to_dict() for m in matches],
+        }))  # fmt: skip
+    else:
+        for m in matches:
+            typer.echo(f"{m.task}\t{m.against}\t{m.form}")
+        typer.echo(
+            f"{len(matched)} of {len(train_tasks)} training tasks equal one of "
+            f"{len(against_tasks)} tasks (form {form})"
+        )
+    if matches:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the `tasks` group (`list`, `check`) to the `tritonrl` app."""
-    tasks_app = typer.Typer(no_args_is_help=True, help="List and check tasks.")
+    """Add the `tasks` group (`list`, `check`, `decontaminate`) to the `tritonrl` app."""
+    tasks_app = typer.Typer(no_args_is_help=True, help="List, check and decontaminate tasks.")
     tasks_app.command("list")(tasks_list)
     tasks_app.command("check", context_settings=OVERRIDES)(tasks_check)
+    tasks_app.command("decontaminate")(tasks_decontaminate)
     app.add_typer(tasks_app, name="tasks")

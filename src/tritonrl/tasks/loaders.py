@@ -6,7 +6,9 @@ Source specs understood by `load_tasks`:
 * `path/to/KernelBench` - a checkout laid out like KernelBench (`level1/` ... `level4/`,
   files `<id>_<Name>.py`; a repository root holding `KernelBench/level1/` also works),
   or one `levelN/` folder of it;
-* `builtin:level1`, `builtin:level2`, `builtin:all`, or one builtin task by id
+* `builtin:level1`, `builtin:level2`, `builtin:all`, `builtin:heldout` (the builtin
+  tasks kept out of training, `HELDOUT_BUILTIN`: by default the training data is
+  decontaminated against them, `data.decontaminate_against`), or one builtin task by id
   (`builtin:level1/1_ReLU`);
 * `fam:[FAMILY:]N[:SEED][:train|heldout|all][:small]` - N tasks of the task families
   (`tritonrl.tasks.families`), all families or one, e.g. `fam:matmul:20:0:heldout`.
@@ -38,6 +40,15 @@ BUILTIN_DIR = Path(__file__).parent / "builtin"
 BUILTIN_LEVELS = ("level1", "level2")
 SOLUTIONS_DIR = "solutions"
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
+HELDOUT = "heldout"
+# The builtin tasks kept out of training, for evaluation: a few activations, a reduction,
+# softmax, a norm, and four fusions (the other builtin tasks are trained on).
+HELDOUT_BUILTIN = (
+    "level1/1_ReLU", "level1/2_Sigmoid", "level1/4_GELU", "level1/7_ELU",
+    "level1/9_SiLU", "level1/11_Sum_Reduction", "level1/16_Softmax", "level1/19_RMSNorm",
+    "level2/1_Gemm_Bias_ReLU", "level2/4_Gemm_Sigmoid_Scale", "level2/16_Mul_Add_ReLU_Sum",
+    "level2/18_Swish_RowMax",
+)  # fmt: skip
 
 
 @dataclass
@@ -160,11 +171,15 @@ def load_directory(root: str | Path, prefix: str = "") -> LoadReport:
 
 
 def load_builtin(which: str = "all") -> LoadReport:
-    """The builtin suite: `level1`, `level2`, `all`, or one task id like `level1/1_ReLU`."""
+    """The builtin suite: `level1`, `level2`, `all`, `heldout`, or one task id like
+    `level1/1_ReLU`."""
     suite = load_directory(BUILTIN_DIR, prefix="builtin:")
     if which == "all":
         return suite
-    if which in BUILTIN_LEVELS:
+    if which == HELDOUT:
+        held = {f"builtin:{i}" for i in HELDOUT_BUILTIN}
+        wanted = [t for t in suite.tasks if t.id in held]
+    elif which in BUILTIN_LEVELS:
         wanted = [t for t in suite.tasks if t.id.startswith(f"builtin:{which}/")]
     else:
         wanted = [t for t in suite.tasks if t.id == f"builtin:{which}"]
@@ -172,7 +187,7 @@ def load_builtin(which: str = "all") -> LoadReport:
             raise TaskLoadError(
                 f"builtin:{which}",
                 "no such builtin task or level; use builtin:level1, builtin:level2, "
-                "builtin:all or an id from `tritonrl tasks list builtin:all`",
+                "builtin:all, builtin:heldout or an id from `tritonrl tasks list builtin:all`",
             )
     return LoadReport(wanted, suite.errors)
 
@@ -192,7 +207,7 @@ def load_source(spec: str) -> LoadReport:
     if path.is_file():
         return LoadReport([load_file(path)])
     raise TaskLoadError(
-        spec, "no such file or directory (or builtin:level1|level2|all, or fam:N[:SEED])"
+        spec, "no such file or directory (or builtin:level1|level2|all|heldout, or fam:N[:SEED])"
     )
 
 

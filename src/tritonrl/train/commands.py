@@ -102,9 +102,11 @@ def rl(
     """Reinforcement learning from the run's SFT model, the verifier as reward.
 
     Without --config the run's recorded config is the base; every --SECTION.KEY VALUE
-    overrides one field, e.g. --rl.max_steps 2 (only the rl, best_of_n, curriculum,
-    pipeline and verify sections, and run.report_to, run.seed, run.store,
-    run.sync_interval_s and run.spot_watch, may differ from the run's).
+    overrides one field, e.g. --rl.max_steps 2 (only the sampling, rl, best_of_n,
+    curriculum, pipeline and verify sections, and run.report_to, run.seed, run.store,
+    run.sync_interval_s, run.spot_watch, data.decontaminate_against and
+    data.decontaminate_form, may differ from the run's; prompts whose task equals a task
+    of data.decontaminate_against are left out).
     """
     from tritonrl.train.rl import STAGE, require_sft, run_rl  # lazy: loads torch (the reward)
 

@@ -14,9 +14,9 @@ trained weights into it before each generation (an SFT adapter merged first): th
 be a model directory vLLM can read (config.json beside the weights) or a hub id, not a
 `.gguf` (`check_model`, once the policy is loaded; `auto` then falls back).
 
-Both generators sample the whole distribution at `rl.temperature` (top_k 0, top_p 1,
+Both generators sample as the `sampling` section says (its temperature, top_p and top_k;
 min_p none, no repetition penalty: `grpo.trainer_args` sets each) with at most
-`rl.max_completion_length` new tokens. vLLM runs its own kernels in its own precision
+`sampling.max_new_tokens` new tokens. vLLM runs its own kernels in its own precision
 (bf16 for a float32 checkpoint), so the policy's log-probabilities of the sampled tokens
 differ slightly from vLLM's; TRL corrects the GRPO loss for that by importance sampling
 (`vllm_importance_sampling_correction`, its default, kept).

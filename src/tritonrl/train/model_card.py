@@ -108,14 +108,15 @@ def rl_card(run: Run, config: Config, data_source: str, prompts: int) -> Callabl
                 f"- prompts: {data_source} ({prompts} training prompts)",
                 *(
                     [
-                        f"- group size {rl.num_generations}, temperature {rl.temperature}, loss "
-                        f"{rl.loss_type}, beta {rl.beta}, learning rate {rl.learning_rate}",
+                        f"- group size {rl.num_generations}, {config.sampling.describe()}, "
+                        f"loss {rl.loss_type}, beta {rl.beta}, learning rate {rl.learning_rate}",
                         f"- steps: {steps} (budget: {rl.max_steps})",
                     ]
                     if rl.algo in ("grpo", "rloo")
                     else [
-                        f"- {config.best_of_n.samples} samples per task, temperature "
-                        f"{rl.temperature}, learning rate {config.best_of_n.learning_rate}",
+                        f"- {config.best_of_n.samples} samples per task, "
+                        f"{config.sampling.describe()}, learning rate "
+                        f"{config.best_of_n.learning_rate}",
                         f"- rounds: {steps} (budget: {config.best_of_n.rounds})",
                     ]
                 ),

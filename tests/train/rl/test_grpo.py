@@ -90,7 +90,8 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app, caplog):
     assert list(run.artifact("rl", "tensorboard").glob("events.out.tfevents.*"))
     final = run.artifact("rl", "model")
     card = (final / "README.md").read_text()
-    assert "GRPO by tritonrl" in card and "- steps: 2" in card and "group size 2" in card
+    assert "GRPO by tritonrl" in card and "- steps: 2" in card
+    assert "- group size 2, temperature 0.8, loss dapo" in card  # the sampling section's
     import transformers
 
     transformers.AutoModelForCausalLM.from_pretrained(final)
@@ -265,7 +266,7 @@ def test_rl_refuses_a_config_that_changes_what_sft_trained(sft_run, train_app):
                                          "--lora.enabled", "true"])  # fmt: skip
     assert result.exit_code == 2
     assert "lora.enabled: False -> True" in result.output
-    sections = "rl, best_of_n, curriculum, pipeline, verify"
+    sections = "sampling, rl, best_of_n, curriculum, pipeline, verify"
     assert f"may change only the {sections} sections" in result.output
     assert Run.open(run_dir).status("rl") == "pending"
 

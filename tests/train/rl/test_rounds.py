@@ -69,9 +69,10 @@ def test_a_round_draws_distinct_tasks_of_the_level_without_the_curriculum():
 def test_a_rounds_samples_come_from_the_whole_distribution_whatever_the_model_says(
     sft_run_template,
 ):
-    # best-of-n and rwsft sample at rl.temperature with no top-k or top-p, as GRPO does;
-    # a generation_config.json (or transformers' default top-k of 50) must not narrow it:
-    # with its top_k of 1 the 8 samples would be one.
+    # best-of-n and rwsft sample as the sampling section says (by default no top-k or
+    # top-p), as GRPO does; a generation_config.json (or transformers' default top-k of
+    # 50) must not narrow it: with its top_k of 1 the 8 samples would be one. The
+    # section's own top_k of 1 does make them one: the greedy answer, 8 times.
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -80,9 +81,14 @@ def test_a_rounds_samples_come_from_the_whole_distribution_whatever_the_model_sa
     path = Run.open(sft_run_template).artifact("tiny_model", "model")
     model = AutoModelForCausalLM.from_pretrained(path)
     model.generation_config.top_k = 1
-    config = load_config(None, ["--best_of_n.samples", "8", "--rl.max_completion_length", "16"])
+    config = load_config(None, ["--best_of_n.samples", "8", "--sampling.max_new_tokens", "16"])
     torch.manual_seed(0)
     prompt = [{"role": "user", "content": "Write a Triton ReLU kernel."}]
     samples = rounds.generate(model, AutoTokenizer.from_pretrained(path), [prompt], config)
     assert len(samples) == 1 and len(samples[0]) == 8
     assert len(set(samples[0])) > 1, samples
+    model.generation_config.top_k = 50
+    top1 = load_config(None, ["--best_of_n.samples", "8", "--sampling.max_new_tokens", "16",
+                              "--sampling.top_k", "1"])  # fmt: skip
+    samples = rounds.generate(model, AutoTokenizer.from_pretrained(path), [prompt], top1)
+    assert len(set(samples[0])) == 1 and len(samples[0]) == 8, samples

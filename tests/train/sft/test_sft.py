@@ -22,12 +22,16 @@ from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_prompt, sft_example
 from tritonrl.runs import ArtifactNotFound, Run, RunError
 from tritonrl.tasks import load_builtin
+from tritonrl.tasks.decontaminate import drop_matches, find_matches
 from tritonrl.tasks.generator import generate_tasks
+from tritonrl.tasks.loaders import HELDOUT_BUILTIN
 from tritonrl.train.sft import load_sft_model, run_sft
 from tritonrl.train.sft.data import (
     builtin_examples,
     read_examples,
+    sft_data_files,
     split_rows,
+    training_tasks,
     write_jsonl,
 )
 
@@ -69,7 +73,9 @@ def test_full_parameter_sft_on_the_cpu(tmp_path, train_app):
     assert run.stage("tiny_model")["status"] == "done"
     info = sft["info"]
     assert info["data_source"] == "builtin" and info["lora"] is False
-    n_tasks = len(load_builtin("all").tasks) + 20
+    # the builtin suite and 20 generator tasks, less those equal to a held-out builtin task
+    pool = load_builtin("all").tasks + generate_tasks(20, seed=0)
+    n_tasks = len(drop_matches(pool, load_builtin("heldout").tasks)[0])
     assert info["train_examples"] + info["validation_examples"] == n_tasks
     history = json.loads(run.artifact("sft", "log_history").read_text())
     losses = [h["loss"] for h in history if "loss" in h]
@@ -230,7 +236,8 @@ def test_resume_after_a_kill_continues_from_the_recorded_checkpoint(tmp_path):
 
 
 def test_builtin_examples_split_and_files(tmp_path):
-    config = load_config(None, ["--data.tasks", "builtin:level1", "--data.generated_tasks", "4"])
+    config = load_config(None, ["--data.tasks", "builtin:level1", "--data.generated_tasks", "4",
+                                "--data.decontaminate_against", "[]"])  # fmt: skip
     rows = builtin_examples(config)
     n_level1 = len(load_builtin("level1").tasks)
     assert len(rows) == n_level1 + 4
@@ -243,6 +250,54 @@ def test_builtin_examples_split_and_files(tmp_path):
     assert read_examples(path) == [
         {"prompt": r["prompt"], "completion": r["completion"]} for r in train
     ]
+
+
+def test_split_rows_keeps_a_group_on_one_side():
+    rows = [{"task_id": f"t{i}"} for i in range(10)]
+    groups = {"t0": "g", "t1": "g", "t2": "g", "t3": "h", "t4": "h"}
+    for seed in range(10):
+        train, val = split_rows(rows, 0.3, seed, groups)
+        assert len(val) == 3 and len(train) == 7
+        ids = {r["task_id"] for r in val}
+        assert {"t0", "t1", "t2"} <= ids or not {"t0", "t1", "t2"} & ids
+        assert {"t3", "t4"} <= ids or not {"t3", "t4"} & ids
+    assert split_rows(rows, 0.3, 5) == split_rows(rows, 0.3, 5, {})  # no groups: as before
+
+
+def test_the_sft_split_from_tasks_puts_no_copy_of_a_validation_task_in_training(tmp_path):
+    config = load_config(None, ["--data.generated_tasks", "80",
+                                "--data.validation_fraction", "0.25"])  # fmt: skip
+    run = Run.create(tmp_path / "run", config)
+    train, val, source = sft_data_files(run, config)
+    assert source == "builtin"
+    by_id = {t.id: t for t in training_tasks(config)}
+    ids = [[json.loads(line)["task_id"] for line in f.read_text().splitlines()]
+           for f in (train, val)]  # fmt: skip
+    assert len(ids[1]) == round(len(by_id) * 0.25)
+    tasks = [[by_id[i] for i in side] for side in ids]
+    assert find_matches(tasks[0], tasks[1]) == []
+
+
+def test_builtin_examples_leave_out_the_tasks_of_data_decontaminate_against(tmp_path, caplog):
+    # A KernelBench-layout folder written here: a copy of the builtin Tanh task (renamed).
+    tanh = load_builtin("level1/3_Tanh").tasks[0]
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    copy = "# a copy\n" + tanh.source.replace("batch_size", "rows")
+    (tmp_path / "kb" / "level1" / "7_Tanh.py").write_text(copy)
+    overrides = ["--data.tasks", "builtin:level1", "--data.generated_tasks", "0"]
+    default = {r["task_id"] for r in builtin_examples(load_config(None, overrides))}
+    held = {f"builtin:{i}" for i in HELDOUT_BUILTIN if i.startswith("level1/")}
+    level1 = {t.id for t in load_builtin("level1").tasks}
+    assert default == level1 - held  # the default: the held-out builtin tasks
+    against = f"[{tmp_path / 'kb'}, builtin:heldout]"
+    config = load_config(None, [*overrides, "--data.decontaminate_against", against])
+    with caplog.at_level(logging.WARNING):
+        rows = builtin_examples(config)
+    assert {r["task_id"] for r in rows} == level1 - held - {tanh.id}
+    assert f"{tanh.id} = level1/7_Tanh (program)" in caplog.text
+    config = load_config(None, [*overrides, "--data.decontaminate_against", "[nowhere/kb]"])
+    with pytest.raises(ValueError, match="data.decontaminate_against: nowhere/kb"):
+        builtin_examples(config)
 
 
 @pytest.mark.parametrize(

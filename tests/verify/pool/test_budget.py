@@ -18,10 +18,20 @@ from tritonrl.verify.pool.budget import BudgetCancelled, GpuBudget, budget_for, 
 MB = 1 << 20
 
 
+def _until(condition, what: str, timeout_s: float = 60.0) -> None:
+    """Wait (polling) until `condition()` holds; a generous deadline for a loaded host."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} in {timeout_s:g} s"
+        time.sleep(0.001)
+
+
 def _run_all(budget: GpuBudget, sizes: list[int], hold_s: float = 0.01) -> dict:
-    """Each size reserved from its own thread, held `hold_s`; what was held at once."""
+    """Each size reserved from its own thread, asked in this order (each thread asks
+    before the next starts), and held until every one has asked, then `hold_s` more;
+    what was held at once, and the order they got in."""
     held, most, order = [0], [0], []
-    lock = threading.Lock()
+    lock, all_asked = threading.Lock(), threading.Event()
 
     def job(i: int, n: int) -> None:
         with budget.reserve(n) as got:
@@ -29,16 +39,19 @@ def _run_all(budget: GpuBudget, sizes: list[int], hold_s: float = 0.01) -> dict:
                 held[0] += got
                 most[0] = max(most[0], held[0])
                 order.append(i)
+            all_asked.wait()
             time.sleep(hold_s)
             with lock:
                 held[0] -= got
 
     threads = [threading.Thread(target=job, args=(i, n)) for i, n in enumerate(sizes)]
-    for t in threads:
+    asked = budget.stats()["asked"]
+    for i, t in enumerate(threads):
         t.start()
-        time.sleep(0.002)  # asked in this order
+        _until(lambda i=i: budget.stats()["asked"] == asked + i + 1, f"request {i}")
+    all_asked.set()
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a reservation never came (deadlock)"
     return {"most": most[0], "order": order}
 
@@ -51,7 +64,8 @@ def test_reservations_never_pass_the_capacity_and_all_are_served():
     assert seen["most"] <= budget.capacity
     assert sorted(seen["order"]) == list(range(60)) and budget.used() == 0
     stats = budget.stats()
-    assert stats["reserved"] == 60 and stats["peak"] <= budget.capacity and stats["waited"] > 0
+    assert stats["reserved"] == stats["asked"] == 60 and stats["peak"] <= budget.capacity
+    assert stats["waited"] > 0
 
 
 def test_requests_are_served_in_order_so_a_large_one_is_not_starved():
@@ -63,7 +77,7 @@ def test_requests_are_served_in_order_so_a_large_one_is_not_starved():
 
 def test_a_job_larger_than_the_budget_runs_alone():
     budget = GpuBudget(100 * MB)
-    inside = threading.Event()
+    inside, leaving = threading.Event(), threading.Event()
     others: list[int] = []
 
     def big() -> None:
@@ -72,15 +86,16 @@ def test_a_job_larger_than_the_budget_runs_alone():
             inside.set()
             time.sleep(0.1)
             others.append(budget.used())
+            leaving.set()  # the last thing it does holding the budget
 
     t = threading.Thread(target=big)
     t.start()
-    assert inside.wait(5)
-    start = time.monotonic()
+    assert inside.wait(60)
     with budget.reserve(10 * MB):  # waits for the big one to end
-        assert time.monotonic() - start > 0.05
+        assert leaving.is_set()
     t.join()
     assert others == [budget.capacity] and budget.stats()["alone"] == 1
+    assert budget.stats()["waited"] == 1
 
 
 def test_a_waiter_given_up_raises_and_does_not_block_the_next():
@@ -98,10 +113,11 @@ def test_a_waiter_given_up_raises_and_does_not_block_the_next():
 
         t = threading.Thread(target=waiter)
         t.start()
-        time.sleep(0.05)
+        _until(lambda: budget.stats()["asked"] == 2, "request of the waiter")  # it waits
         stop.set()
-        t.join(5)
+        t.join(60)
         assert errors and not t.is_alive()
+        assert budget.stats()["reserved"] == 1  # the 80 only
         with budget.reserve(20 * MB):  # fits beside the 80: the cancelled one is gone
             pass
 
@@ -136,6 +152,10 @@ def test_a_pools_lanes_reserve_their_jobs_and_wait_for_room():
     for budget_mb, alone_jobs in ((1536, 0), (512, 3)):
         config = VerifyConfig(device="cpu", gpu_memory_budget_mb=budget_mb)
         with VerifierPool(config, workers=2) as pool:
+            # Both zygotes up first: on a loaded host one may take seconds longer to import
+            # torch than the other, which meanwhile serves every job, and none waits.
+            for lane in pool.lanes:
+                assert lane.ready.wait(300), "a lane's zygote did not start in 300 s"
             results = pool.verify_many([(task, task.solution), (task, wrong), (task, wrong + " ")])
             stats = pool.budgets[0].stats()
         assert [r.correct for r in results] == [True, False, False]

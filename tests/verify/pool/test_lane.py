@@ -66,20 +66,37 @@ def lane1():
         yield p
 
 
+def fresh_hang(hang: str) -> tuple[VerifyConfig, object]:
+    """(the config, a fresh worker's verdict) for `hang` timed out in its hanging call.
+
+    A fresh worker's wall clock starts before it imports torch and triton, which takes a
+    loaded host longer than the 6 s that suffice on an idle one; timed out there it has
+    not reached the candidate's call (stage compile, no input set), unlike a lane's warm
+    zygote. The limit doubles until the fresh worker times out inside the call."""
+    for timeout_s in (6, 12, 24, 48, 96):
+        config = VerifyConfig(device="cpu", timeout_s=timeout_s, static_checks=False)
+        fresh = verify(RELU, hang, config)
+        if fresh.compiled:
+            return config, fresh
+    pytest.fail(f"a fresh worker did not reach the candidate's call in 96 s: {fresh.error}")
+
+
 def test_a_hanging_candidate_times_out_and_the_lane_recovers(lane1):
     hang = GOOD.replace("        x = x.contiguous()\n", "        while True:\n            pass\n")
-    short = VerifyConfig(device="cpu", timeout_s=6, static_checks=False)
-    fresh = verify(RELU, hang, short)
+    short, fresh = fresh_hang(hang)
+    assert fresh.stage == "correctness" and [(s.name, s.ok) for s in fresh.input_sets] == [
+        ("tiny", False)]  # fmt: skip
     starts = lane1.lanes[0].starts
     r = lane1.submit(RELU, hang, short).result()
     assert r.timed_out and r.limit == "timeout" and verdict(r) == verdict(fresh)
+    limit = f"{short.timeout_s:g} s"
     assert (
         r.error
         == fresh.error
         == lane1.lanes[0].recycles[-1]
         == (
-            "timed out after 6 s: killed by the wall-clock limit (verify.timeout_s = 6 s; "
-            "raise it with --verify.timeout_s or in the config's verify section)"
+            f"timed out after {limit}: killed by the wall-clock limit (verify.timeout_s = "
+            f"{limit}; raise it with --verify.timeout_s or in the config's verify section)"
         )
     )
     after = lane1.submit(RELU, GOOD).result()

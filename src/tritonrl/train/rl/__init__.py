@@ -91,7 +91,8 @@ def check_against_run(run: Run, config: Config) -> None:
             f"run {run.path} was trained with a different config; differing: "
             + "; ".join(changes)
             + f". RL may change only the {', '.join(RL_SECTIONS)} sections (and "
-            "run.report_to, run.seed): drop --config to start from the run's own config"
+            "run.report_to, run.seed, data.decontaminate_against, data.decontaminate_form): "
+            "drop --config to start from the run's own config"
         )
 
 

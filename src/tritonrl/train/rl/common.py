@@ -37,9 +37,13 @@ log = logging.getLogger(__name__)
 
 STAGE = "rl"
 # Sections an RL attempt may set differently from the run's recorded (SFT) config.
-RL_SECTIONS = ("rl", "best_of_n", "curriculum", "pipeline", "verify")
+RL_SECTIONS = ("sampling", "rl", "best_of_n", "curriculum", "pipeline", "verify")
 # ... and keys of other sections that do not change what SFT trained.
-RL_FREE_KEYS = {"run": ("report_to", "seed", *STORE_KEYS)}
+# Decontamination only takes prompts away: RL may add a benchmark SFT did not know of.
+RL_FREE_KEYS = {
+    "run": ("report_to", "seed", *STORE_KEYS),
+    "data": ("decontaminate_against", "decontaminate_form"),
+}
 COMPLETIONS = "completions.jsonl"
 CURRICULUM_FILE = "curriculum.json"  # in each checkpoint: the curriculum's state
 

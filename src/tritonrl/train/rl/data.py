@@ -10,7 +10,9 @@ then come from `prepare/tasks`), else the `sft/train_data` SFT built from the bu
 suite and generator (the tasks are rebuilt from `data.tasks` and `data.generated_tasks`,
 which the run's recorded config fixes). Every row keeps its `task_id`, so the reward knows
 which task's reference to verify a completion against; a row without one, or naming a
-task that cannot be found, is an error that says so.
+task that cannot be found, is an error that says so. Prompts whose task equals a task of
+`data.decontaminate_against` are dropped (`tritonrl.data.heldout.decontaminate`), so a
+run whose config gained a benchmark after SFT does not train on it.
 
 What it does NOT do: choose the level mix (the curriculum's sampler does), no validation prompts
 (RL trains on the training split only; `tritonrl.data.heldout` gives evaluation the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 
 from tritonrl.config import Config
-from tritonrl.data.heldout import builtin_tasks, prompt_rows
+from tritonrl.data.heldout import builtin_tasks, decontaminate, prompt_rows
 from tritonrl.data.kernelbook import load_prepared_tasks
 from tritonrl.runs import Run, RunError
 
@@ -51,6 +53,14 @@ def rl_prompts(run: Run, config: Config):
         raise ValueError(
             f"{train}: {len(missing)} task id(s) have no task to verify against, e.g. "
             f"{missing[0]!r} (the run's data.* config must be the one SFT used)"
+        )
+    used = list(dict.fromkeys(r["task_id"] for r in rows))
+    clean = {t.id for t in decontaminate([by_id[i] for i in used], config, "RL prompts")}
+    rows = [r for r in rows if r["task_id"] in clean]
+    if not rows:
+        raise ValueError(
+            f"{train}: every prompt's task equals a task of data.decontaminate_against "
+            f"{config.data.decontaminate_against}; train on other tasks or change that key"
         )
     log.info("RL prompts: %d from %s (%s)", len(rows), run.relpath(train), source)
     used = {r["task_id"] for r in rows}

@@ -6,9 +6,10 @@
 the stage's start, failure and interruption. The policy is the run's SFT model or
 adapter (`rl.load_policy`); the reward is the verifier through the warm pool as an async
 TRL reward function (`make_trl_reward(asynchronous=True)`), scored by `rl.reward_scheme`
-(null: `verify.reward_scheme`), each batch recorded by `common.CompletionLog`. Defaults (SPEC
-4, `RlConfig`): group size 8, temperature 0.8, beta 0 (no reference model), TRL's `dapo`
-loss for GRPO (RLOO has its own leave-one-out baseline and no loss_type).
+(null: `verify.reward_scheme`), each batch recorded by `common.CompletionLog`. Defaults
+(SPEC 4, `RlConfig`, `SamplingConfig`): group size 8, temperature 0.8, beta 0 (no
+reference model), TRL's `dapo` loss for GRPO (RLOO has its own leave-one-out baseline
+and no loss_type).
 
 With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the layout of
 TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
@@ -24,8 +25,9 @@ without LoRA trains every parameter, as its SFT did.
 
 Generation: vLLM through TRL's `use_vllm` (`rl.vllm`, colocate by default, or a
 `trl vllm-serve` server), or transformers' generate; `tritonrl.train.generation` chooses
-and the log says which and why. Either samples the whole distribution at
-`rl.temperature` (`trainer_args` pins top_k, top_p, min_p and repetition_penalty).
+and the log says which and why. Either samples as the `sampling` section says
+(`trainer_args` hands TRL its temperature, top_p, top_k and max_new_tokens, and pins
+min_p and repetition_penalty off).
 
 Timing beside training: on CUDA the trainer holds the shared side of its GPU's verifier
 gate (`GpuHold`, `tritonrl.verify.pool.gate`) from the start of each optimizer step (the
@@ -97,7 +99,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
         from trl import RLOOConfig as Args
     else:
         from trl import GRPOConfig as Args
-    rl = config.rl
+    rl, sampling = config.rl, config.sampling
     wanted = {
         "output_dir": str(out_dir),
         "learning_rate": rl.learning_rate,
@@ -106,13 +108,13 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
         "per_device_train_batch_size": rl.per_device_batch_size,
         "gradient_accumulation_steps": rl.gradient_accumulation,
         "num_generations": rl.num_generations,
-        "temperature": rl.temperature,
-        # the whole distribution, whatever TRL's defaults or the model's generation_config
-        "top_k": 0,  # vLLM and transformers: 0 is off
-        "top_p": 1.0,
+        # the `sampling` section, whatever TRL's defaults or the model's generation_config
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,  # vLLM and transformers: 0 is off
+        "top_p": sampling.top_p,
         "min_p": None,
         "repetition_penalty": 1.0,
-        "max_completion_length": rl.max_completion_length,
+        "max_completion_length": sampling.max_new_tokens,
         "loss_type": rl.loss_type,
         "beta": rl.beta,
         "bf16": rl.bf16,

@@ -76,8 +76,8 @@ def level_pool(tasks: dict, level: int | None) -> list[str]:
 def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]:
     """`best_of_n.samples` sampled completions for each prompt (chat messages), rendered
     with the tokenizer's chat template as TRL does, `generation_batch_size` prompts at a
-    time (left-padded), temperature `rl.temperature` (`sampling_kwargs`),
-    `rl.max_completion_length` tokens; under bf16 autocast with `rl.bf16`."""
+    time (left-padded), sampled as the `sampling` section says (`sampling_kwargs`), at
+    most `sampling.max_new_tokens` tokens; under bf16 autocast with `rl.bf16`."""
     import torch
 
     bon, rl = config.best_of_n, config.rl
@@ -96,8 +96,8 @@ def generate(model, tokenizer, prompts: list, config: Config) -> list[list[str]]
             # under `rl.bf16`, bf16 autocast over the float32 policy, as in training
             bf16 = torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=rl.bf16)
             with torch.no_grad(), bf16:
-                ids = model.generate(**batch, **sampling_kwargs(rl.temperature),
-                                     max_new_tokens=rl.max_completion_length,
+                ids = model.generate(**batch, **sampling_kwargs(config.sampling),
+                                     max_new_tokens=config.sampling.max_new_tokens,
                                      num_return_sequences=bon.samples,
                                      pad_token_id=tokenizer.pad_token_id)  # fmt: skip
             new = ids[:, batch["input_ids"].shape[1] :]  # [len(chunk) * samples, new tokens]

@@ -5,8 +5,10 @@ conversational prompt/completion format, made by `tritonrl.data.prompts.sft_exam
 optionally with a `task_id`. The SFT stage takes its examples from the `prepare` stage's
 `prepare/train` and `prepare/validation` artifacts (KernelBook) when the manifest records
 them, and otherwise builds them here from tasks with solutions: the builtin suite plus
-generator tasks (`data.tasks`, `data.generated_tasks`), split by task into train and
-validation, and records the files it wrote as `sft/train_data` and `sft/validation_data`.
+generator tasks (`data.tasks`, `data.generated_tasks`) less those equal to a task of
+`data.decontaminate_against` (`tritonrl.data.heldout.decontaminate`), split by task into
+train and validation (tasks equal in `data.decontaminate_form` in one split), and records
+the files it wrote as `sft/train_data` and `sft/validation_data`.
 
 Note that the builtin suite is also what `tritonrl eval` measures by default: a model
 SFT'd on builtin solutions must be evaluated on the validation split's tasks (their ids
@@ -25,10 +27,11 @@ import random
 from pathlib import Path
 
 from tritonrl.config import Config
+from tritonrl.data.heldout import builtin_tasks, decontaminate
+from tritonrl.data.kernelbook import split_groups
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run, atomic_write_bytes
-from tritonrl.tasks import load_tasks
-from tritonrl.tasks.generator import generate_tasks
+from tritonrl.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +39,17 @@ COLUMNS = ("prompt", "completion")
 ROLES = ("system", "user", "assistant")
 
 
-def builtin_examples(config: Config) -> list[dict]:
-    """One example per task with a solution: `data.tasks` then `data.generated_tasks`
-    generator tasks, prompts built with the verifier's policy."""
+def training_tasks(config: Config) -> list[Task]:
+    """`data.tasks` then `data.generated_tasks` generator tasks, less those equal to a task
+    of `data.decontaminate_against`."""
+    return decontaminate(builtin_tasks(config), config, "SFT examples")
+
+
+def builtin_examples(config: Config, tasks: list[Task] | None = None) -> list[dict]:
+    """One example per task with a solution (`tasks`, by default `training_tasks`), prompts
+    built with the verifier's policy."""
     data, verify = config.data, config.verify
-    tasks = list(load_tasks(data.tasks).tasks) if data.tasks else []
-    if data.generated_tasks:
-        tasks += generate_tasks(data.generated_tasks, seed=data.generator_seed)
+    tasks = training_tasks(config) if tasks is None else tasks
     prompt_kw = {
         "include_example": data.include_example,
         "policy": verify.policy,
@@ -56,23 +63,38 @@ def builtin_examples(config: Config) -> list[dict]:
         rows.append({"task_id": task.id, **sft_example(task.source, task.solution, **prompt_kw)})
     if not rows:
         raise ValueError(
-            f"no SFT examples: none of data.tasks {data.tasks} has a solution and "
-            "data.generated_tasks is 0"
+            f"no SFT examples: none of data.tasks {data.tasks} and data.generated_tasks "
+            f"{data.generated_tasks} has a solution and differs from every task of "
+            f"data.decontaminate_against {data.decontaminate_against}"
         )
     return rows
 
 
-def split_rows(rows: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """A seeded split; at least one validation row when `fraction` > 0 and there are two."""
+def split_rows(
+    rows: list[dict], fraction: float, seed: int, groups: dict[str, str] | None = None
+) -> tuple[list[dict], list[dict]]:
+    """A seeded split; at least one validation row when `fraction` > 0 and there are two.
+    With `groups` (task id -> key, `tritonrl.data.kernelbook.split_groups`) the rows of
+    one key land in one split: whole groups are taken in the seeded order, one that would
+    overshoot the validation share skipped."""
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
     n_val = round(len(rows) * fraction)
     if fraction > 0 and len(rows) >= 2:
         n_val = max(1, n_val)
     n_val = min(n_val, len(rows) - 1)
-    val = sorted(order[:n_val])
-    train = sorted(order[n_val:])
-    return [rows[i] for i in train], [rows[i] for i in val]
+    members: dict[tuple, list[int]] = {}
+    for i in order:  # groups in the order of their first row
+        task_id = rows[i].get("task_id")
+        key = ("group", groups[task_id]) if groups and task_id in groups else ("row", i)
+        members.setdefault(key, []).append(i)
+    val: list[int] = []
+    for group in members.values():
+        if len(val) + len(group) <= n_val:
+            val += group
+    chosen = set(val)
+    train = [i for i in range(len(rows)) if i not in chosen]
+    return [rows[i] for i in train], [rows[i] for i in sorted(val)]
 
 
 def write_jsonl(path: str | Path, rows: list[dict]) -> Path:
@@ -150,9 +172,13 @@ def sft_data_files(run: Run, config: Config) -> tuple[Path, Path | None, str]:
         return (*_recorded(run, "prepare", "train", "validation"), "prepare")
     if run.has_artifact("sft", "train_data"):
         return (*_recorded(run, "sft", "train_data", "validation_data"), "builtin")
-    rows = builtin_examples(config)
+    tasks = training_tasks(config)
+    rows = builtin_examples(config, tasks)
+    # tasks equal in data.decontaminate_form stay in one split: no validation task has a
+    # copy in training
+    groups = split_groups(tasks, config.data.decontaminate_form)
     train_rows, val_rows = split_rows(
-        rows, config.data.validation_fraction, config.data.generator_seed
+        rows, config.data.validation_fraction, config.data.generator_seed, groups
     )
     data_dir = run.stage_dir("sft") / "data"
     data_dir.mkdir(exist_ok=True)

@@ -109,10 +109,11 @@ class GpuBudget:
             return ticket
 
     def stats(self) -> dict:
-        """Reservations made, how many waited and for how long in all, how many were
-        larger than the budget (ran alone), the most held at once, the capacity (bytes)."""
+        """Reservations asked for (0 bytes aside) and made, how many waited and for how
+        long in all, how many were larger than the budget (ran alone), the most held at
+        once, the capacity (bytes)."""
         with self._cond:
-            return {**self._stats, "wait_s": round(self._stats["wait_s"], 3),
+            return {**self._stats, "asked": self._next, "wait_s": round(self._stats["wait_s"], 3),
                     "capacity": self.capacity}  # fmt: skip
 
 

@@ -102,6 +102,7 @@ class Lane:
             landlock_rw=("/proc",) if base.gpu else (),
         )
         self.child: sb.SandboxedProcess | None = None
+        self.ready = threading.Event()  # set while a started zygote has said it is ready
         self.jobs = 0  # clean jobs since the zygote started
         self.starts = 0
         self.recycled = 0  # zygotes thrown away early
@@ -131,6 +132,7 @@ class Lane:
         except BaseException:
             self.stop()
             raise
+        self.ready.set()
 
     @staticmethod
     def _drain_stderr(proc: subprocess.Popen, capture: sb.Capture) -> None:
@@ -145,6 +147,7 @@ class Lane:
             child.kill()
 
     def stop(self) -> None:
+        self.ready.clear()
         child, self.child = self.child, None
         if child is None:
             return

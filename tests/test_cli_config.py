@@ -1,0 +1,47 @@
+"""`--config` and `--section.key` overrides on every stage command (`tritonrl.cli_config`):
+a removed or moved key refused by each, before any work; a real subprocess."""
+
+from pathlib import Path
+
+from cli_process import tritonrl
+
+HANG = Path(__file__).parent / "verify" / "hostile" / "c24_hang_at_import.py"
+
+
+def test_a_config_that_sets_a_removed_key_is_refused_by_every_command(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("data:\n  kernelbook: GPUMODE/KernelBook\n")
+    for command in (["verify", "builtin:level1/1_ReLU", str(HANG)],
+                    ["tasks", "check", "builtin:level1/1_ReLU"],
+                    ["prepare", "--source", "builtin", "--out", str(tmp_path / "o")],
+                    ["tiny-model", "--out", str(tmp_path / "m")]):  # fmt: skip
+        r = tritonrl(*command, "--config", str(old))
+        assert r.returncode == 2, (command, r.stderr)
+        assert "old.yaml: data.kernelbook is not used by any command" in r.stderr, command
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "m").exists()
+    r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / "o"),
+                 "--data.kernelbook", "GPUMODE/KernelBook")  # fmt: skip
+    assert r.returncode == 2 and "data.kernelbook is not used by any command" in r.stderr
+    assert "prepare --source" in r.stderr
+
+
+def test_a_key_that_moved_is_refused_by_every_command_naming_its_new_place(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("rl:\n  temperature: 0.7\n")
+    new = "write it as `sampling: {temperature: VALUE}` in a config file, or --sampling.temperature"
+    for command in (["verify", "builtin:level1/1_ReLU", str(HANG)],
+                    ["tasks", "check", "builtin:level1/1_ReLU"],
+                    ["prepare", "--source", "builtin", "--out", str(tmp_path / "o")],
+                    ["eval", "--model", "m", "--tasks", "builtin:level1", "--out",
+                     str(tmp_path / "e")]):  # fmt: skip
+        r = tritonrl(*command, "--config", str(old))
+        assert r.returncode == 2, (command, r.stderr)
+        line = " ".join(r.stderr.split())
+        assert "old.yaml: rl.temperature is now sampling.temperature" in line, command
+        assert new in line and "Traceback" not in r.stderr, command
+        r = tritonrl(*command, "--rl.max_completion_length", "64")
+        assert r.returncode == 2, (command, r.stderr)
+        assert "override: rl.max_completion_length is now sampling.max_new_tokens" in " ".join(
+            r.stderr.split()), command  # fmt: skip
+    assert not any((tmp_path / name).exists() for name in ("o", "e"))

@@ -1,0 +1,65 @@
+"""RL's prompts leave out the tasks of `data.decontaminate_against`, whatever SFT trained
+on: a run whose config gained a benchmark after SFT does not train on it."""
+
+import pytest
+
+from tritonrl.config_loader import config_to_dict, load_config
+from tritonrl.data.prompts import sft_example
+from tritonrl.runs import Run
+from tritonrl.tasks import load_builtin
+from tritonrl.train.rl import check_against_run
+from tritonrl.train.rl.data import rl_prompts
+from tritonrl.train.sft.data import write_jsonl
+
+pytest.importorskip("datasets")
+
+IDS = ("level1/1_ReLU", "level1/3_Tanh", "level1/5_LeakyReLU", "level2/1_Gemm_Bias_ReLU")
+BASE = ["--data.tasks", "builtin:all", "--data.generated_tasks", "0"]
+
+
+@pytest.fixture
+def run(tmp_path) -> Run:
+    """A run whose SFT trained on four builtin tasks, two of them held out by default."""
+    run = Run.open_or_create(tmp_path / "run")
+    tasks = [load_builtin(i).tasks[0] for i in IDS]
+    rows = [{"task_id": t.id, **sft_example(t.source, t.solution)} for t in tasks]
+    run.start_stage("sft")
+    path = write_jsonl(run.stage_dir("sft") / "train.jsonl", rows + rows[:1])
+    run.add_artifact("sft", "train_data", path)
+    return run
+
+
+def test_rl_prompts_drop_the_tasks_equal_to_a_task_not_to_train_on(run, tmp_path):
+    prompts, tasks, source = rl_prompts(run, load_config(None, BASE))
+    assert source == "builtin"
+    assert sorted(tasks) == ["builtin:level1/3_Tanh", "builtin:level1/5_LeakyReLU"]
+    assert sorted(prompts["task_id"]) == sorted(tasks)
+
+    prompts, tasks, _ = rl_prompts(run, load_config(None, [*BASE, "--data.decontaminate_against",
+                                                           "[]"]))  # fmt: skip
+    assert len(prompts) == 5 and len(tasks) == 4  # nothing left out: every row stays
+
+    # A benchmark folder written here holding a copy of the Tanh task.
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    tanh = load_builtin("level1/3_Tanh").tasks[0]
+    (tmp_path / "kb" / "level1" / "9_Tanh.py").write_text(tanh.source)
+    against = f"[builtin:heldout, {tmp_path / 'kb'}]"
+    config = load_config(None, [*BASE, "--data.decontaminate_against", against])
+    assert sorted(rl_prompts(run, config)[1]) == ["builtin:level1/5_LeakyReLU"]
+
+
+def test_rl_prompts_refuse_when_every_task_is_one_not_to_train_on(run):
+    config = load_config(None, [*BASE, "--data.decontaminate_against", "[builtin:all]"])
+    with pytest.raises(ValueError, match="every prompt's task equals a task of"):
+        rl_prompts(run, config)
+
+
+def test_rl_may_change_what_it_is_decontaminated_against_and_nothing_else_of_data(tmp_path):
+    recorded = config_to_dict(load_config(None, BASE))
+    for key in ("decontaminate_against", "decontaminate_form"):  # a run from before them
+        del recorded["data"][key]
+    run = Run.create(tmp_path / "old", recorded)
+    against = f"[builtin:heldout, {tmp_path / 'kb'}]"
+    check_against_run(run, load_config(None, [*BASE, "--data.decontaminate_against", against]))
+    with pytest.raises(ValueError, match=r"differing: data.generated_tasks: 0 -> 3"):
+        check_against_run(run, load_config(None, [*BASE, "--data.generated_tasks", "3"]))
