@@ -114,6 +114,38 @@ def test_a_wrong_kernel_stops_at_the_tiny_run():
     assert compute_reward(r) == pytest.approx(0.3)
 
 
+def test_a_kernel_triton_does_not_compile_earns_nothing_for_compiling():
+    # Triton compiles a kernel at its first launch: a compile error there is a module
+    # that loaded but a kernel that did not compile, not the 0.3 of a wrong answer. The
+    # interpreter compiles nothing, so here the candidate raises Triton's own error, with
+    # the static checks off (they refuse `triton.compiler`); on the GPU (below) Triton
+    # raises it.
+    head = "    def forward(self, x: torch.Tensor) -> torch.Tensor:"
+    raising = RELU.solution.replace(
+        head, head + "\n        raise triton.compiler.errors.CompilationError(None, None, 'no')\n"
+    )
+    assert raising != RELU.solution
+    unchecked = VerifyConfig(static_checks=False)
+    r = verify(RELU, raising, unchecked)
+    assert (r.stage, r.compiled, r.tiny_correct, r.correct) == ("compile", False, False, False)
+    assert r.error.startswith("input set tiny: CompilationError"), r.error
+    assert compute_reward(r) == 0.0
+    plain = raising.replace("triton.compiler.errors.CompilationError(None, None, ", "ValueError(")
+    other = verify(RELU, plain, unchecked)
+    assert (other.stage, other.compiled) == ("correctness", True), other.error
+    assert compute_reward(other) == pytest.approx(0.3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA: the interpreter compiles nothing")
+def test_on_the_gpu_a_kernel_the_compiler_refuses_is_not_compiled():
+    bad = RELU.solution.replace("0.0), mask=mask)", "0.0), mask=mask, other=0.0)")
+    assert "tl.store" in RELU.solution and bad != RELU.solution
+    r = verify(RELU, bad)
+    assert (r.stage, r.compiled) == ("compile", False), (r.stage, r.error)
+    assert "CompilationError" in r.error and compute_reward(r) == 0.0
+
+
 def test_without_the_funnel_every_input_set_runs():
     r = verify(RELU, RELU.solution.replace("tl.maximum(x, 0.0)", "tl.abs(x)"),
                VerifyConfig(funnel=False))  # fmt: skip

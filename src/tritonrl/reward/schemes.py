@@ -1,7 +1,8 @@
 """Reward schemes over a `VerifyResult`.
 
 * `staged` (default): 0 if extraction, static checks or any cheating check fail;
-  0.3 compiled; 0.5 tiny run correct; 0.7 all input sets correct;
+  0.3 compiled (the module loaded and Triton compiled its kernels at their first launch:
+  a kernel Triton refused is 0); 0.5 tiny run correct; 0.7 all input sets correct;
   0.7 + 0.3 * min(speedup / 2, 1) when timed.
 * `tritonrl`: correct + alpha * clip(speedup, 0, 2), alpha = 0.1 (the TritonRL paper).
 * `kevin`: 0.3 * correct + speedup * correct (Kevin-32B's report).

@@ -267,6 +267,14 @@ def _prepare_sets(
     return sets
 
 
+class KernelNotCompiled(Exception):
+    """Triton's compiler refused one of the candidate's kernels when it was launched: the
+    candidate loaded (its module ran) but did not compile, and earns no partial credit for
+    compiling (`VerifyResult.compiled` stays false; the staged reward's 0.3 is for kernels
+    that compiled and then computed wrong values). On the CPU, Triton's interpreter runs
+    kernels without compiling them, so the same mistake fails there as a run-time error."""
+
+
 def _run_in_worker(
     session: Session, task: Task, sets, config: VerifyConfig, result: VerifyResult,
     check: PreparedSet | None = None, staging: Staging | None = None,
@@ -312,6 +320,11 @@ def _run_in_worker(
             except WorkerError as e:  # the worker died (or hung) on this set: it failed
                 result.input_sets.append(InputSetOutcome(s.spec.name, False, str(e)))
                 raise
+            except KernelNotCompiled as e:  # Triton's JIT refused a kernel: not compiled
+                result.input_sets.append(InputSetOutcome(s.spec.name, False, str(e)))
+                result.compiled = False
+                result.fail("compile", f"input set {s.spec.name}: {e}")
+                return
         result.input_sets.append(InputSetOutcome(s.spec.name, ok, detail))
         if s is sets[0]:  # the tiny run, or the first full set when it is switched off
             result.tiny_correct = ok and not result.cheated
@@ -356,6 +369,8 @@ def _check_set(
         "staged": staged,
     }  # fmt: skip
     reply = call(session, result, cmd)
+    if not reply.get("ok") and reply.get("kernel_compile"):
+        raise KernelNotCompiled(reply.get("error", "a Triton kernel did not compile"))
     if not reply.get("ok"):
         return False, reply.get("error", "forward failed")
     out_path = session.workdir / "out" / f"{s.spec.name}.pt"

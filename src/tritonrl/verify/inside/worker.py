@@ -90,6 +90,14 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:300]}{where}"
 
 
+def _kernel_compile_error(e: BaseException) -> bool:
+    """Whether `e` is Triton failing to compile a kernel (its JIT, at the first launch of a
+    specialisation). Read from the loaded module, never importing Triton for it; a
+    candidate raising the class itself only loses its own credit."""
+    errors = sys.modules.get("triton.compiler.errors")
+    return errors is not None and isinstance(e, errors.CompilationError)
+
+
 def _plain(obj: Any) -> Any:
     """An output as it is written for the trusted side: exact tensors detached (a host
     copy of a device tensor is not made here: `tensorfile` streams it to the file), a
@@ -318,7 +326,8 @@ class Worker:
             # have failed before its first launch.
             flags = self._fallback_flags(audit)
             flags.update(self._common_flags())
-            return {"ok": False, "error": _short_error(e), "flags": flags}
+            return {"ok": False, "error": _short_error(e), "flags": flags,
+                    "kernel_compile": _kernel_compile_error(e)}  # fmt: skip
         flags: dict[str, str] = {}
         if self.launches.count == 0:
             flags["no_launch"] = "forward launched no Triton kernel"
