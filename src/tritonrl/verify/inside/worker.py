@@ -226,9 +226,9 @@ class Worker:
             guards.SINKS.append(self.findings.write)
         store = os.environ.get("TRITONRL_LAUNCHERS")
         if store and self.device == "cuda":  # a pool job: Triton's C modules, pre-built
-            from tritonrl.verify.pool import launchers  # lazy: a CUDA pool job's only
+            from tritonrl.verify.inside import launcher_cache  # lazy: a CUDA pool job's only
 
-            launchers.install(store, str(Path(launchers.REQUESTS).resolve()))
+            launcher_cache.install(store, str(Path(launcher_cache.REQUESTS).resolve()))
         if self.device == "cuda":  # the context now, while the pool's GPU gate is not held
             import torch
 

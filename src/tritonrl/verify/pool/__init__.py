@@ -5,6 +5,7 @@ timing apart from other work (`gate.py`); `launchers.py` builds Triton's host-si
 modules once, in trusted code, for every lane.
 
 What it does NOT do: judge a candidate (the funnel does, in the trusted process) or run
-one (the worker does, inside the sandbox: `tritonrl.verify.inside`). This `__init__`
-imports nothing: the worker imports `launchers` without loading the pool.
+one (the worker does, inside the sandbox: `tritonrl.verify.inside`, whose
+`launcher_cache` is the worker's side of `launchers.py`). This `__init__` imports
+nothing.
 """
