@@ -388,20 +388,30 @@ def _builtin_items(
     for task in _builtin_tasks(max_samples, seed):
         if len(items) >= max_samples:
             break
-        summary.rows_read += 1
-        key = code_key(task.source)
-        if key in seen:
-            summary.drop("duplicate", task.id, "same reference as an earlier task")
-            continue
-        seen.add(key)
-        if _contaminated(task, task.id, check, summary):
-            continue
-        try:
-            items.append((task, sft_example(task.source, task.solution or "", policy=policy,
-                                            include_example=example)))  # fmt: skip
-        except ValueError as e:
-            summary.drop("sft_rejected", task.id, str(e))
+        item = _task_item(task, seen, check, summary, policy, example)
+        if item is not None:
+            items.append(item)
     return items
+
+
+def _task_item(task, seen: set, check: Decontaminator | None, summary: PrepareSummary,
+               policy: str, example: bool):  # fmt: skip
+    """`(task, its SFT example)`, or None with the reason recorded: a reference seen
+    before, one equal to a task of `check`, or a solution the SFT example refuses."""
+    summary.rows_read += 1
+    key = code_key(task.source)
+    if key in seen:
+        summary.drop("duplicate", task.id, "same reference as an earlier task")
+        return None
+    seen.add(key)
+    if _contaminated(task, task.id, check, summary):
+        return None
+    try:
+        return task, sft_example(task.source, task.solution or "", policy=policy,
+                                 include_example=example)  # fmt: skip
+    except ValueError as e:
+        summary.drop("sft_rejected", task.id, str(e))
+        return None
 
 
 def _family_items(
@@ -430,21 +440,10 @@ def _family_items(
             family_policy = policy  # a strict solution is right under either policy
         kept = 0
         for task in progress(task_families.draw(per_family, seed, "train", [name]), name):
-            summary.rows_read += 1
-            key = code_key(task.source)
-            if key in seen:
-                summary.drop("duplicate", task.id, "same reference as an earlier task")
-                continue
-            seen.add(key)
-            if _contaminated(task, task.id, check, summary):
-                continue
-            try:
-                items.append((task, sft_example(task.source, task.solution or "",
-                                                policy=family_policy,
-                                                include_example=example)))  # fmt: skip
+            item = _task_item(task, seen, check, summary, family_policy, example)
+            if item is not None:
+                items.append(item)
                 kept += 1
-            except ValueError as e:
-                summary.drop("sft_rejected", task.id, str(e))
         summary.by_family[name] = kept
     return items
 
