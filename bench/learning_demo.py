@@ -16,9 +16,13 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    `--heldout-generated` generator tasks from seed 1,000,000 whose program (the chain of
    ops, the task's name) no training generator task has (numbered from 301), and, given
    `--kernelbench`, a fixed systematic subset of that checkout's problems (level 1 every
-   `--kb-every1`-th problem id from 1, level 2 every `--kb-every2`-th, numbers kept);
+   `--kb-every1`-th problem id from 1, level 2 every `--kb-every2`-th, numbers kept),
+   and `--heldout-families` task-family tasks of held-out signatures (from 401);
 3. `tritonrl sft --run work/run --config CONFIG` on the builtin suite less the held-out
-   tasks plus the config's generator tasks (seeds from 0);
+   tasks plus the config's generator tasks (seeds from 0), or, with `--family-tasks N`,
+   N training tasks of each strict task family instead; every training task equal to a
+   held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
+   `builtin:heldout`) is left out unless `--no-decontaminate`;
 4. `tritonrl rl --run work/run --algo grpo` (a checkpoint every `rl.save_steps`), stopped
    by SIGTERM after `--rl-budget-s` (it then checkpoints, which counts as done), or,
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
@@ -29,8 +33,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    replaces the temperature for the evals), one folder each, then `tritonrl eval
    --compare` of them all.
 
-Per point and per source (builtin, generated, KernelBench level 1 and 2) the figures are
-read back from each eval's samples.jsonl with the product's own metrics
+Per point and per source (builtin, generated, families, KernelBench level 1 and 2) the
+figures are read back from each eval's samples.jsonl with the product's own metrics
 (`tritonrl.evaluate.metrics.summarize`): verified-correct, compiled, fast_1, pass@1,
 pass@k and the mean reward. A one-lane pool times a copy of a reference (`PROBE_TASK`)
 while the GPU is idle and again while GRPO trains, as the spread of honest timing.
@@ -65,7 +69,8 @@ from tritonrl.tasks.loaders import HELDOUT_BUILTIN  # the builtin tasks kept out
 log = logging.getLogger("learning_demo")
 
 HELDOUT_SEED = 1_000_000  # the generator's seeds for held-out tasks (training: from 0)
-BUILTIN_FROM, GENERATED_FROM = 201, 301  # held-out file numbers; below 201: KernelBench
+BUILTIN_FROM, GENERATED_FROM, FAMILIES_FROM = 201, 301, 401  # held-out file numbers;
+# below 201: KernelBench
 PROBE_TASK = (
     "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
     "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n\n\n"
@@ -79,28 +84,40 @@ NAMED = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2")
 # --------------------------------------------------------------------------- tasks
 
 
-def training_specs() -> list[str]:
-    """`data.tasks` for SFT and RL: every builtin task but the held-out ones."""
+def training_specs(family_tasks: int = 0) -> list[str]:
+    """`data.tasks` for SFT and RL: every builtin task but the held-out ones and, with
+    `family_tasks`, that many training-split tasks of each strict task family."""
     from tritonrl.tasks import load_builtin
 
     held = set(HELDOUT_BUILTIN)
     ids = [t.id.removeprefix("builtin:") for t in load_builtin("all").tasks]
-    return [f"builtin:{i}" for i in ids if i not in held]
+    specs = [f"builtin:{i}" for i in ids if i not in held]
+    return specs + [f"fam:{name}:{family_tasks}:0:train" for name in strict_families()
+                    if family_tasks]  # fmt: skip
+
+
+def strict_families() -> list[str]:
+    """The task families whose solutions are all Triton (the demo's policy is strict)."""
+    from tritonrl.tasks import families
+
+    return [name for name in families.FAMILIES if families.policy(name) == "strict"]
 
 
 def source_of(task_id: str) -> str:
     """The held-out source a task of the held-out folder came from, by its number."""
     level, number = re.match(r".*level(\d)/(\d+)_", task_id).groups()
     n = int(number)
+    if n >= FAMILIES_FROM:
+        return "families"
     if n >= GENERATED_FROM:
         return "generated"
     return "builtin" if n >= BUILTIN_FROM else f"kernelbench_l{level}"
 
 
 def write_heldout(folder: Path, n_generated: int, train: tuple[int, int], kb: Path | None,
-                  every: tuple[int, int]) -> dict[str, list[str]]:  # fmt: skip
+                  every: tuple[int, int], n_families: int = 0) -> dict[str, list[str]]:  # fmt: skip
     """The held-out set as a KernelBench-layout folder; the file names by source."""
-    from tritonrl.tasks import load_builtin
+    from tritonrl.tasks import families, load_builtin
     from tritonrl.tasks.generator import generate_tasks
 
     if folder.exists():
@@ -122,6 +139,9 @@ def write_heldout(folder: Path, n_generated: int, train: tuple[int, int], kb: Pa
         put(t.source, t.level, BUILTIN_FROM + i, t.name, "builtin")
     for i, t in enumerate(novel):
         put(t.source, t.level, GENERATED_FROM + i, t.name, "generated")
+    held_families = families.draw(n_families, 0, "heldout", strict_families()) if n_families else []
+    for i, t in enumerate(held_families):  # programs no family's training split has
+        put(t.source, t.level, FAMILIES_FROM + i, t.name, "families")
     for level, step in zip((1, 2), every, strict=True):
         if kb is None or step <= 0:
             continue
@@ -404,7 +424,7 @@ class Background(threading.Thread):
 # --------------------------------------------------------------------------- report
 
 
-SOURCES = ("all", "generated", "builtin", "kernelbench_l1", "kernelbench_l2")
+SOURCES = ("all", "generated", "families", "builtin", "kernelbench_l1", "kernelbench_l2")
 
 
 def markdown(report: dict) -> str:
@@ -489,6 +509,20 @@ def parse(argv):
     ap.add_argument("--kb-every1", type=int, default=5)
     ap.add_argument("--kb-every2", type=int, default=10)
     ap.add_argument("--heldout-generated", type=int, default=40)
+    ap.add_argument(
+        "--heldout-families",
+        type=int,
+        default=0,
+        help="held-out family tasks (programs no training family task has)",
+    )
+    ap.add_argument(
+        "--family-tasks",
+        type=int,
+        default=0,
+        help="train on N tasks of each strict family instead of the generator's",
+    )
+    ap.add_argument("--no-decontaminate", action="store_true",
+                    help="do not leave out training tasks equal to held-out ones")  # fmt: skip
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--eval-temperature", type=float, default=None,
                     help="eval's temperature (default: GRPO's)")  # fmt: skip
@@ -529,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     heldout = work / "heldout"
     train = (config.data.generated_tasks, config.data.generator_seed)
     every = (args.kb_every1, args.kb_every2)
-    files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every)
+    files = write_heldout(heldout, args.heldout_generated, train, args.kernelbench, every,
+                          args.heldout_families)  # fmt: skip
     ctx = {"args": args, "out": out, "work": work, "heldout": heldout, "config": args.config,
            "commands": {}, "seconds": {}, "fallbacks": [], "started": started,
            "eval_extra": eval_extra(rl_extra, args.eval_temperature)}  # fmt: skip
@@ -545,9 +580,13 @@ def main(argv: list[str] | None = None) -> int:
     folders = [] if args.skip_base else [("base", evaluate("base", base, ctx))]
     run = work / "run"
     device = ["--sft.device", args.device, "--rl.device", args.device]
+    data = ["--data.tasks", ",".join(training_specs(args.family_tasks))]
+    if args.family_tasks:  # the families instead of the generator's tasks
+        data += ["--data.generated_tasks", "0"]
+    if not args.no_decontaminate:  # nothing trained on equals a held-out task
+        data += ["--data.decontaminate_against", f"builtin:heldout,{heldout}"]
     sft_cmd = tritonrl("sft", "--run", str(run), "--config", args.config,
-                       "--model.name_or_path", str(base),
-                       "--data.tasks", ",".join(training_specs()), "--run.report_to", "none",
+                       "--model.name_or_path", str(base), *data, "--run.report_to", "none",
                        *device[:2], *sft_extra)  # fmt: skip
     ctx["commands"]["sft"] = sft_cmd[2:]
     ctx["seconds"]["sft"] = round(run_logged(sft_cmd, out / "sft.log"), 1)
