@@ -16,8 +16,20 @@ from tritonrl.reward.schemes import (
 __all__ = [
     "SCHEMES",
     "compute_reward",
+    "compute_score",
+    "compute_score_batch",
     "kevin_reward",
+    "make_trl_reward",
     "reward_for",
     "staged_reward",
     "tritonrl_reward",
 ]
+
+
+def __getattr__(name: str):
+    """The adapters load lazily: they import the verifier's pool (and torch)."""
+    if name in ("compute_score", "compute_score_batch", "make_trl_reward"):
+        from tritonrl.reward import adapters  # lazy: the pool loads torch
+
+        return getattr(adapters, name)
+    raise AttributeError(f"module 'tritonrl.reward' has no attribute {name!r}")
