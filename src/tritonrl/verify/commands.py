@@ -208,7 +208,7 @@ def serve_cmd(
     --verify.KEY VALUE), fixed while it runs. Stops on Ctrl-C or SIGTERM."""
     from tritonrl.verify.client import read_token  # lazy: as the pool below
     from tritonrl.verify.pool.pool import VerifierPool  # lazy: loads torch
-    from tritonrl.verify.service import VerifyService  # lazy: imports the pool
+    from tritonrl.verify.service import VerifyService, is_loopback  # lazy: imports the pool
 
     config, _ = verify_config(ctx, config_path, "verify", {}, (), 0)
     try:
@@ -217,6 +217,11 @@ def serve_cmd(
         usage(f"--token-file: {e}")
     if max_queue < 1 or max_request_bytes < 1:
         usage("--max-queue and --max-request-bytes must be at least 1")
+    if not token and not is_loopback(host):
+        usage(
+            f"--host {host} is not loopback: give a token (--token-file FILE or "
+            "$TRITONRL_SERVE_TOKEN), or bind 127.0.0.1"
+        )
     pool = VerifierPool(config, workers or None)
     try:
         service = VerifyService(pool, host, port, token, max_queue, max_request_bytes,
