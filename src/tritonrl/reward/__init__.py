@@ -1,7 +1,8 @@
 """Rewards: the trainer's side of the verifier. `schemes` turns a `VerifyResult` into a
 number (staged, TritonRL, Kevin); `adapters` are the TRL reward functions and verl's
-`compute_score`, which call the verifier and score its verdicts. The verifier itself
-never computes a reward.
+`compute_score` (also `tritonrl.reward.compute_score`, loaded on first use), which call
+the verifier, in-process or through `tritonrl serve`, and score its verdicts. The
+verifier itself never computes a reward.
 """
 
 from tritonrl.reward.schemes import (
