@@ -2,6 +2,8 @@
 guards (token, request size, queue, bad requests, binding)."""
 
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -116,3 +118,26 @@ def test_binding_beyond_loopback_needs_a_token(service):
         VerifyService(service.pool, "0.0.0.0", 0, token=None)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+
+
+def test_a_hanging_candidate_holds_the_queue_until_its_timeout():
+    """The queue counts real verifications: while a hanging kernel is in flight a second
+    request does not fit; when the sandbox's timeout ends it, the verdict says so."""
+    hang = (Path(__file__).parent / "hostile" / "c24_hang_at_import.py").read_text()
+    config = VerifyConfig(device="cpu", timeout_s=3)
+    pool = VerifierPool(config, 1)
+    with VerifyService(pool, max_queue=1) as small:
+        first: list = []
+        thread = threading.Thread(
+            target=lambda: first.extend(VerifyClient(small.address).verify_many([(RELU, hang)]))
+        )
+        thread.start()
+        deadline = time.monotonic() + 60
+        while small.in_flight == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert small.in_flight == 1
+        status, answer = _post(small, json.dumps({"jobs": [_job(GOOD)]}).encode(), None)
+        assert status == 503 and "holds 1 of 1" in answer["error"]
+        thread.join(120)
+    (result,) = first
+    assert result.limit == "timeout" and not result.correct
