@@ -2,6 +2,7 @@
 guards (token, request size, queue, bad requests, binding)."""
 
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -85,6 +86,11 @@ def test_an_oversize_body_gets_413_unread(service):
     body = json.dumps({"jobs": [_job("x" * 200_000)]}).encode()
     status, answer = _post(service, body)
     assert status == 413 and "at most 100000" in answer["error"]
+    host, port = service.address.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(f"POST /verify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                  "Content-Length: -5\r\n\r\n".encode())  # fmt: skip
+        assert s.recv(4096).startswith(b"HTTP/1.1 411")
 
 
 @pytest.mark.parametrize(

@@ -268,7 +268,9 @@ def _handler_for(service: VerifyService) -> type[BaseHTTPRequestHandler]:
             try:
                 length = int(self.headers.get("Content-Length", ""))
             except ValueError:
-                self._error(411, "a Content-Length header is needed", True)
+                length = -1
+            if length < 0:
+                self._error(411, "a Content-Length header (a byte count) is needed", True)
                 return
             if length > service.max_request_bytes:
                 self._error(413, f"the body is {length} bytes; the server takes at most "
