@@ -18,6 +18,6 @@ def test_every_stage_command_takes_config_and_overrides():
     from tritonrl.cli import app
 
     for command in (["verify"], ["tasks", "check"], ["prepare"], ["distill"],
-                    ["tiny-model"], ["sft"]):  # fmt: skip
+                    ["tiny-model"], ["sft"], ["serve"], ["export-verl"]):  # fmt: skip
         r = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
         assert r.exit_code == 0 and "--config" in r.output and "FILE|NAME" in r.output, command

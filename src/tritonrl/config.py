@@ -111,8 +111,19 @@ class VerifyConfig:
     gpu_memory_fraction: float = 0.8
     gpu_memory_budget_mb: int = 0
     gpu_memory_factor: float = 3.0
+    # The verifier as a service (`tritonrl serve`): when `endpoint` is set (its URL,
+    # http://host:port), the reward adapters send candidates there instead of verifying
+    # them in this process; the token is read from `endpoint_token_file`, else from
+    # $TRITONRL_SERVE_TOKEN. The server's own verify settings decide the verdicts.
+    endpoint: str = ""
+    endpoint_token_file: str = ""
 
     def __post_init__(self):
+        if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError(
+                f"verify.endpoint must be an http:// or https:// URL (the `tritonrl serve` "
+                f"address), not {self.endpoint!r}"
+            )
         if self.policy not in POLICIES:
             raise ValueError(f"verify.policy must be one of {POLICIES}, not {self.policy!r}")
         if self.allowed_torch_ops and self.policy == "strict":

@@ -7,13 +7,16 @@ import pytest
 from tritonrl.config import VerifyConfig
 from tritonrl.reward.adapters import compute_score, make_trl_reward
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.pool.pool import close_shared_pools
+from tritonrl.verify.client import ServiceError
+from tritonrl.verify.pool.pool import VerifierPool, close_shared_pools
+from tritonrl.verify.service import VerifyService
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 GOOD = f"```python\n{RELU.solution}```"
 BAD = GOOD.replace("tl.maximum(x, 0.0)", "tl.abs(x)")
 CHEAT = "```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n" \
         "    def forward(self, x):\n        return torch.relu(x)\n```"  # fmt: skip
+TOKEN = "reward-side token"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,3 +102,46 @@ def test_verl_compute_score_by_id_and_by_inline_reference():
     assert inline["score"] == pytest.approx(0.3) and inline["stage"] == "correctness"
     bad_row = compute_score("tritonrl", GOOD, "builtin:level1/nope", None)
     assert bad_row["score"] == 0.0 and "bad ground_truth" in bad_row["error"]
+
+
+@pytest.fixture(scope="module")
+def service():
+    """A real `tritonrl serve` on loopback, its own pool, a token."""
+    pool = VerifierPool(VerifyConfig(), 2)
+    with VerifyService(pool, token=TOKEN) as s:
+        yield s
+
+
+def test_trl_reward_through_the_service_gives_the_local_rewards(service, monkeypatch):
+    monkeypatch.setenv("TRITONRL_SERVE_TOKEN", TOKEN)
+    completions = [GOOD, BAD, CHEAT]
+    local = make_trl_reward([RELU], workers=2)
+    remote = make_trl_reward([RELU], VerifyConfig(endpoint=service.address))
+    assert remote.scorer.client is not None and local.scorer.client is None
+    expected, _ = local.with_details(prompts=["p"] * 3, completions=completions,
+                                     task_id=[RELU.id] * 3)  # fmt: skip
+    got, details = remote.with_details(prompts=["p"] * 3, completions=completions,
+                                       task_id=[RELU.id] * 3)  # fmt: skip
+    assert got == expected and [d["stage"] for d in details] == ["done", "correctness", "static"]
+    asynchronous = make_trl_reward([RELU], VerifyConfig(endpoint=service.address),
+                                   asynchronous=True)  # fmt: skip
+    assert asyncio.run(asynchronous(prompts=["p"], completions=[BAD], task_id=[RELU.id])) == [
+        pytest.approx(0.3)
+    ]
+
+
+def test_verl_compute_score_through_the_service(service, monkeypatch):
+    import tritonrl.reward
+
+    local = compute_score("tritonrl", GOOD, RELU.id, {})  # in-process: no endpoint yet
+    monkeypatch.setenv("TRITONRL_VERIFY_ENDPOINT", service.address)
+    monkeypatch.setenv("TRITONRL_SERVE_TOKEN", TOKEN)
+    before = service.pool.stats["submitted"]
+    good = tritonrl.reward.compute_score("tritonrl", GOOD, RELU.id, {})
+    bad = tritonrl.reward.compute_score("tritonrl", BAD, RELU.source, None)
+    assert good == local and good["correct"] is True
+    assert bad["stage"] == "correctness" and bad["score"] == pytest.approx(0.3)
+    assert service.pool.stats["submitted"] - before == 2  # verified there, not here
+    monkeypatch.setenv("TRITONRL_SERVE_TOKEN", "wrong")
+    with pytest.raises(ServiceError, match=service.address):
+        tritonrl.reward.compute_score("tritonrl", GOOD, RELU.id, {})

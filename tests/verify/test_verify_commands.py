@@ -2,9 +2,14 @@
 config's limits, and `--batch`; a real subprocess, real exit codes."""
 
 import json
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from cli_process import tritonrl
+from tritonrl.verify.client import VerifyClient
 
 HANG = Path(__file__).parent / "hostile" / "c24_hang_at_import.py"
 
@@ -107,3 +112,30 @@ def test_verify_config_and_overrides_set_the_verifiers_timeout(tmp_path):
     assert r.returncode == 2 and "--device is short for --verify.device" in r.stderr
     r = tritonrl("verify", task, str(HANG), "extra.py")
     assert r.returncode == 2 and "unexpected argument 'extra.py'" in r.stderr
+
+
+def test_serve_answers_health_with_its_token_and_stops_on_sigterm(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("cmd-token\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tritonrl", "serve", "--port", "0", "--workers", "1",
+         "--token-file", str(token), "--max-queue", "7", "--verify.device", "cpu"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+        address = re.search(r"serving on (http://\S+)", line)
+        assert address, line + proc.stderr.read()
+        health = VerifyClient(address.group(1), "cmd-token").health()
+        assert health["max_queue"] == 7 and health["workers"] == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.stderr.close()
+
+
+def test_serve_refuses_a_public_address_without_a_token(monkeypatch):
+    monkeypatch.delenv("TRITONRL_SERVE_TOKEN", raising=False)
+    r = tritonrl("serve", "--host", "0.0.0.0", "--port", "0")
+    assert r.returncode == 2 and "not loopback" in r.stderr

@@ -5,6 +5,8 @@
                      [--labeler openai:MODEL [--labeler-endpoint URL]] [--run RUN_DIR]
     tritonrl distill --endpoint URL --model NAME --variations 5 --tasks SOURCE --out DIR
                      [--api-key KEY] [--rate-limit 1.0] [--run RUN_DIR] [--config ...]
+    tritonrl export-verl --tasks SPEC [--tasks SPEC ...] --out DIR [--split train]
+                     verl's RL parquet (DIR/SPLIT.parquet; tritonrl.data.verl)
 
 Both read the config like every stage command (`tritonrl.cli_config`): prepare takes
 data.max_samples, data.validation_fraction, data.decontaminate_against and
@@ -42,6 +44,7 @@ from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.config_loader import moved_message
 from tritonrl.data.distill import DistillError, distill
 from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks, prepare
+from tritonrl.data.verl import verl_rows, write_parquet
 from tritonrl.runs import Run, RunError
 from tritonrl.tasks import TaskLoadError, load_tasks
 
@@ -54,6 +57,38 @@ def register(app: typer.Typer) -> None:
     """Add `prepare` and `distill` to `app`."""
     app.command("prepare", context_settings=OVERRIDES)(prepare_command)
     app.command("distill", context_settings=OVERRIDES)(distill_command)
+    app.command("export-verl", context_settings=OVERRIDES)(export_verl_command)
+
+
+def export_verl_command(
+    ctx: typer.Context,
+    tasks: list[str] = typer.Option(
+        ...,
+        "--tasks",
+        help="Task source (builtin:..., a file, a directory, tasks.jsonl); repeatable.",
+    ),
+    out: Path = typer.Option(..., "--out", help="Output folder; the file is SPLIT.parquet."),
+    split: str = typer.Option("train", help="Split name: the file's name and extra_info.split."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing SPLIT.parquet."),
+    config: str | None = CONFIG,
+):
+    """Write the tasks as verl's RL dataset (one row per task: the chat prompt, the
+    ground truth `tritonrl.reward.compute_score` resolves). The prompts state the
+    config's verify.policy."""
+    cfg, _ = command_config(ctx, config, "prepare")
+    task_list = [t for spec in tasks for t in _load_tasks(spec, None)]
+    if not task_list:
+        _fail(f"--tasks {' '.join(tasks)}: no tasks loaded")
+    if not split or "/" in split:
+        _fail(f"--split {split!r}: give a plain name such as train or validation")
+    path = out / f"{split}.parquet"
+    if path.exists() and not force:
+        _fail(f"{path} exists; pass --force to overwrite it")
+    try:
+        write_parquet(verl_rows(task_list, split, cfg.verify), path)
+    except RuntimeError as e:
+        _fail(str(e))
+    out_console.print(f"{len(task_list)} tasks -> {path}", markup=False)
 
 
 def _fail(message: str, code: int = 2):

@@ -21,7 +21,13 @@ source in the KernelBench format; it returns a dict with `score` and the details
 verl's batch reward manager (`reward_model.reward_manager=batch`), `name:
 compute_score_batch` takes the whole batch's lists and verifies the rows side by side.
 
-Candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
+With `verify.endpoint` set (or $TRITONRL_VERIFY_ENDPOINT, for verl, whose rows carry no
+config), candidates go to a `tritonrl serve` there instead (`tritonrl.verify.client`),
+for rollout processes that see no GPU; the verdicts are the server's, under its verify
+settings, and the rewards are scored here under this side's `reward_scheme`. A service
+that does not answer after the client's tries raises `ServiceError`, naming it.
+
+Otherwise candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
 warm sandboxed lanes, one per CPU core, on CUDA at most 16 per GPU, each worker then
 holding a CUDA context of its own: pass `workers` for fewer; created on first use and
 closed at exit); identical completions of one batch are verified once. A completion whose
@@ -37,13 +43,16 @@ import asyncio
 import functools
 import hashlib
 import logging
+import os
 from collections.abc import Iterable
+from concurrent.futures import Future
 from typing import Any
 
 from tritonrl.config import VerifyConfig
 from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import Task, load_source
 from tritonrl.tasks.difficulty import label_level
+from tritonrl.verify.client import ENDPOINT_ENV, TOKEN_ENV, VerifyClient, client_for
 from tritonrl.verify.inputs import TRUSTED_LOCK
 from tritonrl.verify.pool.pool import VerifierPool, shared_pool, unshared
 from tritonrl.verify.result import VerifyResult
@@ -72,6 +81,7 @@ class _Scorer:
         self.config = config or VerifyConfig()
         self.task_key = task_key
         self.workers = workers  # the shared pool's lanes (None: its default)
+        self.client = client_for(self.config)  # None: verify in this process
 
     @property
     def pool(self) -> VerifierPool:
@@ -127,6 +137,9 @@ def make_trl_reward(
 
         async def with_details(prompts, completions, **kwargs):
             jobs = scorer.jobs(completions, kwargs)
+            if scorer.client is not None:
+                results = await asyncio.to_thread(scorer.client.verify_many, jobs)
+                return scorer.report(results, kwargs)
             futures = scorer.pool.submit_many(jobs, scorer.config)
             results = await asyncio.gather(
                 *map(asyncio.wrap_future, futures), return_exceptions=True
@@ -142,6 +155,8 @@ def make_trl_reward(
 
         def with_details(prompts, completions, **kwargs):
             jobs = scorer.jobs(completions, kwargs)
+            if scorer.client is not None:
+                return scorer.report(scorer.client.verify_many(jobs), kwargs)
             futures = scorer.pool.submit_many(jobs, scorer.config)
             results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
             return scorer.report(unshared(results, futures), kwargs)
@@ -222,9 +237,50 @@ def compute_score_batch(
             continue
         key = (task.id, task.source, solution, repr(config))
         if key not in seen:
-            seen[key] = shared_pool(config).submit(task, solution, config)
+            client = _client(config)
+            seen[key] = (
+                _Remote(client, task, solution)
+                if client is not None
+                else shared_pool(config).submit(task, solution, config)
+            )
         pending.append((seen[key], config))
+    _send_remote(seen.values())
     return [_failed(p) if isinstance(p, str) else _score(p[0].result(), p[1]) for p in pending]
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_client(endpoint: str, token_file: str, token_env: str | None) -> VerifyClient | None:
+    del token_env  # part of the key only: a changed token makes a new client
+    return client_for(VerifyConfig(endpoint=endpoint, endpoint_token_file=token_file))
+
+
+def _client(config: VerifyConfig) -> VerifyClient | None:
+    """The service client for a row (its config's endpoint, else $TRITONRL_VERIFY_ENDPOINT)."""
+    endpoint = config.endpoint or os.environ.get(ENDPOINT_ENV, "")
+    if not endpoint:
+        return None
+    return _cached_client(endpoint, config.endpoint_token_file, os.environ.get(TOKEN_ENV))
+
+
+class _Remote(Future):
+    """A row bound for the service; `_send_remote` sends each client's rows at once."""
+
+    def __init__(self, client: VerifyClient, task: Task, solution: str):
+        super().__init__()
+        self.client, self.job = client, (task, solution)
+
+
+def _send_remote(futures: Iterable[Any]) -> None:
+    """One request (or the client's pieces of it) per service; a service that does not
+    answer raises its `ServiceError` (training cannot go on without rewards)."""
+    by_client: dict[int, list[_Remote]] = {}
+    for f in futures:
+        if isinstance(f, _Remote):
+            by_client.setdefault(id(f.client), []).append(f)
+    for rows in by_client.values():
+        results = rows[0].client.verify_many([f.job for f in rows])
+        for f, r in zip(rows, results, strict=True):
+            f.set_result(r)
 
 
 def _score(r: VerifyResult, config: VerifyConfig) -> dict[str, Any]:

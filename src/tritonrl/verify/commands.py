@@ -4,6 +4,10 @@ the worker pool.
     tritonrl verify TASK KERNEL [--json]       verify one candidate (code or completion)
     tritonrl verify --batch CASES.jsonl --out RESULTS.jsonl [--workers N]
                                                many, through the worker pool (streamed)
+    tritonrl serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--workers N]
+                   [--max-queue N] [--max-request-bytes N]
+                                               the verifier as an HTTP service
+                                               (tritonrl.verify.service)
 
 TASK is a task file or an id such as `builtin:level1/1_ReLU`; KERNEL a file, `-` for
 stdin, or the code itself. The command takes `--config FILE|NAME` and `--verify.KEY
@@ -17,7 +21,9 @@ What it does NOT do: compute a verdict (the funnel does) or load torch before it
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -182,6 +188,61 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
         raise typer.Exit(1)
 
 
+def serve_cmd(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", help="Address to bind; beyond loopback needs a token."),
+    port: int = typer.Option(8765, help="Port (0: any free one; the address is printed)."),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="File holding the token (else $TRITONRL_SERVE_TOKEN)."
+    ),
+    workers: int = typer.Option(0, help="Pool lanes (0: one per CPU core; CUDA: <= 16/GPU)."),
+    max_queue: int = typer.Option(
+        256, help="Completions queued or verifying at once, all requests together (503 past)."
+    ),
+    max_request_bytes: int = typer.Option(16 << 20, help="Largest request body (413 past)."),
+    config_path: str | None = CONFIG,
+):
+    """Serve the verifier over HTTP (POST /verify, GET /health) for trainers whose
+    rollout workers see no GPU; clients set verify.endpoint to the printed address. The
+    verifier's settings and the reward scheme are this command's config (--config,
+    --verify.KEY VALUE), fixed while it runs. Stops on Ctrl-C or SIGTERM."""
+    from tritonrl.verify.client import read_token  # lazy: as the pool below
+    from tritonrl.verify.pool.pool import VerifierPool  # lazy: loads torch
+    from tritonrl.verify.service import VerifyService, is_loopback  # lazy: imports the pool
+
+    config, _ = verify_config(ctx, config_path, "verify", {}, (), 0)
+    try:
+        token = read_token(token_file)
+    except ValueError as e:
+        usage(f"--token-file: {e}")
+    if max_queue < 1 or max_request_bytes < 1:
+        usage("--max-queue and --max-request-bytes must be at least 1")
+    if not token and not is_loopback(host):
+        usage(
+            f"--host {host} is not loopback: give a token (--token-file FILE or "
+            "$TRITONRL_SERVE_TOKEN), or bind 127.0.0.1"
+        )
+    pool = VerifierPool(config, workers or None)
+    try:
+        service = VerifyService(pool, host, port, token, max_queue, max_request_bytes,
+                                lambda r: reward_for(r, config))  # fmt: skip
+    except (ValueError, OSError) as e:
+        pool.close()
+        usage(f"cannot serve on {host}:{port}: {e}")
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=service.stop).start())
+    err.print(
+        f"verifier serving on {service.address} ({len(pool.lanes)} lanes, "
+        f"{'token required' if token else 'no token: loopback only'}); Ctrl-C stops it"
+    )
+    try:
+        service.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.close()
+
+
 def register(app: typer.Typer) -> None:
-    """Add `verify` to the `tritonrl` app."""
+    """Add `verify` and `serve` to the `tritonrl` app."""
     app.command("verify", context_settings=OVERRIDES)(verify_cmd)
+    app.command("serve", context_settings=OVERRIDES)(serve_cmd)

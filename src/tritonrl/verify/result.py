@@ -10,7 +10,7 @@ from the result by `tritonrl.reward`.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # The funnel's stages in order; `stage` is the last one reached.
@@ -114,6 +114,20 @@ class VerifyResult:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VerifyResult:
+        """The result `to_dict` wrote (e.g. received from the verifier service); keys
+        this version does not know are ignored, a missing `task` or `device` is an error."""
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        missing = {"task", "device"} - kw.keys()
+        if missing:
+            raise ValueError(f"a verify result needs {sorted(missing)}; got keys {sorted(d)}")
+        kw["input_sets"] = [InputSetOutcome(**o) for o in kw.get("input_sets") or []]
+        if kw.get("speedup_ci") is not None:
+            kw["speedup_ci"] = tuple(kw["speedup_ci"])
+        return cls(**kw)
 
 
 def _short(text: str, limit: int = 500) -> str:

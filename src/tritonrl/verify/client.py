@@ -1,0 +1,146 @@
+"""The client of the verifier service (`tritonrl serve`, `tritonrl.verify.service`).
+
+    client = VerifyClient("http://10.0.0.5:8765", token)
+    results = client.verify_many([(task, completion), ...])   # -> [VerifyResult], in order
+
+The reward adapters use it instead of their in-process pool when `verify.endpoint` is set
+(`client_for(config)`). Each task travels whole (id, level, name, source), so the server
+needs none of the client's files. A batch larger than the server's queue is sent in
+pieces of that size. A connection error or a full queue (503) is tried again with a
+doubling back-off; after `tries` attempts `ServiceError` names the endpoint and the last
+failure. A refused token (401) or a refused request (400, 413) is not tried again.
+
+What it does NOT do: verify anything itself, or choose the verifier's settings (the
+server's config decides them; see the service's docstring).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tritonrl.config import VerifyConfig
+from tritonrl.tasks import Task
+from tritonrl.verify.result import VerifyResult
+
+TOKEN_ENV = "TRITONRL_SERVE_TOKEN"
+ENDPOINT_ENV = "TRITONRL_VERIFY_ENDPOINT"
+TOKEN_HEADER = "Authorization"
+
+
+class ServiceError(RuntimeError):
+    """The verifier service did not answer, or refused the request; the message says
+    which endpoint and why."""
+
+
+def read_token(token_file: str | Path | None = None) -> str | None:
+    """The token in `token_file` (stripped), else $TRITONRL_SERVE_TOKEN, else None."""
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ValueError(f"token file {token_file}: {e.strerror or e}") from None
+        if not token:
+            raise ValueError(f"token file {token_file} is empty; write the token into it")
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def task_payload(task: Task) -> dict[str, Any]:
+    """A task as the service takes it: everything needed to rebuild it there."""
+    return {"id": task.id, "level": task.level, "name": task.name, "source": task.source,
+            "problem_id": task.problem_id}  # fmt: skip
+
+
+def _text(completion: str | bytes) -> str:
+    if isinstance(completion, bytes):
+        return completion.decode("utf-8", errors="replace")
+    return completion
+
+
+class VerifyClient:
+    """Verifies through a `tritonrl serve` at `endpoint` (http://host:port)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        tries: int = 5,
+        backoff_s: float = 0.5,
+        timeout_s: float = 3600.0,
+    ):
+        if not endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"verifier endpoint must be an http(s):// URL, not {endpoint!r}")
+        if tries < 1:
+            raise ValueError(f"tries must be at least 1, not {tries}")
+        self.endpoint = endpoint.rstrip("/")
+        self.token = token
+        self.tries = tries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s  # a whole batch's verification, queueing included
+        self._max_queue: int | None = None
+
+    def health(self) -> dict[str, Any]:
+        """The server's /health answer: status, workers, max_queue, max_request_bytes."""
+        return self._call("GET", "/health", None)
+
+    def verify_many(self, jobs: list[tuple[Task, str | bytes]]) -> list[VerifyResult]:
+        """Every (task, completion)'s verdict, in order, as the server's pool gives it."""
+        if not jobs:
+            return []
+        if self._max_queue is None:
+            self._max_queue = max(1, int(self.health()["max_queue"]))
+        results: list[VerifyResult] = []
+        for start in range(0, len(jobs), self._max_queue):
+            piece = jobs[start : start + self._max_queue]
+            body = {"jobs": [{"task": task_payload(t), "completion": _text(c)} for t, c in piece]}
+            answer = self._call("POST", "/verify", body)
+            results += [VerifyResult.from_dict(r) for r in answer["results"]]
+        return results
+
+    def _call(self, method: str, path: str, body: dict | None) -> dict[str, Any]:
+        url = self.endpoint + path
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers[TOKEN_HEADER] = f"Bearer {self.token}"
+        last = ""
+        for attempt in range(self.tries):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as e:
+                reason = _reason(e)
+                if e.code != 503:
+                    raise ServiceError(f"verifier service {url}: {e.code} {reason}") from None
+                last = f"503 {reason}"
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+                last = str(getattr(e, "reason", None) or e)
+        raise ServiceError(
+            f"verifier service {url}: no answer after {self.tries} tries ({last}); is "
+            "`tritonrl serve` running there, and is verify.endpoint right?"
+        )
+
+
+def _reason(e: urllib.error.HTTPError) -> str:
+    try:
+        return json.loads(e.read()).get("error", e.reason)
+    except Exception:  # noqa: BLE001 - any unreadable body: the status line's reason
+        return str(e.reason)
+
+
+def client_for(config: VerifyConfig) -> VerifyClient | None:
+    """The client `config.endpoint` (or $TRITONRL_VERIFY_ENDPOINT) names, or None: verify
+    in this process."""
+    endpoint = config.endpoint or os.environ.get(ENDPOINT_ENV, "")
+    if not endpoint:
+        return None
+    return VerifyClient(endpoint, read_token(config.endpoint_token_file))
