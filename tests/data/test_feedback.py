@@ -20,7 +20,7 @@ from tritonrl.tasks import load_builtin
 from tritonrl.verify.result import CHEAT_FLAGS, InputSetOutcome, VerifyResult
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
-HEAD = "Your kernel was verified. Result: "
+HEAD = "Your answer was verified. Result: "
 CHEAT = (
     "```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
     "    def forward(self, x):\n        return torch.relu(x)\n```"

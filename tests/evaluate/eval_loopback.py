@@ -18,7 +18,7 @@ CHEAT = ("```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Mo
 # A ReLU kernel that clamps at 0.5, not 0: wrong for inputs in (0, 0.5).
 WRONG_RELU = RELU.solution.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.5)")
 assert RELU.solution != WRONG_RELU
-FEEDBACK = "Your kernel was verified."  # how `tritonrl.data.feedback` opens
+FEEDBACK = "Your answer was verified."  # how `tritonrl.data.feedback` opens
 
 
 def _reply(handler: BaseHTTPRequestHandler, text: str, finish: str = "stop") -> None:

@@ -179,7 +179,7 @@ def test_turns_give_the_model_the_verdict_and_count_correct_by_turn(learner, tmp
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
     assert second[:2] == first and WRONG_RELU.strip() in second[2]["content"]
     said = second[3]["content"]
-    assert said.startswith("Your kernel was verified. Result: wrong output on input set `tiny`")
+    assert said.startswith("Your answer was verified. Result: wrong output on input set `tiny`")
     assert "max abs error" in said and "OUTPUT CONTRACT" in said
     rows = [json.loads(x) for x in (tmp_path / "ev/samples.jsonl").read_text().splitlines()]
     assert [(r["turn"], r["verdict"]["correct"]) for r in rows] == [(1, False), (2, True)]

@@ -4,7 +4,7 @@
 
 One template, whatever the stage the answer reached:
 
-    Your kernel was verified. Result: <headline>.
+    Your answer was verified. Result: <headline>.
     <details: one or two lines, only what the model can act on>
     <request: what to do next>, then the whole answer again under the OUTPUT CONTRACT.
 
@@ -219,7 +219,7 @@ def _parts(v: dict) -> tuple[str, str, str]:
 def feedback_text(verdict: VerifyResult | dict[str, Any]) -> str:
     """The feedback on one verified answer, in the module's template."""
     headline, details, request = _parts(_as_dict(verdict))
-    return f"Your kernel was verified. Result: {headline}.\n{details}\n{request}."
+    return f"Your answer was verified. Result: {headline}.\n{details}\n{request}."
 
 
 def feedback_message(verdict: VerifyResult | dict[str, Any]) -> dict[str, str]:
