@@ -1,11 +1,12 @@
 """Fixtures of the evaluation tests: a loopback OpenAI-compatible server answering an
-honest kernel, a cheat or prose by task, and a tiny LoRA run after a short SFT."""
+honest kernel, a cheat or prose by task, one that learns from the verifier's feedback,
+and a tiny LoRA run after a short SFT."""
 
 import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
-from eval_loopback import Teacher
+from eval_loopback import Learner, Teacher
 
 from tritonrl.verify.pool.pool import close_shared_pools
 
@@ -15,6 +16,16 @@ def server():
     """The base URL of a running Teacher (http://127.0.0.1:PORT/v1)."""
     Teacher.calls, Teacher.bodies, Teacher.chars_per_token = [], [], 0
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Teacher)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+
+
+@pytest.fixture
+def learner():
+    """The base URL of a running Learner (http://127.0.0.1:PORT/v1)."""
+    Learner.bodies = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Learner)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()

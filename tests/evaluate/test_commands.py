@@ -1,6 +1,6 @@
 """`tritonrl eval` on the command line: the tiny LoRA run on builtin tasks (2 samples),
 a second run into the finished folder, another model or other settings refused there, an
-API model's eval, and --compare's table and JSON of both."""
+API model's eval, --compare's table and JSON of both, and --turns."""
 
 import json
 import shutil
@@ -208,6 +208,32 @@ def test_an_api_model_gets_room_to_answer_and_cut_answers_are_counted(server, tm
     r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--sampling.max_new_tokens", "9",
                                  "--out", str(tmp_path / "both")])  # fmt: skip
     assert r.exit_code == 2 and "give one of them" in r.output
+
+
+def test_turns_on_the_command_line_count_correct_by_turn(learner, tmp_path):
+    """`eval --turns 3` against a server that answers ReLU wrongly until it has read the
+    verifier's feedback: correct@1 0, correct@2 1, said per turn; the second request held
+    the feedback; the finished folder says so; --compare gives the turns and correct@t."""
+    from eval_loopback import Learner
+
+    args = ["eval", "--model", f"openai:learner@{learner}", "--tasks", "builtin:level1/1_ReLU",
+            "--verify.device", "cpu", "--turns", "3", "--out", str(tmp_path / "t3")]  # fmt: skip
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "t3" / "summary.json").read_text())
+    assert summary["metrics"]["turns"]["1"]["correct"] == 0.0
+    assert summary["metrics"]["turns"]["2"]["correct"] == 1.0
+    assert "turn 1: asked 1, correct@1 0.000" in r.output
+    assert "turn 2: asked 1, correct@2 1.000" in r.output
+    assert len(Learner.bodies) == 2
+    feedback = Learner.bodies[1]["messages"][-1]
+    assert feedback["role"] == "user" and "wrong output on input set" in feedback["content"]
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0 and "already holds this finished evaluation" in r.output
+    assert len(Learner.bodies) == 2
+    r = CliRunner().invoke(app, ["eval", "--compare", str(tmp_path / "t3"), "--json"])
+    row = json.loads(r.output)[str(tmp_path / "t3")]
+    assert (row["turns"], row["correct@1"], row["correct@2"], row["correct@3"]) == (3, 0, 1, 1)
 
 
 def test_a_run_and_its_models_folder_are_one_model(lora_run):

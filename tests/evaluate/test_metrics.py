@@ -1,11 +1,12 @@
 """Evaluation metrics by hand: pass@k's unbiased estimator, fast_p with the noise rule,
-the geometric mean, flags by category, and what is not given without timing."""
+the geometric mean, flags by category, what is not given without timing, and the
+metrics by turn."""
 
 import math
 
 import pytest
 
-from tritonrl.evaluate.metrics import k_values, pass_at_k, summarize
+from tritonrl.evaluate.metrics import k_values, pass_at_k, summarize, turn_metrics
 
 
 def _row(task, level, correct, speedup=None, reward_speedup=None, flags=(), stage="done",
@@ -64,3 +65,27 @@ def test_without_timing_fast_p_is_not_given_rather_than_0():
     assert mixed["fast_2"] == 0.5 and mixed["geomean_speedup"] == pytest.approx(3.0)
     with pytest.raises(ValueError, match="no samples"):
         summarize([])
+
+
+def test_turn_metrics_are_by_turn_the_best_so_far():
+    """Conversation a: wrong, then 1.5x, then wrong again (still correct by turn 3 at
+    1.5x); b: 0.8x at once, then 2.0x; c: never correct (one turn asked, then two more)."""
+
+    def turn(t, correct, speedup=None, task="a"):
+        return {**_row(task, 1, correct, speedup=speedup, reward_speedup=speedup), "turn": t}
+
+    a = [turn(1, False), turn(2, True, 1.5), turn(3, False)]
+    b = [turn(1, True, 0.8, "b"), turn(2, True, 2.0, "b"), turn(3, True, 1.1, "b")]
+    c = [turn(1, False, task="c"), turn(2, False, task="c")]
+    m = turn_metrics([a, b, c], 3)
+    assert [m[t]["answered"] for t in "123"] == [3, 3, 2]
+    assert [m[t]["correct"] for t in "123"] == pytest.approx([1 / 3, 2 / 3, 2 / 3])
+    assert [m[t]["fast_1"] for t in "123"] == pytest.approx([0, 2 / 3, 2 / 3])
+    assert m["1"]["best_speedup"] == pytest.approx(0.8)
+    assert m["3"]["best_speedup"] == pytest.approx(math.sqrt(1.5 * 2.0))
+    untimed = {"device": "cpu", "speedup": None, "reward_speedup": None}
+    cpu = [[{**r, "verdict": {**r["verdict"], **untimed}} for r in conv] for conv in (a, b)]
+    m = turn_metrics(cpu, 2)
+    assert m["2"]["correct"] == 1.0 and m["2"]["fast_1"] is None and m["2"]["best_speedup"] is None
+    with pytest.raises(ValueError, match="no conversations"):
+        turn_metrics([], 2)

@@ -165,3 +165,21 @@ def test_the_report_says_what_a_plot_would_hide(tmp_path, verdicts):
     styles = [(line.get_marker(), line.get_linestyle()) for line in ax.get_lines()]
     assert len(styles) == len(set(styles)) == 2  # both show where they are equal
     plt.close(fig)
+
+
+def test_a_multi_turn_evaluation_gets_its_turns_table_and_plot(tmp_path, verdicts):
+    path = _eval_dir(tmp_path / "t3", verdicts, "m", 1 / 3)
+    summary = json.loads((path / "summary.json").read_text())
+    summary["turns"] = 3
+    summary["metrics"]["turns"] = {
+        "1": {"answered": 3, "correct": 0.0, "fast_1": None, "best_speedup": None},
+        "2": {"answered": 3, "correct": 1 / 3, "fast_1": None, "best_speedup": None},
+        "3": {"answered": 2, "correct": 1 / 3, "fast_1": None, "best_speedup": None}}  # fmt: skip
+    (path / "summary.json").write_text(json.dumps(summary))
+    text = write_report([path], tmp_path / "out").read_text()
+    assert "### By turn" in text
+    assert "| t3 (m) | 1 | 3 | 0 | - | - |" in text and "| t3 (m) | 2 | 3 | 0.333 | - | - |" in text
+    assert "](correct_by_turn.png)" in text
+    _png_size(tmp_path / "out" / "correct_by_turn.png")
+    one = _eval_dir(tmp_path / "t1", verdicts, "m", 1 / 3)
+    assert "By turn" not in write_report([one], tmp_path / "out1").read_text()

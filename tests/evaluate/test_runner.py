@@ -1,12 +1,13 @@
 """The evaluation against a loopback OpenAI-compatible server (honest kernels for one
 task, a torch cheat for another, prose for a third) through the real verifier pool;
 resuming an interrupted eval; the sampling section in the requests and in what an
-evaluation is (an older folder's record included); task sources."""
+evaluation is (an older folder's record included); task sources; turns of feedback
+against a server that learns from it, resumed mid-turn, and one turn as before."""
 
 import json
 
 import pytest
-from eval_loopback import OTHERS, RELU, Teacher
+from eval_loopback import OTHERS, RELU, WRONG_RELU, Learner, Teacher
 
 from tritonrl.config_loader import load_config
 from tritonrl.evaluate.backends import ApiModel
@@ -157,3 +158,75 @@ def test_a_folder_from_before_top_p_and_top_k_still_goes_on_and_compares(server,
     compare([out], as_json=True)
     row = json.loads(capsys.readouterr().out)[str(out)]
     assert (row["sampling"], row["max tokens"]) == ("temperature 0.8", 64)
+
+
+def test_turns_give_the_model_the_verdict_and_count_correct_by_turn(learner, tmp_path):
+    """Three turns against a model that answers ReLU wrongly until it reads the feedback:
+    correct@1 = 0, correct@2 = 1, and the conversation ends there (a correct answer the
+    CPU cannot time asks for nothing more); turn 2's request holds turn 1's answer and
+    the verifier's words on it; every row says its turn and its whole conversation."""
+    config, model = load_config(None, CPU), ApiModel("learner", learner)
+    summary = evaluate(model, [RELU], 1, tmp_path / "ev", config, turns=3)
+    turns = summary["metrics"]["turns"]
+    assert [turns[t]["correct"] for t in ("1", "2", "3")] == [0.0, 1.0, 1.0]
+    assert [turns[t]["answered"] for t in ("1", "2", "3")] == [1, 1, 0]
+    assert turns["2"]["fast_1"] is None and turns["2"]["best_speedup"] is None  # untimed
+    assert summary["turns"] == 3 and summary["answers"] == 2
+    assert summary["metrics"]["overall"]["correct"] == 1.0  # the conversation's best answer
+    assert len(Learner.bodies) == 2
+    first, second = (b["messages"] for b in Learner.bodies)
+    assert [m["role"] for m in first] == ["system", "user"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[:2] == first and WRONG_RELU.strip() in second[2]["content"]
+    said = second[3]["content"]
+    assert said.startswith("Your answer was verified. Result: wrong output on input set `tiny`")
+    assert "max abs error" in said and "OUTPUT CONTRACT" in said
+    rows = [json.loads(x) for x in (tmp_path / "ev/samples.jsonl").read_text().splitlines()]
+    assert [(r["turn"], r["verdict"]["correct"]) for r in rows] == [(1, False), (2, True)]
+    assert rows[1]["prompt"] == second  # the conversation before the answer, as asked
+    ident = json.loads((tmp_path / "ev/eval.json").read_text())
+    assert ident["generation"]["turns"] == 3
+    assert finished(tmp_path / "ev", eval_identity(model.identity, 1, config, 3), [RELU], 1,
+                    3) == summary  # fmt: skip
+    with pytest.raises(ValueError, match=r"this one is of openai:learner.* 64 tokens\)"):
+        evaluate(model, [RELU], 1, tmp_path / "ev", config)  # one turn is another evaluation
+
+
+def test_an_eval_cut_mid_turn_goes_on_from_the_turns_it_has(learner, tmp_path):
+    """Killed after turn 1 was written and while turn 2 was (a cut line): the rerun asks
+    only turn 2 of the conversation that goes on, none of the finished ones again."""
+    config, model = load_config(None, CPU), ApiModel("learner", learner)
+    out, tasks = tmp_path / "ev", [RELU, OTHERS[0]]
+    evaluate(model, tasks, 2, out, config, turns=3)
+    assert len(Learner.bodies) == 6  # 4 first answers, 2 second ones for ReLU's samples
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in lines]
+    assert sorted((r["task"] == RELU.id, r["turn"]) for r in rows) == [
+        (False, 1), (False, 1), (True, 1), (True, 1), (True, 2), (True, 2)]  # fmt: skip
+    kept = [x for x, r in zip(lines, rows, strict=True) if r["turn"] == 1]
+    cut = next(x for x, r in zip(lines, rows, strict=True) if r["turn"] == 2)
+    second = next(x for x, r in zip(lines, rows, strict=True) if r["turn"] == 2 and x != cut)
+    (out / "samples.jsonl").write_text("\n".join([*kept, second]) + "\n" + cut[:60])
+    (out / "summary.json").unlink()
+    ident = eval_identity(model.identity, 2, config, 3)
+    assert finished(out, ident, tasks, 2, 3) is None
+    Learner.bodies = []
+    summary = evaluate(model, tasks, 2, out, config, turns=3)
+    assert len(Learner.bodies) == 1 and len(Learner.bodies[0]["messages"]) == 4
+    turns = summary["metrics"]["turns"]
+    assert [turns[t]["correct"] for t in ("1", "2", "3")] == [0.5, 1.0, 1.0]
+    assert summary["metrics"]["overall"]["pass@1"] == 1.0
+    assert finished(out, ident, tasks, 2, 3) == summary
+
+
+def test_one_turn_writes_what_it_wrote_before_turns(server, tmp_path):
+    """turns=1 (the default): no `turn` in the rows, no turns in eval.json or the summary."""
+    config = load_config(None, CPU)
+    summary = evaluate(ApiModel("teacher", server), [RELU], 1, tmp_path / "ev", config)
+    row = json.loads((tmp_path / "ev/samples.jsonl").read_text().splitlines()[0])
+    assert list(row) == ["model", "task", "level", "sample", "prompt", "completion",
+                         "truncated", "verdict", "reward"]  # fmt: skip
+    assert "turns" not in json.loads((tmp_path / "ev/eval.json").read_text())["generation"]
+    assert "turns" not in summary and "turns" not in summary["metrics"]
+    with pytest.raises(ValueError, match="turns must be 1 or more"):
+        evaluate(ApiModel("teacher", server), [RELU], 1, tmp_path / "ev", config, turns=0)

@@ -1,7 +1,9 @@
-"""Data for training and evaluation: the shared prompt builder, KernelBook preparation
-(`prepare`) and optional distillation from a teacher endpoint (`distill`)."""
+"""Data for training and evaluation: the shared prompt builder, the feedback turn on a
+verdict (`feedback_message`), KernelBook preparation (`prepare`) and optional
+distillation from a teacher endpoint (`distill`)."""
 
 from tritonrl.data.distill import DistillError, DistillSummary, distill
+from tritonrl.data.feedback import feedback_message
 from tritonrl.data.kernelbook import KernelBookError, PrepareSummary, load_prepared_tasks, prepare
 from tritonrl.data.prompts import build_messages, build_prompt, sft_example
 
@@ -13,6 +15,7 @@ __all__ = [
     "build_messages",
     "build_prompt",
     "distill",
+    "feedback_message",
     "load_prepared_tasks",
     "prepare",
     "sft_example",

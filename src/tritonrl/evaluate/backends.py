@@ -33,8 +33,13 @@ once. Its test is GPU-only and skips where vLLM is not installed (no vLLM on CPU
 runs on an H100 with vLLM 0.26.0 (bench/carry_vllm.sh takes vLLM there). Adapters and
 `.gguf` files always use transformers.
 
-What it does NOT do: no multi-turn refinement, no tool use, no batching of API calls
-beyond a few in flight at once.
+A prompt is a conversation: the system and user messages, and for a later turn of a
+multi-turn evaluation the earlier answers (assistant) and the verifier's feedback (user)
+after them; every backend takes it as it is (the chat template, vLLM's `chat`, the
+endpoint's messages).
+
+What it does NOT do: it decides no turns (`tritonrl.evaluate.runner` does), no tool use,
+no batching of API calls beyond a few in flight at once.
 """
 
 from __future__ import annotations

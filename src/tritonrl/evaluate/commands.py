@@ -3,6 +3,7 @@
     tritonrl eval --model runs/demo --tasks run:runs/demo builtin:all --samples 4 --out evals/rl
     tritonrl eval --model openai:gpt-4o@https://api.openai.com/v1 --tasks builtin:level2 \
         --samples 2 --out evals/gpt4o
+    tritonrl eval --model openai:m@http://h:8000/v1 --tasks builtin:level1 --turns 3 --out evals/t3
     tritonrl eval --compare evals/base evals/sft evals/rl [--json]
 
 `--config` and `--section.key value` overrides as for every stage (the verifier's
@@ -17,7 +18,10 @@ files' fingerprint), backend, sampling (temperature, top_p, top_k) and token lim
 (`tritonrl.evaluate.identity`, OUT/eval.json); a folder of another is refused, naming
 both, before the model is loaded; so is an --out that is a file. `--compare` names each
 column and model by the shortest path tail that tells them apart. `--backend vllm`
-generates with vLLM (CUDA). Exit 0 on success, 2 for bad input, 1 when the evaluation
+generates with vLLM (CUDA). `--turns T` makes each sample a conversation of up to T
+answers, the verifier's feedback between them (`tritonrl.evaluate.runner`); its summary
+and --compare give correct@t, fast_1@t and best speedup@t; T is part of what the
+evaluation is. Exit 0 on success, 2 for bad input, 1 when the evaluation
 fails.
 """
 
@@ -45,6 +49,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 API_MAX_TOKENS = 4096  # an openai: model's new tokens per answer unless --max-tokens says
 LABELS = {"samples": "samples per task", "n": "answers (n)"}  # the table's names of keys
 COLUMNS = ("n", "valid", "compiled", "correct", "fast_1", "fast_2", "geomean_speedup", "flagged")
+TURN_COLUMNS = ("correct", "fast_1", "best_speedup")  # by turn, with --turns
 
 
 def _cell(v) -> str:
@@ -107,13 +112,16 @@ def compare(dirs: list[Path], as_json: bool) -> None:
     rows = {}
     for d, summary, model in zip(dirs, summaries, _model_labels(summaries), strict=True):
         levels = {f"correct L{lv}": m["correct"] for lv, m in summary["metrics"]["levels"].items()}
+        by_turn = {f"{k}@{t}": m[k] for t, m in summary["metrics"].get("turns", {}).items()
+                   for k in TURN_COLUMNS}  # fmt: skip
         gen = summary.get("generation") or {}
         rows[str(d)] = {"model": model, "model_path": summary.get("model_path"),
                         "fingerprint": summary.get("fingerprint"),
                         "sampling": sampling_text(gen),
                         "max tokens": gen.get("max_tokens"), "samples": summary["samples"],
-                        "tasks": summary["tasks"], **summary["metrics"]["overall"],
-                        **levels}  # fmt: skip
+                        "tasks": summary["tasks"],
+                        **({"turns": summary["turns"]} if "turns" in summary else {}),
+                        **summary["metrics"]["overall"], **levels, **by_turn}  # fmt: skip
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
@@ -141,13 +149,16 @@ def _table(rows: dict[str, dict]) -> Table:
     keys = [k for r in rows.values() for k in r]
     passes = sorted({k for k in keys if k.startswith("pass@")}, key=lambda k: int(k[5:]))
     levels = sorted({k for k in keys if k.startswith("correct L")})
+    by_turn = sorted({k for k in keys if "@" in k and not k.startswith("pass@")},
+                     key=lambda k: (int(k.rsplit("@", 1)[1]), k))  # fmt: skip
     flags = sorted({f for r in rows.values() for f in r.get("flags", {})})
     table = Table(title="evaluations side by side", title_justify="left")
     table.add_column("metric")
     for name in distinct_tails([str(Path(d).absolute()) for d in rows]):
         table.add_column(name, overflow="fold")
-    for metric in ("model", "sampling", "max tokens", "tasks", "samples", *COLUMNS, *passes,
-                   *levels):  # fmt: skip
+    turns = ["turns"] if "turns" in keys else []
+    for metric in ("model", "sampling", "max tokens", "tasks", "samples", *turns, *COLUMNS,
+                   *passes, *levels, *by_turn):  # fmt: skip
         label = LABELS.get(metric, metric)
         table.add_row(label, *(_cell(r.get(metric)) for r in rows.values()))
     for f in flags:
@@ -167,6 +178,9 @@ def eval_command(
         "fam:[FAMILY:]N[:SEED][:heldout], run:RUN.",
     ),
     samples: int = typer.Option(1, "--samples", min=1, help="Answers per task (pass@k up to k)."),
+    turns: int = typer.Option(
+        1, "--turns", min=1, help="Answers per sample, the verifier's feedback between them."
+    ),
     out_dir: Path | None = typer.Option(
         None, "--out", help="Folder for samples.jsonl and summary.json."
     ),
@@ -215,8 +229,8 @@ def eval_command(
     where = _device(device)
     try:
         task_list = eval_tasks(tasks, _levels(levels), limit)
-        ident = eval_identity(model_identity(model, where, backend), samples, cfg)
-        old = finished(out_dir, ident, task_list, samples)
+        ident = eval_identity(model_identity(model, where, backend), samples, cfg, turns)
+        old = finished(out_dir, ident, task_list, samples, turns)
     except (ValueError, OSError) as e:
         _fail(e, 2)
     if old is not None:
@@ -224,7 +238,7 @@ def eval_command(
                   "(another --out, or more --samples, to go on)", markup=False)  # fmt: skip
         _report(old, out_dir)
         return
-    _report(_evaluate(model, task_list, samples, out_dir, cfg, where, backend), out_dir)
+    _report(_evaluate(model, task_list, samples, out_dir, cfg, where, backend, turns), out_dir)
 
 
 def _device(device: str) -> str:
@@ -249,7 +263,7 @@ def _fail(e: Exception, code: int):
 
 
 def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
-              backend: str) -> dict:  # fmt: skip
+              backend: str, turns: int = 1) -> dict:  # fmt: skip
     """Open the model, then ask, verify and write with one progress bar (a line per
     batch where stderr is no terminal: a log, or the pipeline that shows it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -268,7 +282,7 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
                 err.print(f"eval: {done}/{total} answers verified", markup=False)
 
         try:
-            return evaluate(lm, tasks, samples, out_dir, cfg, progress=show)
+            return evaluate(lm, tasks, samples, out_dir, cfg, progress=show, turns=turns)
         except (DistillError, ValueError) as e:
             _fail(e, 1)
 
@@ -297,12 +311,17 @@ def _report(summary: dict, out_dir: Path) -> None:
         f"{o['flagged']} flagged; summary in {out_dir / 'summary.json'}",
         markup=False,
     )
+    for t, m in summary["metrics"].get("turns", {}).items():
+        out.print(f"turn {t}: asked {m['answered']}, correct@{t} {_cell(m['correct'])}, "
+                  f"fast_1@{t} {_cell(m['fast_1'])}, best speedup@{t} "
+                  f"{_cell(m['best_speedup'])}", markup=False)  # fmt: skip
     for note in summary.get("notes", []):
         out.print(f"note: {note}", markup=False)
     cut = summary.get("truncated", 0)
     if cut:
         limit = token_limit(summary)
-        err.print(f"[yellow]warning:[/yellow] {cut} of {summary['tasks'] * summary['samples']} "
+        answers = summary.get("answers", summary["tasks"] * summary["samples"])
+        err.print(f"[yellow]warning:[/yellow] {cut} of {answers} "
                   f"answers stopped at the token limit ({limit} new tokens) before they ended; "
                   "raise it with --max-tokens (samples.jsonl marks them truncated)")  # fmt: skip
 

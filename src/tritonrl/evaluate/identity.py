@@ -21,7 +21,9 @@ An evaluation is its model, its generation settings and its tasks:
   the sampling (`sampling.temperature`, `top_p`, `top_k`), and the token limit
   (`sampling.max_new_tokens`). A record from before top_p and top_k were settings
   (temperature alone) reads as top_p 1 and top_k off, what was sampled then
-  (`generation_of`), so its folder still goes on and compares;
+  (`generation_of`), so its folder still goes on and compares; and the turns of a
+  multi-turn evaluation (`turns`, written only when more than 1: a record without it is
+  of one turn, so an evaluation of 3 turns never counts as one of 1);
 * the tasks: each id with a hash of its source. More tasks or samples may be added to a
   folder; a task whose source changed under the same id may not.
 
@@ -95,21 +97,28 @@ def model_identity(name: str, parts: list[Path | str], backend: str) -> dict:
     return {"name": name, "path": path, "fingerprint": fingerprint(parts), "backend": backend}
 
 
-def eval_identity(model: dict, samples: int, config: Config) -> dict:
-    """The model's identity with the generation settings of `samples` answers a task."""
+def eval_identity(model: dict, samples: int, config: Config, turns: int = 1) -> dict:
+    """The model's identity with the generation settings of `samples` answers a task,
+    each a conversation of up to `turns` answers (recorded only when more than 1)."""
     greedy, sampling = samples == 1, config.sampling
-    return {"model": model, "generation": {
+    generation = {
         "backend": model.get("backend"), "greedy": greedy,
         "temperature": None if greedy else sampling.temperature,
         "top_p": None if greedy else sampling.top_p,
         "top_k": None if greedy else sampling.top_k,
-        "max_tokens": sampling.max_new_tokens}}  # fmt: skip
+        "max_tokens": sampling.max_new_tokens}  # fmt: skip
+    if turns > 1:
+        generation["turns"] = turns
+    return {"model": model, "generation": generation}
 
 
 def generation_of(record: dict | None) -> dict:
     """A recorded `generation` (eval.json, summary.json) with every setting named: one
-    written before top_p and top_k were settings sampled with top_p 1 and top_k off."""
+    written before top_p and top_k were settings sampled with top_p 1 and top_k off, and
+    one without turns had one turn."""
     g = dict(record or {})
+    if g:
+        g.setdefault("turns", 1)
     if "temperature" in g and not g.get("greedy"):
         g.setdefault("top_p", 1.0)
         g.setdefault("top_k", 0)
@@ -153,7 +162,8 @@ def describe(ident: dict) -> str:
     what = shown(m.get("path")) if m.get("path") else m.get("name")
     files = f"files {m['fingerprint']}; " if m.get("fingerprint") else ""
     sampling = sampling_text(g)
-    return f"{what} ({files}{g.get('backend')}, {sampling}, {g.get('max_tokens')} tokens)"
+    turns = f", {g['turns']} turns" if g.get("turns", 1) > 1 else ""
+    return f"{what} ({files}{g.get('backend')}, {sampling}, {g.get('max_tokens')} tokens{turns})"
 
 
 def task_hashes(tasks) -> dict[str, str]:

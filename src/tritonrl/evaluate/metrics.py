@@ -13,6 +13,13 @@ inside the noise is not "faster". When nothing was timed (a verdict from the CPU
 correct kernel without a speedup) fast_p and the geometric mean are `None` for the group,
 with a note, never 0.
 
+With turns (`tritonrl eval --turns T`), `turn_metrics` gives per turn t, over the
+conversations (a task's sample each): `answered` (how many were asked turn t),
+`correct` (correct@t: some answer up to turn t was correct), `fast_1` (fast_1@t: some
+correct answer up to t was faster than the reference, `None` when untimed) and
+`best_speedup` (the geometric mean over conversations correct by t of each one's best
+speedup so far; `None` when untimed): each is "by turn t", so they never fall.
+
 What it does NOT do: it verifies nothing (the verdicts are given) and does not weigh
 levels against each other (overall is over all samples, pass@k over all tasks).
 """
@@ -102,3 +109,32 @@ def k_values(samples: int) -> list[int]:
     while ks[-1] * 2 <= samples:
         ks.append(ks[-1] * 2)
     return sorted(set(ks + [samples]))
+
+
+def turn_metrics(conversations: Sequence[Sequence[dict]], turns: int) -> dict[str, dict]:
+    """{"1": {answered, correct, fast_1, best_speedup}, ..., str(turns): ...} over
+    `conversations` (each a list of rows with `turn` and `verdict`; a row without `turn`
+    is turn 1): the module docstring's correct@t, fast_1@t, best speedup@t."""
+    if not conversations:
+        raise ValueError("no conversations to summarize")
+    verdicts = [r["verdict"] for c in conversations for r in c]
+    correct_speedups = [_speedup(v) for v in verdicts if v.get("correct")]
+    timed = _timed(verdicts, correct_speedups)
+    n, out = len(conversations), {}
+    for t in range(1, turns + 1):
+        upto = [[r["verdict"] for r in c if r.get("turn", 1) <= t] for c in conversations]
+        best: list[float | None] = []  # per conversation correct by t: its best speedup
+        for vs in upto:
+            good = [v for v in vs if v.get("correct")]
+            if good:
+                speeds = [s for s in map(_speedup, good) if s is not None]
+                best.append(max(speeds) if speeds else None)
+        speeds = [s for s in best if s is not None]
+        geomean = math.exp(sum(math.log(max(s, 1e-9)) for s in speeds) / max(len(speeds), 1))
+        out[str(t)] = {
+            "answered": sum(any(r.get("turn", 1) == t for r in c) for c in conversations),
+            "correct": len(best) / n,
+            "fast_1": sum(s > 1 for s in speeds) / n if timed else None,
+            "best_speedup": geomean if speeds and timed else None,
+        }
+    return out

@@ -18,7 +18,9 @@ rate is 0 a line says "no correct kernel" instead of an empty plot), the speedup
 distribution of correct kernels, the SFT loss, and the RL reward, correct rate and
 curriculum share per step (each series its own marker and line style, so one that equals
 another still shows; whole-number steps on the axis). An evaluation's answers cut at the
-token limit are said beside its notes.
+token limit are said beside its notes. A multi-turn evaluation (`eval --turns`) gets a
+table of correct@t, fast_1@t and best speedup@t per turn, and a plot of correct@t: how
+much each turn of feedback adds.
 
 What it does NOT do: it computes no metric of its own beyond counting stages and
 speedups in the files (the metrics are `tritonrl eval`'s), and it does not read
@@ -156,8 +158,9 @@ class _Plots:
             ax.legend(fontsize=8)
         return self.save(fig, name)
 
-    def lines(self, name: str, title: str, series: dict[str, tuple[list, list]], ylabel: str):
-        return self.save(line_figure(self.plt, title, series, ylabel), name)
+    def lines(self, name: str, title: str, series: dict[str, tuple[list, list]], ylabel: str,
+              xlabel: str = "step"):  # fmt: skip
+        return self.save(line_figure(self.plt, title, series, ylabel, xlabel), name)
 
     def histogram(self, name: str, title: str, values: dict[str, list[float]]):
         fig, ax = self.plt.subplots(figsize=(6, 3.6))
@@ -176,8 +179,10 @@ class _Plots:
 STYLES = (("o", "-"), ("x", "--"), ("^", ":"), ("s", "-."))
 
 
-def line_figure(plt, title: str, series: dict[str, tuple[list, list]], ylabel: str):
-    """A figure of `series` ({label: (steps, values)}) per step, steps as whole numbers."""
+def line_figure(plt, title: str, series: dict[str, tuple[list, list]], ylabel: str,
+                xlabel: str = "step"):  # fmt: skip
+    """A figure of `series` ({label: (steps, values)}) per step (or turn: `xlabel`), steps
+    as whole numbers."""
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -187,7 +192,7 @@ def line_figure(plt, title: str, series: dict[str, tuple[list, list]], ylabel: s
         ax.plot(xs, ys, linestyle=style, marker=marker if len(xs) < 30 else None,
                 markersize=8 - 2 * (i % 3), label=label, zorder=2 + i)  # fmt: skip
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("step")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
@@ -279,6 +284,7 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
         if cut:
             lines.append(f"- {s.name}: {cut}")
     lines.append("")
+    lines += _turn_section(evals, plots)
     funnels = {s.name: funnel_counts(s.samples) for s in evals if s.samples}
     if funnels:
         name = plots.bars("eval_funnel.png", "Samples: stage reached", funnels, "samples")
@@ -313,6 +319,26 @@ def _eval_sections(sources: list[Source], plots: _Plots) -> list[str]:
         )
         lines += [f"No speedup distribution: {why}.", ""]  # fmt: skip
     return lines
+
+
+def _turn_section(evals: list[Source], plots: _Plots) -> list[str]:
+    """Per-turn metrics of the multi-turn evaluations, a table and a correct@t plot."""
+    by_source = {s.name: (s.summary or {}).get("metrics", {}).get("turns") for s in evals}
+    by_source = {name: turns for name, turns in by_source.items() if turns}
+    if not by_source:
+        return []
+    rows = [[name, int(t), m.get("answered"), m.get("correct"), m.get("fast_1"),
+             m.get("best_speedup")]
+            for name, turns in by_source.items() for t, m in turns.items()]  # fmt: skip
+    lines = ["### By turn", "", "Each metric is by turn t: the best of a conversation's "
+             "answers up to t (the verifier's feedback before each further turn).", ""]  # fmt: skip
+    lines += _table(["source", "turn", "asked", "correct@t", "fast_1@t", "best speedup@t"],
+                    rows) + [""]  # fmt: skip
+    series = {name: ([int(t) for t in turns], [m.get("correct") or 0.0 for m in turns.values()])
+              for name, turns in by_source.items()}  # fmt: skip
+    name = plots.lines("correct_by_turn.png", "Correct by turn (correct@t)", series,
+                       "correct rate", "turn")  # fmt: skip
+    return lines + [f"![correct by turn]({name})", ""]
 
 
 def _cut(src: Source) -> str | None:

@@ -23,9 +23,22 @@ the verify and sampling sections, versions). An interrupted eval continues, and 
 --samples or tasks extend it: only the (task, sample) pairs not in the file are asked,
 each once.
 
-What it does NOT do: no multi-turn refinement, no retry of a sample whose verdict is a
-failure (a verdict is the answer), and it never mixes two models, or two settings, in one
-folder: `evaluate` refuses a folder whose eval.json is another's.
+Turns (`turns` > 1, `tritonrl eval --turns T`): each sample is a conversation. After an
+answer is verified, the next user turn is `tritonrl.data.feedback`'s message on its
+verdict, and the model answers again, up to T answers. A conversation goes on while its
+last answer is not correct, or is correct and was timed (the feedback then gives the
+speedup and asks for a faster kernel); a correct answer that was not timed (the CPU) ends
+it. Every turn is a row of samples.jsonl with its `turn` (1, 2, ...) and, as `prompt`,
+the whole conversation before its answer. summary.json then has `turns` and
+`metrics.turns` (`turn_metrics`: correct@t, fast_1@t, best speedup@t, each "by turn t",
+the best of a conversation's answers so far), and its overall and per-level metrics are
+over each conversation's best answer. An interrupted eval goes on from the turns it has.
+With one turn (the default) nothing of this is written: rows, summary and eval.json are
+as before turns existed.
+
+What it does NOT do: no retry of a sample whose verdict is a failure beyond the turns
+asked (a verdict is the answer), and it never mixes two models, or two settings (turns
+included), in one folder: `evaluate` refuses a folder whose eval.json is another's.
 """
 
 from __future__ import annotations
@@ -38,10 +51,11 @@ from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.config_loader import config_from_dict
+from tritonrl.data.feedback import feedback_message
 from tritonrl.data.heldout import heldout_tasks
 from tritonrl.data.prompts import build_messages
 from tritonrl.evaluate.identity import check_folder, eval_identity, record
-from tritonrl.evaluate.metrics import k_values, summarize
+from tritonrl.evaluate.metrics import k_values, summarize, turn_metrics
 from tritonrl.reward.schemes import reward_for
 from tritonrl.runs import Run
 from tritonrl.runs.manifest import versions
@@ -77,9 +91,15 @@ def eval_tasks(specs: list[str], levels: list[int] | None = None, limit: int | N
 
 
 def done_samples(path: Path) -> dict[tuple[str, int], dict]:
-    """The rows already in samples.jsonl `path`, by (task, sample), the first of each
-    (whose they are is eval.json's to say: `tritonrl.evaluate.identity`)."""
-    rows: dict[tuple[str, int], dict] = {}
+    """The first-turn rows already in samples.jsonl `path`, by (task, sample), the first
+    of each (whose they are is eval.json's to say: `tritonrl.evaluate.identity`)."""
+    return {(task, i): r for (task, i, turn), r in done_turns(path).items() if turn == 1}
+
+
+def done_turns(path: Path) -> dict[tuple[str, int, int], dict]:
+    """The rows already in samples.jsonl `path`, by (task, sample, turn), the first of
+    each; a row without `turn` is a first answer."""
+    rows: dict[tuple[str, int, int], dict] = {}
     if not path.is_file():
         return rows
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -87,93 +107,194 @@ def done_samples(path: Path) -> dict[tuple[str, int], dict]:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut by a kill: asked again
-        rows.setdefault((r["task"], r["sample"]), r)
+        rows.setdefault((r["task"], r["sample"], r.get("turn", 1)), r)
     return rows
 
 
+def goes_on(verdict: dict) -> bool:
+    """Whether a conversation whose last answer got `verdict` is asked another turn: not
+    correct (the feedback says what failed), or correct and timed (it asks for a faster
+    kernel); a correct answer without a speedup (not timed) ends it."""
+    return not verdict.get("correct") or verdict.get("speedup") is not None
+
+
+def next_prompt(row: dict) -> list[dict]:
+    """The conversation after `row`'s answer: its prompt, its answer, and the feedback on
+    its verdict, ready for the next answer."""
+    answer = {"role": "assistant", "content": row["completion"]}
+    return [*row["prompt"], answer, feedback_message(row["verdict"])]
+
+
+def best_row(rows: list[dict]) -> dict:
+    """A conversation's best answer of `rows`: correct before not, then the higher
+    speedup, then the later turn."""
+
+    def key(r: dict):
+        v = r["verdict"]
+        speed = v.get("reward_speedup") if v.get("reward_speedup") is not None else v.get(
+            "speedup")  # fmt: skip
+        return (bool(v.get("correct")), speed or 0.0, r.get("turn", 1))
+
+    return max(rows, key=key)
+
+
 def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
-         config: Config) -> list[dict]:  # fmt: skip
+         config: Config, turns: int = 1) -> list[dict]:  # fmt: skip
     """Answers `indices` (sample numbers) to each task of `batch`, verified: the rows
     samples.jsonl gets. `greedy` is the evaluation's (one sample a task), not the batch's:
-    a third sample added to two is drawn as they were."""
-    from tritonrl.verify.pool.pool import shared_pool  # lazy: loads torch
-
+    a third sample added to two is drawn as they were. With `turns` > 1 they are first
+    turns (`turn` 1)."""
     verify, n = config.verify, len(indices)
     prompts = [build_messages(t.source, include_example=config.data.include_example,
                               policy=verify.policy, allowed_torch_ops=verify.allowed_torch_ops)
                for t in batch]  # fmt: skip
     answers = model.generate(prompts, n, config, greedy=greedy)
-    cut = [a.truncated for per_task in answers for a in per_task]
-    pairs = [(t, a.text) for t, per_task in zip(batch, answers, strict=True) for a in per_task]
+    asked = [(t, indices[j], prompts[i]) for i, t in enumerate(batch) for j in range(n)]
+    return _verified(model, asked, [a for per in answers for a in per], config,
+                     1 if turns > 1 else None)  # fmt: skip
+
+
+def _ask_again(model, rows: list[dict], tasks: dict[str, Task], greedy: bool,
+               config: Config) -> list[dict]:  # fmt: skip
+    """The next turn of each conversation whose last row is in `rows`, verified."""
+    prompts = [next_prompt(r) for r in rows]
+    answers = model.generate(prompts, 1, config, greedy=greedy)
+    asked = [(tasks[r["task"]], r["sample"], p) for r, p in zip(rows, prompts, strict=True)]
+    turn = rows[0].get("turn", 1) + 1
+    return _verified(model, asked, [a for per in answers for a in per], config, turn)
+
+
+def _verified(model, asked: list[tuple[Task, int, list[dict]]], answers: list, config: Config,
+              turn: int | None) -> list[dict]:  # fmt: skip
+    """The rows of `answers` to `asked` ((task, sample, prompt) each), verified; `turn`
+    is written when there are turns."""
+    from tritonrl.verify.pool.pool import shared_pool  # lazy: loads torch
+
+    verify = config.verify
+    pairs = [(task, a.text) for (task, _, _), a in zip(asked, answers, strict=True)]
     results = shared_pool(verify).verify_many(pairs, verify)
-    return [{"model": model.name, "task": task.id, "level": task.level, "sample": indices[i % n],
-             "prompt": prompts[i // n], "completion": text, "truncated": cut[i],
-             "verdict": r.to_dict(), "reward": reward_for(r, verify)}
-            for i, ((task, text), r) in enumerate(zip(pairs, results, strict=True))]  # fmt: skip
+    rows = []
+    for (task, i, prompt), a, r in zip(asked, answers, results, strict=True):
+        row = {"model": model.name, "task": task.id, "level": task.level, "sample": i}
+        if turn is not None:
+            row["turn"] = turn
+        rows.append({**row, "prompt": prompt, "completion": a.text, "truncated": a.truncated,
+                     "verdict": r.to_dict(), "reward": reward_for(r, verify)})  # fmt: skip
+    return rows
 
 
 def _summary(ident: dict, tasks: list[Task], samples: int, rows: list[dict],
-             config: Config) -> dict:  # fmt: skip
-    metrics = summarize(rows, k_values(samples))
+             config: Config, turns: int = 1) -> dict:  # fmt: skip
+    """summary.json of `rows` (every turn's, with turns)."""
+    convs: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        convs.setdefault((r["task"], r["sample"]), []).append(r)
+    best = [best_row(c) for c in convs.values()] if turns > 1 else rows
+    metrics = summarize(best, k_values(samples))
     truncated = sum(bool(r.get("truncated")) for r in rows)
     model = ident["model"]
-    return {"model": model["name"], "model_path": model.get("path"),
-            "fingerprint": model.get("fingerprint"), "generation": ident["generation"],
-            "tasks": len(tasks), "task_ids": sorted(t.id for t in tasks), "samples": samples,
-            "truncated": truncated,
-            "metrics": {k: metrics[k] for k in ("overall", "levels")},
-            "notes": metrics["notes"], "versions": versions(),
-            "config": {"verify": json.loads(json.dumps(config.verify.__dict__, default=str)),
-                       "sampling": dataclasses.asdict(config.sampling)}}  # fmt: skip
+    summary = {"model": model["name"], "model_path": model.get("path"),
+               "fingerprint": model.get("fingerprint"), "generation": ident["generation"],
+               "tasks": len(tasks), "task_ids": sorted(t.id for t in tasks), "samples": samples,
+               "truncated": truncated,
+               "metrics": {k: metrics[k] for k in ("overall", "levels")},
+               "notes": metrics["notes"], "versions": versions(),
+               "config": {"verify": json.loads(json.dumps(config.verify.__dict__, default=str)),
+                          "sampling": dataclasses.asdict(config.sampling)}}  # fmt: skip
+    if turns > 1:
+        summary["turns"], summary["answers"] = turns, len(rows)
+        summary["metrics"]["turns"] = turn_metrics(list(convs.values()), turns)
+        summary["notes"].append(
+            "with turns, overall and per-level metrics are over each conversation's best "
+            "answer; metrics.turns gives them by turn (correct@t: correct by turn t)"
+        )
+    return summary
 
 
-def _identity(model, samples: int, config: Config) -> dict:
+def _identity(model, samples: int, config: Config, turns: int = 1) -> dict:
     known = getattr(model, "identity", None) or {"name": model.name}
-    return eval_identity(known, samples, config)
+    return eval_identity(known, samples, config, turns)
+
+
+def _append(out: Path, rows: list[dict], done: dict) -> None:
+    """`rows` at the end of samples.jsonl, on a line of their own after one a kill cut."""
+    path = out / SAMPLES
+    cut = False
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as f:
+            f.seek(-1, 2)
+            cut = f.read(1) != b"\n"
+    with open(path, "a", encoding="utf-8") as f:
+        if cut:
+            f.write("\n")
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            done[(row["task"], row["sample"], row.get("turn", 1))] = row
+
+
+def _open_conversations(done: dict, tasks: list[Task], samples: int, turn: int) -> list[dict]:
+    """The rows of turn `turn - 1` whose conversations go on and lack turn `turn`."""
+    return [done[(t.id, i, turn - 1)] for t in tasks for i in range(samples)
+            if (t.id, i, turn - 1) in done and (t.id, i, turn) not in done
+            and goes_on(done[(t.id, i, turn - 1)]["verdict"])]  # fmt: skip
 
 
 def evaluate(model, tasks: list[Task], samples: int, out_dir: str | Path, config: Config,
-             progress: Callable[[int, int], None] | None = None) -> dict:  # fmt: skip
+             progress: Callable[[int, int], None] | None = None,
+             turns: int = 1) -> dict:  # fmt: skip
     """Every (task, sample) not yet in out_dir's samples.jsonl asked, verified, appended
-    batch by batch; then summary.json. `progress(done, total)` as samples are written.
-    A folder that holds another evaluation (model, settings) is a ValueError."""
+    batch by batch, then each conversation's further turns up to `turns` (the module
+    docstring); then summary.json. `progress(done, total)` as answers are written (the
+    total grows as conversations go on). A folder that holds another evaluation (model,
+    settings, turns) is a ValueError."""
+    if turns < 1:
+        raise ValueError(f"turns must be 1 or more (answers per conversation), not {turns}")
     out = Path(out_dir)
-    ident = _identity(model, samples, config)
+    ident = _identity(model, samples, config, turns)
     check_folder(out, ident, tasks)
     out.mkdir(parents=True, exist_ok=True)
     record(out, ident, tasks)
-    done = done_samples(out / SAMPLES)
+    done = done_turns(out / SAMPLES)
+    wanted = {t.id for t in tasks}
     total = len(tasks) * samples
     missing: dict[tuple[int, ...], list[Task]] = {}  # the sample numbers a task lacks
     for t in tasks:
-        lacks = tuple(i for i in range(samples) if (t.id, i) not in done)
+        lacks = tuple(i for i in range(samples) if (t.id, i, 1) not in done)
         if lacks:
             missing.setdefault(lacks, []).append(t)
     asked = sum(len(k) * len(ts) for k, ts in missing.items())
+    total += sum(1 for (task, i, turn) in done if turn > 1 and task in wanted and i < samples)
     if progress:
         progress(total - asked, total)
     step = getattr(model, "batch_tasks", BATCH_TASKS)
     for indices, todo in missing.items():
         for start in range(0, len(todo), step):
-            rows = _ask(model, todo[start : start + step], indices, samples == 1, config)
-            with open(out / SAMPLES, "a", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    done[(row["task"], row["sample"])] = row
+            rows = _ask(model, todo[start : start + step], indices, samples == 1, config, turns)
+            _append(out, rows, done)
             asked -= len(rows)
             if progress:
                 progress(total - asked, total)
-    wanted = {t.id for t in tasks}
-    rows = [r for (task, i), r in done.items() if task in wanted and i < samples]
-    summary = _summary(ident, tasks, samples, rows, config)
+    by_id = {t.id: t for t in tasks}
+    for turn in range(2, turns + 1):
+        todo = _open_conversations(done, tasks, samples, turn)
+        total += len(todo)
+        for start in range(0, len(todo), step):
+            _append(out, _ask_again(model, todo[start : start + step], by_id, samples == 1,
+                                    config), done)  # fmt: skip
+            if progress:
+                progress(total - len(todo) + min(start + step, len(todo)), total)
+    rows = [r for (task, i, turn), r in done.items()
+            if task in wanted and i < samples and turn <= turns]  # fmt: skip
+    summary = _summary(ident, tasks, samples, rows, config, turns)
     tmp = out / f".{SUMMARY}.tmp"
     tmp.write_text(json.dumps(summary, indent=1))
     tmp.replace(out / SUMMARY)
-    log.info("eval of %s: %d samples in %s", model.name, len(rows), out)
+    log.info("eval of %s: %d answers in %s", model.name, len(rows), out)
     return summary
 
 
-def finished(out_dir: str | Path, ident: dict, tasks: list[Task], samples: int) -> dict | None:
+def finished(out_dir: str | Path, ident: dict, tasks: list[Task], samples: int,
+             turns: int = 1) -> dict | None:  # fmt: skip
     """out_dir's summary when it is a finished evaluation of these; None when there is
     nothing or part of it (go on); ValueError when it is another evaluation (`ident`:
     `tritonrl.evaluate.identity.eval_identity`'s)."""
@@ -182,9 +303,12 @@ def finished(out_dir: str | Path, ident: dict, tasks: list[Task], samples: int) 
     if not path.is_file():
         return None
     old = json.loads(path.read_text())
-    done = done_samples(Path(out_dir) / SAMPLES)
-    asked = (old.get("task_ids"), old.get("samples"))
-    if all((t.id, i) in done for t in tasks for i in range(samples)) and asked == (
-            sorted(t.id for t in tasks), samples):  # fmt: skip
-        return old
-    return None
+    done = done_turns(Path(out_dir) / SAMPLES)
+    asked = (old.get("task_ids"), old.get("samples"), old.get("turns", 1))
+    if asked != (sorted(t.id for t in tasks), samples, turns):
+        return None
+    if not all((t.id, i, 1) in done for t in tasks for i in range(samples)):
+        return None
+    if any(_open_conversations(done, tasks, samples, turn) for turn in range(2, turns + 1)):
+        return None
+    return old
