@@ -10,6 +10,7 @@
 #   bash bench/device_demo.sh side tests|bf16 NAME   # GPU tests of vLLM, or bf16_probe.py
 #                                                # on NAME converted to bf16, in the
 #                                                # background (/tmp/side), results to OUT
+#   bash bench/device_demo.sh side families N    # bench/families_check.py, N a family
 #   bash bench/device_demo.sh start ARGS...      # bench/learning_demo.py ARGS under setsid
 #                                                # nohup, its output in /tmp/demo-out
 #   bash bench/device_demo.sh poll [SECONDS]     # wait up to SECONDS (default 540) or until
@@ -69,6 +70,10 @@ side() {  # GPU work that may run while parts are still being carried, in /tmp/s
         bench/bf16_probe.py --model /tmp/bf16-model --steps 16 --lr 5e-5 --attn sdpa \
         --variants pure_bf16,master_fp32 --out $RESULTS/bf16_probe_lr5e-5.json" \
         > "$RESULTS/side_bf16.log" 2>&1 < /dev/null & ;;
+    families)  # every family's solutions verified, N of each (its tables: after each family)
+      code /tmp/side && cd /tmp/side
+      setsid nohup python3 bench/families_check.py --per-family "${2:-30}" --workers 8 \
+        --out "$RESULTS" > "$RESULTS/side_families.log" 2>&1 < /dev/null & ;;
   esac
   echo "side $1 started"
 }
@@ -84,10 +89,10 @@ start() {
   mkdir -p "$RESULTS"
   # Side jobs share the GPU: the demo's timing starts once they are done (or stopped).
   local until=$(( $(date +%s) + ${SIDE_WAIT_S:-90} ))
-  while pgrep -f "bf16_probe|pytest -m gpu" > /dev/null && (( $(date +%s) < until )); do
+  while pgrep -f "bf16_probe|pytest -m gpu|families_check" > /dev/null && (( $(date +%s) < until )); do
     sleep 5
   done
-  pkill -f "bf16_probe|pytest -m gpu" && echo "side jobs stopped before the demo" || true
+  pkill -f "bf16_probe|pytest -m gpu|families_check" && echo "side jobs stopped before the demo" || true
   cd "$DEMO"
   setsid nohup python3 bench/learning_demo.py --out "$RESULTS" "$@" \
     > "$RESULTS/demo.log" 2>&1 < /dev/null &
@@ -120,7 +125,7 @@ pack() {
 case "${1:-}" in
   setup) setup ;;
   code) code "${2:-}" ;;
-  side) side "${2:?tests|bf16}" "${3:-}" ;;
+  side) side "${2:?tests|bf16|families}" "${3:-}" ;;
   start) shift; start "$@" ;;
   poll) poll "${2:-540}" ;;
   *) sed -n "2,24p" "$0"; exit 2 ;;

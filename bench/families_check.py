@@ -11,8 +11,8 @@ config's verify section under the family's policy (the fused family's torch ops 
 as its prompts allow them). Per family: tasks, correct, the first failures (id, stage,
 error), and over the correct timed ones the median of `reward_speedup` (the noise rule:
 1.0 while the 95% interval contains 1), the share at or above 1.0 and fast_1 (above 1.0
-outside the noise). Writes OUT/families_check.json and OUT/families_check.md. Measures;
-asserts nothing.
+outside the noise). Writes OUT/families_check.json and OUT/families_check.md after each
+family. Measures; asserts nothing.
 
 What it does NOT do: tune the solutions, or check programs against KernelBench
 (`tritonrl tasks decontaminate` does).
@@ -40,8 +40,9 @@ def family_config(base, name: str):
     return dataclasses.replace(base, policy="partial", allowed_torch_ops=PARTIAL_TORCH_OPS)
 
 
-def check(args) -> dict:
-    config = load_config(args.config, [], cuda_available=args.device == "cuda")
+def check(args, out: Path) -> dict:
+    """Verify each family's solutions; the report so far is written after each family."""
+    config = load_config(args.config, [], cuda_available=args.device == "cuda", stage="verify")
     base = dataclasses.replace(config.verify, device=args.device)
     names = args.families or list(families.FAMILIES)
     report: dict = {"argv": vars(args) | {"families": names}, "families": {}}
@@ -55,8 +56,15 @@ def check(args) -> dict:
             f = report["families"][name]
             print(f"{name}: {f['correct']}/{f['tasks']} correct, speedup median "
                   f"{f['speedup_median']}, {f['seconds']} s", flush=True)  # fmt: skip
-    report["seconds"] = round(time.monotonic() - started, 1)
+            report["seconds"] = round(time.monotonic() - started, 1)
+            write(report, out)
     return report
+
+
+def write(report: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "families_check.json").write_text(json.dumps(report, indent=1))
+    (out / "families_check.md").write_text(markdown(report))
 
 
 def summarize(tasks, results, seconds: float) -> dict:
@@ -108,12 +116,7 @@ def main() -> None:
     ap.add_argument("--config", default="qwen-coder-1.5b-1gpu", help="its verify section")
     ap.add_argument("--out", default="out")
     args = ap.parse_args()
-    report = check(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "families_check.json").write_text(json.dumps(report, indent=1))
-    (out / "families_check.md").write_text(markdown(report))
-    print(markdown(report))
+    print(markdown(check(args, Path(args.out))))
 
 
 if __name__ == "__main__":
