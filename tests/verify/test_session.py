@@ -282,3 +282,30 @@ def test_a_fresh_worker_and_a_pool_lanes_job_are_both_sessions(tmp_path) -> None
     # gate: tests/verify/test_gate.py), the lane's for its jobs
     assert fresh.gpu_gate is None and worker.gpu_gate is None
     assert job.gpu_gate is gate and lane.gpu_gate is gate
+
+
+def test_waiting_for_the_gpu_gate_does_not_count_against_the_wall_clock_limit(tmp_path):
+    """The trusted side waits for the gate (another lane's timing has the GPU alone) with
+    the worker idle: that queue moves the deadline, so a candidate is never timed out
+    for the verifier's own wait, and it still has its whole limit once let in."""
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify.job import shared
+    from tritonrl.verify.pool.gate import GpuGate
+
+    task = load_builtin("level1/1_ReLU").tasks[0]
+    config = VerifyConfig(device="cpu", timeout_s=10)
+    gate = GpuGate()
+    gate.exclusive.acquire()  # a timing phase holds the GPU alone for longer than the limit
+    release = threading.Timer(12, gate.exclusive.release)
+    session = WorkerSession(_job(tmp_path, task.solution), config, "cpu")
+    session.gpu_gate = gate
+    release.start()
+    try:
+        with session, shared(session, config, "run")():
+            waited = time.monotonic() - session.child.started
+            reply = session.call(LOAD)
+    finally:
+        release.cancel()
+    assert waited >= 11.5, waited
+    assert reply.get("ok"), reply
+    assert session.deadline - session.child.started >= config.timeout_s + 11

@@ -57,6 +57,9 @@ class _Replies:
     def findings(self) -> dict:
         return {}
 
+    def extend_deadline(self, seconds: float) -> None:  # no deadline here
+        self.waited = getattr(self, "waited", 0.0) + seconds
+
 
 @pytest.mark.parametrize(
     "reply",
@@ -135,6 +138,9 @@ class _Worker:
 
     def findings(self) -> dict:
         return {}
+
+    def extend_deadline(self, seconds: float) -> None:  # no deadline here
+        self.waited = getattr(self, "waited", 0.0) + seconds
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ import dataclasses
 import errno
 import shutil
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
@@ -51,8 +52,20 @@ def stage(result: VerifyResult, name: str):
 
 def shared(session: Session, config: VerifyConfig, label: str):
     """The shared side of a pooled session's GPU gate (a no-op without one, or when the
-    job does not ask for exclusive timing); `label` names the holds in `gate.stats()`."""
-    return gate_shared(session.gpu_gate, config, label)
+    job does not ask for exclusive timing); `label` names the holds in `gate.stats()`.
+    The wait to enter is the verifier's queue, not the candidate's time: it moves the
+    session's deadline (`Session.extend_deadline`)."""
+    gate = gate_shared(session.gpu_gate, config, label)
+    if gate is nullcontext:
+        return nullcontext
+
+    @contextmanager
+    def hold() -> Iterator[None]:
+        with gate() as waited:
+            session.extend_deadline(waited)
+            yield
+
+    return hold
 
 
 def gate_shared(gate: GpuGate | None, config: VerifyConfig, label: str):

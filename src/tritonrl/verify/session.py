@@ -4,7 +4,8 @@
 `tritonrl.verify.sandbox` (`spawn_sandboxed`: the same mechanisms, limits and
 process-tree kill as `run_sandboxed`), sends JSON commands on its stdin and reads one
 JSON reply per command from its stdout, under one wall-clock deadline for the whole
-session. Anything the worker says is untrusted: a reply that is not one bounded JSON
+session, moved on by the time the trusted side waits for the GPU gate with the worker
+idle (`extend_deadline`: the limit bounds the candidate, not the verifier's queue). Anything the worker says is untrusted: a reply that is not one bounded JSON
 object, a worker that exits or is killed, or a deadline passed ends the session with a
 `WorkerError` whose message says why (timeout, memory, a signal, the tail of its
 stderr). A sandbox limit that ended the worker is named in `WorkerError.limit` (one of
@@ -73,7 +74,9 @@ class Session(Protocol):
     `findings` (its findings log), `limit_error` (a reply that hit a sandbox limit, as a
     WorkerError), its `workdir` and the sandbox mechanisms `enforced` and `missing`.
     `gpu_gate`: this process's gate of its GPU (`tritonrl.verify.pool.gate`), whose shared
-    side its GPU work holds and whose exclusive side its timing holds; None on the CPU."""
+    side its GPU work holds and whose exclusive side its timing holds; None on the CPU.
+    `extend_deadline(s)`: the trusted side waited `s` seconds for that gate with the
+    worker idle; the wall-clock limit bounds the candidate's time, not that queue."""
 
     workdir: Path
     enforced: list[str]
@@ -89,6 +92,8 @@ class Session(Protocol):
     def findings(self) -> dict[str, str]: ...
 
     def limit_error(self, limit: str, error: str) -> WorkerError: ...
+
+    def extend_deadline(self, seconds: float) -> None: ...
 
 
 @runtime_checkable
@@ -353,6 +358,9 @@ class WorkerSession:
 
     def _timed_out(self) -> WorkerError:
         return timeout_error(self.config.timeout_s, self.config)
+
+    def extend_deadline(self, seconds: float) -> None:
+        self.deadline += max(0.0, seconds)
 
     def findings(self) -> dict[str, str]:
         """Cheat flag -> detail from the worker's findings log (bounded, defensive)."""

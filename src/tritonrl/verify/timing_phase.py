@@ -264,8 +264,10 @@ def _exclusive(session: Session, result: VerifyResult):
     measurement: the wait is the stage `gpu_wait`, the hold `performance`. When a
     correctness run stayed past the gate's wait (a hang?), the timing says so."""
     lock = session.gpu_gate.exclusive if session.gpu_gate is not None else None
+    asked = time.monotonic()
     with stage(result, "gpu_wait"):
         drained = lock.acquire() if lock is not None else True
+    session.extend_deadline(time.monotonic() - asked)  # the queue, not the candidate's time
     try:
         with stage(result, "performance"):
             yield

@@ -242,3 +242,23 @@ def test_hostile_kernels_get_a_fresh_workers_verdict_from_a_lane(lane1, name):
         assert verdict(r)[:-1] == verdict(fresh)[:-1]
     if name in MARKERS:
         assert host_processes_with(MARKERS[name]) == []
+
+
+def test_a_job_queued_behind_a_timing_window_is_not_timed_out_by_the_wait():
+    """A lane's job whose runs wait at the GPU gate longer than verify.timeout_s (other
+    candidates' timing windows, back to back) gets the verdict it gets unqueued: the
+    wait is the verifier's, not the candidate's."""
+    import threading
+
+    from tritonrl.verify.pool.gate import GpuGate
+
+    config = VerifyConfig(device="cpu", timeout_s=8)
+    with VerifierPool(config, workers=1) as p:
+        gate = GpuGate()
+        p.lanes[0].gpu_gate = gate
+        assert p.submit(RELU, GOOD).result().correct  # the lane warm
+        gate.exclusive.acquire()
+        threading.Timer(10, gate.exclusive.release).start()
+        r = p.submit(RELU, GOOD).result()
+    assert r.correct and not r.timed_out, r.error
+    assert r.stage_times.get("gpu_wait", 0.0) == 0.0  # the wait was for correctness runs

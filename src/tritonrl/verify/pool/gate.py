@@ -138,7 +138,8 @@ class GpuGate:
         return self._expected[label] <= horizon
 
     @contextmanager
-    def shared(self, label: str = "run") -> Iterator[None]:
+    def shared(self, label: str = "run") -> Iterator[float]:
+        """Hold the shared side; yields the seconds spent waiting to enter it."""
         with self._cond:
             asked = time.monotonic()
             self._cond.wait_for(lambda: self._may_enter(label))
@@ -152,7 +153,7 @@ class GpuGate:
             token, self._next = self._next, self._next + 1
             self._inside[token] = entered + self._expected.get(label, 0.0)
         try:
-            yield
+            yield entered - asked
         finally:
             with self._cond:
                 self._shared -= 1

@@ -14,7 +14,8 @@ job's own `.triton/cache` (a link): only identical sources share compiled kernel
 a job can write no other source's entry. On CUDA a pool's `LauncherStore` (read-only in
 the sandbox, `TRITONRL_LAUNCHERS` in the job's environment) gives jobs Triton's C
 modules pre-built, and takes the launchers a finished job asked for. The per-job
-deadline is `config.timeout_s` from the job's start. A timeout, a worker that dies or
+deadline is `config.timeout_s` from the job's start, plus the time its runs waited for
+the GPU gate (other candidates' timing windows). A timeout, a worker that dies or
 crashes, a zygote that dies, a reply that is not one bounded line, or a sweep that left
 something alive kills the whole sandbox: the lane starts a fresh zygote for its next job
 (it is "recycled"), as it does after `recycle_jobs` clean jobs. The verdict of such a
@@ -318,6 +319,10 @@ class PooledSession:
         except WorkerError:
             self.broken = "garbage"
             raise
+
+    def extend_deadline(self, seconds: float) -> None:
+        """The trusted side waited `seconds` for the GPU gate: not the candidate's time."""
+        self.deadline += max(0.0, seconds)
 
     def _next_line(self, deadline: float) -> bytes:
         line = self.lane.read_line(deadline, self.config.timeout_s, job=True)
