@@ -1,8 +1,10 @@
-"""`tritonrl.verify.compare.stale_share`: how much of a wrong output holds another set's
-answer. A cached result returned again holds it nearly everywhere; a kernel that
-computed the new inputs, however inexactly (another library engine, lower precision:
-what memory pressure can cause), holds it almost nowhere, even where two answers of a
-ReLU coincide (both zero)."""
+"""`tritonrl.verify.compare`: the per-dtype tolerance with its accumulation-order allowance
+(an honest float32 sum in another order passes at any length; products in TF32, float16
+or bfloat16 and a single wrong element do not), and `stale_share`: how much of a wrong
+output holds another set's answer. A cached result returned again holds it nearly
+everywhere; a kernel that computed the new inputs, however inexactly (another library
+engine, lower precision: what memory pressure can cause), holds it almost nowhere, even
+where two answers of a ReLU coincide (both zero)."""
 
 from __future__ import annotations
 
@@ -47,3 +49,40 @@ def test_no_answer_when_shapes_differ_or_the_answers_agree():
     stale, fresh = _answers()
     assert stale_share(stale, fresh, stale[:10]) is None
     assert stale_share(fresh, fresh, stale) is None
+
+
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """`x` rounded to TF32's 10-bit mantissa (what a tensor-core product reads)."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def _long_sum():
+    """A 64 x 65,536 x 64 float32 product: torch's, and the same summed over K in
+    blocks of 64 (the order a tiled kernel adds in)."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 65536, generator=g), torch.randn(65536, 64, generator=g)
+    blocked = sum(a[:, k : k + 64] @ b[k : k + 64, :] for k in range(0, 65536, 64))
+    return a, b, a @ b, blocked
+
+
+def test_a_float32_sum_in_another_order_passes_where_atol_alone_refuses_it():
+    a, b, ref, blocked = _long_sum()
+    err = (blocked - ref).abs()
+    assert bool((err > 1e-4 + 1e-4 * ref.abs()).any())  # atol + rtol alone refuse it
+    assert compare_outputs(ref, blocked) is None
+
+
+def test_lower_precision_products_and_one_wrong_element_are_still_refused():
+    a, b, ref, blocked = _long_sum()
+    for name, low in [
+        ("tf32", _tf32(a) @ _tf32(b)),
+        ("float16", a.half().float() @ b.half().float()),
+        ("bfloat16", a.bfloat16().float() @ b.bfloat16().float()),
+    ]:
+        reason = compare_outputs(ref, low)
+        assert reason is not None and "elements differ" in reason, name
+        assert int(reason.split("output 0: ")[1].split(" of ")[0]) > ref.numel() // 2, name
+    one = blocked.clone()
+    one[3, 5] += 0.001 * ref.abs().mean()  # one element off by 0.1% of a typical value
+    assert compare_outputs(ref, one).startswith("output 0: 1 of 4096 elements differ")

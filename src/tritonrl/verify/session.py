@@ -1,18 +1,18 @@
 """One sandboxed worker process, driven command by command from the trusted side.
 
 `WorkerSession` starts `python -m tritonrl.verify.inside.worker` inside the sandbox of
-`tritonrl.verify.sandbox` (`spawn_sandboxed`: the same mechanisms, limits and
-process-tree kill as `run_sandboxed`), sends JSON commands on its stdin and reads one
-JSON reply per command from its stdout, under one wall-clock deadline for the whole
-session, moved on by the time the trusted side waits for the GPU gate with the worker
-idle (`extend_deadline`: the limit bounds the candidate, not the verifier's queue). Anything the worker says is untrusted: a reply that is not one bounded JSON
-object, a worker that exits or is killed, or a deadline passed ends the session with a
-`WorkerError` whose message says why (timeout, memory, a signal, the tail of its
-stderr). A sandbox limit that ended the worker is named in `WorkerError.limit` (one of
-`result.LIMITS`), and its message says which setting it is and how to raise it
-(`limit_text`). `reply_limit` names the limit a failed reply's error says was hit (an
-allocation refused under RLIMIT_AS is a MemoryError, not a kill); that text is
-untrusted too, and can only lower the verdict.
+`tritonrl.verify.sandbox` (`spawn_sandboxed`: the same mechanisms, limits and process-
+tree kill as `run_sandboxed`), sends JSON commands on its stdin and reads one JSON reply
+per command from its stdout, under one wall-clock deadline for the whole session, moved
+on by the time the trusted side waits for the GPU gate with the worker idle
+(`extend_deadline`: the limit bounds the candidate, not the verifier's queue). Anything
+the worker says is untrusted: a reply that is not one bounded JSON object, a worker that
+exits or is killed, or a deadline passed ends the session with a `WorkerError` whose
+message says why (timeout, memory, a signal, the tail of its stderr). A sandbox limit
+that ended the worker is named in `WorkerError.limit` (one of `result.LIMITS`), and its
+message says which setting it is and how to raise it (`limit_text`). `reply_limit` names
+the limit a failed reply's error says was hit (an allocation refused under RLIMIT_AS is
+a MemoryError, not a kill); that text is untrusted too, and can only lower the verdict.
 
 `findings()` reads the worker's findings log (`tritonrl.verify.findings`): what its
 guards saw, written the moment they saw it, so it survives a worker that segfaults,

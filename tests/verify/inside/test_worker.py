@@ -11,6 +11,7 @@ run it in one); the Triton interpreter.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -256,3 +257,48 @@ def test_a_staged_set_read_by_candidate_code_between_commands_is_flagged(tmp_pat
         assert "seed_a.pt" in reply["flags"]["reference_access"]
     finally:
         run.close()
+
+
+COMPILE_BAD_AXIS = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+import triton.language as tl
+
+from tritonrl.verify.inside.worker import _short_error
+
+
+def kernel(x_ptr, BLOCK: tl.constexpr):
+    v = tl.load(x_ptr + tl.arange(0, BLOCK))
+    w = tl.max(v, axis=1)
+    tl.store(x_ptr + tl.arange(0, BLOCK), w)
+
+
+source = ASTSource(JITFunction(kernel), signature={"x_ptr": "*fp32", "BLOCK": "constexpr"},
+                   constexprs={"BLOCK": 16})
+try:
+    triton.compile(source, target=GPUTarget("cuda", 90, 32))
+except triton.compiler.errors.CompilationError as e:
+    print(repr(str(e)))
+    print(_short_error(e))
+"""
+
+
+def test_a_compile_error_keeps_the_line_it_points_at_and_the_reason(tmp_path):
+    # Triton's compiler front end (it runs without a GPU, and without the interpreter:
+    # a process of its own) refuses a reduction over an axis the block lacks. Its
+    # message is the kernel's source down to a caret; the reason is in the chain of
+    # causes. A short error keeps the position, that line and the reason, which a reader
+    # (and a feedback turn) needs, not the source above it.
+    (tmp_path / "bad_axis.py").write_text(COMPILE_BAD_AXIS)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "bad_axis.py")],
+        capture_output=True, text=True, env=env, timeout=300, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert "invalid axis" not in out[0]  # the message alone lacks the reason
+    assert out[1] == (
+        "CompilationError: at 3:8: `w = tl.max(v, axis=1)` "
+        "ValueError: invalid axis 1. Expected -1 <= axis < 1"
+    )

@@ -87,7 +87,30 @@ def _short_error(e: BaseException) -> str:
         f for f in traceback.extract_tb(e.__traceback__) if f.filename.endswith("candidate.py")
     ]
     where = f" (candidate.py line {frames[-1].lineno})" if frames else ""
-    return f"{type(e).__name__}: {str(e)[:300]}{where}"
+    text = _compile_error_text(e) if _kernel_compile_error(e) else str(e)[:300]
+    return f"{type(e).__name__}: {text}{where}"
+
+
+def _compile_error_text(e: BaseException) -> str:
+    """Triton's CompilationError says where (`at L:C:`, then the kernel's source down to
+    that line and a caret) and keeps why in its chain of causes: the position, the line
+    it points at and the innermost cause's message, each bounded (the source in between
+    would crowd out the reason)."""
+    lines = [line for line in str(e).splitlines() if line.strip()]
+    parts = [lines[0][:40]] if lines else []
+    if len(lines) >= 2 and lines[-1].strip() == "^":
+        parts.append(f"`{lines[-2].strip()[:160]}`")
+    reason, cause = "", e
+    for _ in range(16):  # the chain, bounded
+        if cause is None:
+            break
+        if _kernel_compile_error(cause):
+            message = getattr(cause, "error_message", None)
+            reason = str(message) if message else reason
+        else:
+            reason = f"{type(cause).__name__}: {cause}"
+        cause = cause.__cause__
+    return " ".join(parts + ([reason[:240]] if reason else []))
 
 
 def _kernel_compile_error(e: BaseException) -> bool:
