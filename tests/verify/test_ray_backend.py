@@ -18,7 +18,7 @@ import pytest
 
 from cli_process import tritonrl
 from tritonrl.config import VerifyConfig
-from tritonrl.reward import compute_reward
+from tritonrl.reward import compute_reward, make_trl_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify.pool.pool import VerifierPool
 from tritonrl.verify.ray_backend import RayVerifier, RayVerifierError, shared_ray_verifier
@@ -96,6 +96,12 @@ def test_verdicts_are_the_local_pools_in_input_order(cluster, local_verdicts):
         assert [verdict(got[i]) for i in range(len(CASES))] == local_verdicts
         assert verdict(got[len(CASES)]) == local_verdicts[0]
         assert verifier.stats["deduplicated"] == 2 and verifier.stats["lost_actors"] == 0
+        # The RL reward with verify.backend ray verifies through this same verifier.
+        reward = make_trl_reward([RELU, SIGMOID], RAY, workers=1)
+        assert reward.scorer.pool is verifier
+        rewards = reward([""] * len(CASES), [code for _, code in CASES],
+                         task_id=[task.id for task, _ in CASES])  # fmt: skip
+        assert rewards == [v[7] for v in local_verdicts]
         with pytest.raises(ValueError, match="must match its Ray verifier's in"):
             verifier.submit(RELU, GOOD, VerifyConfig(device="cpu", memory_mb=1024))
     with pytest.raises(RayVerifierError, match="closed"):
@@ -103,7 +109,7 @@ def test_verdicts_are_the_local_pools_in_input_order(cluster, local_verdicts):
 
 
 def test_an_actor_lost_mid_batch_loses_no_case_and_repeats_none(cluster, local_verdicts):
-    pairs, origin = numbered(CASES, 2)
+    pairs, origin = numbered(CASES[:4], 2)
     with RayVerifier(RAY, workers=1) as verifier:
         answers = verifier.imap_unordered(pairs)
         seen = [next(answers)]
