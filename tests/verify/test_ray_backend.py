@@ -144,9 +144,11 @@ def test_every_actor_lost_fails_the_waiting_cases_with_the_reason(cluster):
         assert v.stats["lost_actors"] == 1 and v.stats["resubmitted"] == 1
 
 
-def test_device_cuda_on_a_cluster_without_gpus_is_refused(cluster):
+def test_what_the_cluster_cannot_hold_is_refused_at_once(cluster):
     with pytest.raises(RayVerifierError, match="the Ray cluster has no GPU"):
         RayVerifier(VerifyConfig(device="cuda", backend="ray"))
+    with pytest.raises(RayVerifierError, match=r"more actors than the Ray cluster has CPUs \(2;"):
+        RayVerifier(VerifyConfig(device="cpu", backend="ray", ray_actors=3))
 
 
 def test_verify_batch_backend_ray_joins_the_cluster_at_its_address(cluster, tmp_path,

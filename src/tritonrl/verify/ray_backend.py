@@ -127,7 +127,6 @@ class _Job:
 class _Actor:
     handle: Any
     ready: Any  # the ObjectRef of its `info()` while it starts; None once it answered
-    started: float
     slots: int = 0
     info: dict = dataclasses.field(default_factory=dict)
     jobs: dict = dataclasses.field(default_factory=dict)  # ObjectRef -> _Job
@@ -187,7 +186,18 @@ class RayVerifier:
                     "nodes (`ray start --address HEAD:6379` there) or set verify.device to "
                     "'auto' or 'cpu'"
                 )
+            if count > gpus:
+                raise RayVerifierError(
+                    f"verify.ray_actors {count} asks for more GPU actors than the Ray cluster "
+                    f"has GPUs ({gpus}); give at most {gpus}, or 0 for one per GPU"
+                )
             return device, [{"num_gpus": 1, "num_cpus": 1}] * (count or gpus)
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if count > cpus:
+            raise RayVerifierError(
+                f"verify.ray_actors {count} asks for more actors than the Ray cluster has CPUs "
+                f"({cpus}; each actor takes one); give at most {cpus}, or 0 for one per node"
+            )
         if count:
             return device, [{"num_cpus": 1, "scheduling_strategy": "SPREAD"}] * count
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -198,7 +208,7 @@ class RayVerifier:
 
     def _start_actor(self, options: dict) -> None:
         handle = self._remote.options(**options).remote(self.config, self.workers, self.device)
-        self._actors.append(_Actor(handle, handle.info.remote(), time.monotonic()))
+        self._actors.append(_Actor(handle, handle.info.remote()))
         self.stats["started_actors"] += 1
 
     def _await_start(self) -> None:
@@ -454,9 +464,12 @@ class RayVerifier:
         for job in jobs:
             if not job.future.cancel() and not job.future.done():
                 job.future.set_exception(RayVerifierError("the Ray verifier was closed"))
-        closing = [a.handle.close.remote() for a in actors if a.ready is None]
-        if closing:
-            self.ray.wait(closing, num_returns=len(closing), timeout=60)
+        if not self.ray.is_initialized():  # Ray shut down first: its actors went with it
+            return
+        with contextlib.suppress(Exception):  # an actor lost meanwhile
+            closing = [a.handle.close.remote() for a in actors if a.ready is None]
+            if closing:
+                self.ray.wait(closing, num_returns=len(closing), timeout=60)
         for actor in actors:
             self._drop(actor)
 
@@ -483,9 +496,9 @@ def shared_ray_verifier(
     with _SHARED_LOCK:
         verifier = _SHARED.get(key)
         if verifier is None or verifier._closed:
-            if not _AT_EXIT:
-                _AT_EXIT.append(atexit.register(close_shared_ray_verifiers) is not None)
             verifier = _SHARED[key] = RayVerifier(config, workers)
+            if not _AT_EXIT:  # after ray.init's own: closed before Ray shuts down
+                _AT_EXIT.append(atexit.register(close_shared_ray_verifiers) is not None)
         return verifier
 
 
