@@ -1,7 +1,7 @@
 """Which verifier `verify.backend` gives (`tritonrl.verify.backend`): this machine's pool
 for "local"; for "ray" without Ray installed, an error naming the pip line that installs
-it, from the API and from `verify --batch --backend ray` (exit 2, no traceback). The Ray
-backend itself is tested in test_ray_backend.py."""
+it, from the API and from `verify --batch --backend ray` (exit 2, no traceback); `serve`
+refuses it. The Ray backend itself is tested in test_ray_backend.py."""
 
 import json
 import sys
@@ -48,3 +48,9 @@ def test_verify_batch_backend_ray_without_ray_says_what_to_install(monkeypatch, 
     r = CliRunner().invoke(app, ["verify", *args], terminal_width=300)
     assert r.exit_code == 2, r.output
     assert 'pip install "tritonrl[ray]"' in r.output and "Traceback" not in r.output
+
+
+def test_serve_refuses_the_ray_backend():
+    r = CliRunner().invoke(app, ["serve", "--verify.backend", "ray"], terminal_width=300)
+    assert r.exit_code == 2, r.output
+    assert "tritonrl serve verifies on this machine's pool" in r.output

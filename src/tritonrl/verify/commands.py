@@ -231,6 +231,12 @@ def serve_cmd(
     from tritonrl.verify.service import VerifyService, is_loopback  # lazy: imports the pool
 
     config, _ = verify_config(ctx, config_path, "verify", {}, (), 0)
+    if config.backend != "local":
+        usage(
+            f"tritonrl serve verifies on this machine's pool, not verify.backend "
+            f"{config.backend!r}; run it on each GPU node, or have the trainer verify on "
+            "the Ray cluster itself (--verify.backend ray, docs/scaling.md)"
+        )
     try:
         token = read_token(token_file)
     except ValueError as e:
