@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from cli_process import tritonrl
 from tritonrl.config import VerifyConfig
@@ -61,9 +62,10 @@ def numbered(cases, copies: int):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray instance of two CPUs for the module (its own processes, no dashboard)."""
+    """A local Ray instance of two CPUs for the module (its own processes, no dashboard),
+    and one GPU that Ray counts but the machine need not have (the GPU actors' plan)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=80 << 20,
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, object_store_memory=80 << 20,
              log_to_driver=False)  # fmt: skip
     try:
         yield ray.get_runtime_context().gcs_address
@@ -145,10 +147,22 @@ def test_every_actor_lost_fails_the_waiting_cases_with_the_reason(cluster):
 
 
 def test_what_the_cluster_cannot_hold_is_refused_at_once(cluster):
-    with pytest.raises(RayVerifierError, match="the Ray cluster has no GPU"):
-        RayVerifier(VerifyConfig(device="cuda", backend="ray"))
+    # verify.device auto on a cluster with a GPU: GPU actors, at most one per GPU.
+    with pytest.raises(RayVerifierError, match=r"more GPU actors than the Ray cluster has GPUs"):
+        RayVerifier(VerifyConfig(backend="ray", ray_actors=2))
     with pytest.raises(RayVerifierError, match=r"more actors than the Ray cluster has CPUs \(2;"):
         RayVerifier(VerifyConfig(device="cpu", backend="ray", ray_actors=3))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA the GPU actor starts")
+def test_an_actor_that_cannot_start_says_why(cluster):
+    # The cluster's GPU is one Ray counts; this machine has none for the actor's pool.
+    with pytest.raises(RayVerifierError, match="failed to start.*torch sees no CUDA device"):
+        RayVerifier(VerifyConfig(backend="ray"), workers=1)
+    deadline = time.monotonic() + 30  # the failed actor's GPU goes back to the cluster
+    while ray.available_resources().get("GPU") != 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("GPU") == 1
 
 
 def test_verify_batch_backend_ray_joins_the_cluster_at_its_address(cluster, tmp_path,

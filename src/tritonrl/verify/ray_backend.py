@@ -43,6 +43,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -112,6 +113,12 @@ def _lanes_per_gpu() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, min(LANES_PER_GPU, cores // max(1, int(gpus))))
+
+
+def _last_line(error: Exception) -> str:
+    """The line of a Ray error that says what went wrong (its traceback's last)."""
+    lines = [x.strip() for x in str(error).splitlines() if x.strip()]
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[-1]) if lines else type(error).__name__
 
 
 @dataclasses.dataclass
@@ -224,7 +231,7 @@ class RayVerifier:
                 except Exception as e:
                     self.close()
                     raise RayVerifierError(
-                        f"a verifier actor failed to start on the Ray cluster: {e}"
+                        f"a verifier actor failed to start on the Ray cluster: {_last_line(e)}"
                     ) from None
         for actor in waiting.values():
             log.warning("ray: a verifier actor did not start in %.0f s; going on without it",
@@ -372,7 +379,7 @@ class RayVerifier:
             try:
                 self._started(actor, self.ray.get(ref))
             except Exception as e:  # noqa: BLE001 - a replacement that cannot start
-                log.warning("ray: a replacement verifier actor failed to start: %s", e)
+                log.warning("ray: a new verifier actor failed to start: %s", _last_line(e))
                 self._drop(actor)
             return
         job = actor.jobs.pop(ref)
