@@ -48,6 +48,10 @@ def test_verify_batch_backend_ray_without_ray_says_what_to_install(monkeypatch, 
     r = CliRunner().invoke(app, ["verify", *args], terminal_width=300)
     assert r.exit_code == 2, r.output
     assert 'pip install "tritonrl[ray]"' in r.output and "Traceback" not in r.output
+    assert not out.exists()  # no results file left behind to need --force next time
+    one = CliRunner().invoke(app, ["verify", relu.id, "-", "--backend", "ray"],
+                             input=relu.solution, terminal_width=300)  # fmt: skip
+    assert one.exit_code == 2 and 'pip install "tritonrl[ray]"' in one.output, one.output
 
 
 def test_serve_refuses_the_ray_backend():

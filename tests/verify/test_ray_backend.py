@@ -51,6 +51,11 @@ def verdict(r) -> tuple:
             compute_reward(r), sets, error)  # fmt: skip
 
 
+def verdict_of_row(row: dict) -> tuple:
+    """What must agree between two verdicts printed as JSON."""
+    return row["stage"], row["correct"], row["flags"], row["reward"]
+
+
 def numbered(cases, copies: int):
     """`copies` of every case, each candidate made distinct by a comment (so none is
     deduplicated), and the case each came from."""
@@ -182,3 +187,8 @@ def test_verify_batch_backend_ray_joins_the_cluster_at_its_address(cluster, tmp_
     assert [row["stage"] for row in rows] == [v[1] for v in local_verdicts]
     assert [row["task_id"] for row in rows] == [task.id for task, _ in CASES]
     assert "6 cases: 2 correct, 4 not correct" in r.stderr
+    (tmp_path / "wrong.py").write_text(WRONG)  # and one kernel, on the cluster too
+    one = tritonrl("verify", RELU.id, str(tmp_path / "wrong.py"), "--json", "--backend", "ray",
+                   "--device", "cpu", "--verify.ray_address", cluster)  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    assert verdict_of_row(json.loads(one.stdout)) == verdict_of_row(rows[1])

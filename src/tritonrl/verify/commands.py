@@ -132,7 +132,11 @@ def verify_cmd(
 
     the_task = _one_task(task)
     code = _read_kernel(kernel)
-    result = verify(the_task, code, config)
+    if config.backend == "ray":  # on the cluster, as --batch would
+        with _open_verifier(config, None) as verifier:
+            result = verifier.verify_many([(the_task, code)])[0]
+    else:
+        result = verify(the_task, code, config)
     reward = reward_for(result, config)
     if as_json:
         typer.echo(json.dumps({**result.to_dict(), "reward": reward}))
@@ -152,12 +156,29 @@ def verify_cmd(
         out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
 
 
-def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
-    """`verify --batch`: every case through one pool (or Ray verifier), rows streamed to
-    --out."""
+def _open_verifier(config, workers: int | None, sink=None):
+    """The verifier of `config.backend`; exit 2 with the reason when the Ray backend
+    cannot start (`sink`, the --out file just made, is removed then)."""
     from tritonrl.verify.backend import open_verifier  # lazy: loads torch
     from tritonrl.verify.ray_backend import RayVerifierError  # lazy: as the line above
 
+    try:
+        verifier = open_verifier(config, workers)
+    except RayVerifierError as e:
+        if sink is not None:
+            sink.close()
+            Path(sink.name).unlink(missing_ok=True)
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if config.backend == "ray":
+        err.print(f"verifying on the Ray cluster: {len(verifier.actors)} actors "
+                  f"({verifier.device}), {verifier.lanes} lanes")  # fmt: skip
+    return verifier
+
+
+def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
+    """`verify --batch`: every case through one pool (or Ray verifier), rows streamed to
+    --out."""
     try:
         cases = read_cases(cases_path)
     except OSError as e:
@@ -187,15 +208,7 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
             err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
             emit(result_row(case, None))
         if good:
-            try:
-                verifier = open_verifier(config, workers or None)
-            except RayVerifierError as e:
-                err.print(f"[red]error:[/red] {escape(str(e))}")
-                raise typer.Exit(2) from None
-            if config.backend == "ray":
-                err.print(f"verifying on the Ray cluster: {len(verifier.actors)} actors "
-                          f"({verifier.device}), {verifier.lanes} lanes")  # fmt: skip
-            with verifier:
+            with _open_verifier(config, workers or None, sink) as verifier:
                 pairs = [(c.task, c.code) for c in good]
                 for i, result in verifier.imap_unordered(pairs):
                     correct += result.correct
