@@ -2,13 +2,16 @@
 sandboxed pool, the Triton interpreter.
 
 The Ray verifier's verdicts must be the local pool's for the same cases (right, wrong,
-not compiling, cheating); an actor killed mid-batch loses no case and repeats none; a
-new actor takes the lost one's place; `verify --batch --backend ray` reaches a running
-cluster by its address. Ray is the `ray` extra (in `all`, so CI has it).
+not compiling, cheating), through its own calls, the RL reward and eval; an actor killed
+mid-batch loses no case and repeats none; a new actor takes the lost one's place; what
+the cluster cannot hold is refused with the reason; `verify --batch --backend ray` (and
+one kernel) reaches a running cluster by its address. Ray is the `ray` extra (in `all`,
+so CI has it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,9 +22,13 @@ import torch
 
 from cli_process import tritonrl
 from tritonrl.config import VerifyConfig
+from tritonrl.config_loader import load_config
+from tritonrl.evaluate.backends import Answer
+from tritonrl.evaluate.runner import evaluate
 from tritonrl.reward import compute_reward, make_trl_reward
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.pool.pool import VerifierPool
+from tritonrl.verify.backend import shared_verifier
+from tritonrl.verify.pool.pool import VerifierPool, default_workers
 from tritonrl.verify.ray_backend import RayVerifier, RayVerifierError, shared_ray_verifier
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -49,6 +56,19 @@ def verdict(r) -> tuple:
     sets = [(o.name, o.ok) for o in r.input_sets]
     return (r.task, r.stage, r.compiled, r.tiny_correct, r.correct, r.flags, r.timed_out,
             compute_reward(r), sets, error)  # fmt: skip
+
+
+class Answering:
+    """A model that gives `text` as every answer (what eval asks of a model)."""
+
+    name = "answering"
+    identity = {"name": "answering", "backend": "test"}
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def generate(self, prompts, n, config, greedy=None):
+        return [[Answer(self.text, False) for _ in range(n)] for _ in prompts]
 
 
 def verdict_of_row(row: dict) -> tuple:
@@ -85,13 +105,13 @@ def local_verdicts():
         return [verdict(r) for r in pool.verify_many(CASES)]
 
 
-def test_verdicts_are_the_local_pools_in_input_order(cluster, local_verdicts):
+def test_verdicts_are_the_local_pools_in_input_order(cluster, local_verdicts, tmp_path):
     assert [v[1] for v in local_verdicts] == ["done", "correctness", "static", "compile",
                                               "done", "correctness"]  # fmt: skip
-    verifier = shared_ray_verifier(RAY, workers=1)  # what the reward and eval use
+    verifier = shared_ray_verifier(RAY)  # what the reward and eval use
     with verifier:
-        assert shared_ray_verifier(RAY, 1) is verifier
-        assert len(verifier.actors) == 2 and verifier.lanes == 2
+        assert shared_verifier(RAY) is verifier
+        assert len(verifier.actors) == 2 and verifier.lanes == 2 * default_workers([])
         results = verifier.verify_many(CASES)
         assert [verdict(r) for r in results] == local_verdicts
         # The same through the other calls, a job's own config included.
@@ -104,11 +124,20 @@ def test_verdicts_are_the_local_pools_in_input_order(cluster, local_verdicts):
         assert verdict(got[len(CASES)]) == local_verdicts[0]
         assert verifier.stats["deduplicated"] == 2 and verifier.stats["lost_actors"] == 0
         # The RL reward with verify.backend ray verifies through this same verifier.
-        reward = make_trl_reward([RELU, SIGMOID], RAY, workers=1)
+        reward = make_trl_reward([RELU, SIGMOID], RAY)
         assert reward.scorer.pool is verifier
         rewards = reward([""] * len(CASES), [code for _, code in CASES],
                          task_id=[task.id for task, _ in CASES])  # fmt: skip
         assert rewards == [v[7] for v in local_verdicts]
+        # And eval: a model answering ReLU's solution to ReLU (right) and Sigmoid (wrong).
+        config = dataclasses.replace(load_config(None, ["--verify.device", "cpu"]), verify=RAY)
+        before = verifier.stats["submitted"]
+        summary = evaluate(Answering(GOOD), [RELU, SIGMOID], 2, tmp_path / "ev", config)
+        assert summary["metrics"]["overall"]["correct"] == 0.5
+        rows = [json.loads(x) for x in (tmp_path / "ev/samples.jsonl").read_text().splitlines()]
+        verdicts = {(r["task"], r["verdict"]["correct"]) for r in rows}
+        assert verdicts == {(RELU.id, True), (SIGMOID.id, False)}
+        assert verifier.stats["submitted"] == before + 2  # two distinct answers, twice each
         with pytest.raises(ValueError, match="must match its Ray verifier's in"):
             verifier.submit(RELU, GOOD, VerifyConfig(device="cpu", memory_mb=1024))
     with pytest.raises(RayVerifierError, match="closed"):
