@@ -161,6 +161,8 @@ class RayVerifier:
                     "it (`ray start --head` on the head node) or fix verify.ray_address"
                 ) from None
         self._remote = ray.remote(VerifierActor)
+        errors = ray.exceptions
+        self._lost_errors = (errors.RayActorError, errors.NodeDiedError, errors.OutOfMemoryError)
         self.workers = workers
         self.start_timeout_s = start_timeout_s
         self.device, self._placements = self._plan(actors or self.config.ray_actors)
@@ -385,7 +387,7 @@ class RayVerifier:
         job = actor.jobs.pop(ref)
         try:
             result = self.ray.get(ref)
-        except self.ray.exceptions.RayActorError as e:
+        except self._lost_errors as e:  # the actor (its process, its node) is gone
             actor.jobs[ref] = job
             self._lost(actor, e)
             return
