@@ -169,11 +169,26 @@ def test_every_extension_can_be_switched_off():
         (["--sampling.top_p", "1.5"], r"sampling.top_p must be in \(0, 1\]"),
         (["--sampling.top_k", "-1"], r"sampling.top_k must be >= 0 \(0: off\), not -1"),
         (["--sampling.max_new_tokens", "0"], "sampling.max_new_tokens must be >= 1"),
+        (["--verify.backend", "slurm"], r"verify.backend must be one of \('local', 'ray'\)"),
+        (["--verify.ray_address", "auto"], "set verify.backend to 'ray'"),
+        (["--verify.ray_actors", "2"], "set verify.backend to 'ray'"),
+        (["--verify.backend", "ray", "--verify.ray_actors", "-1"], "verify.ray_actors must be 0"),
+        (["--verify.backend", "ray", "--verify.endpoint", "http://h:8765"], "give one of them"),
     ],
 )
 def test_bad_overrides_name_what_is_wrong(overrides, message):
     with pytest.raises(ValueError, match=message):
         load_config(None, overrides)
+
+
+def test_the_ray_backend_is_chosen_by_override():
+    config = load_config(None, ["--verify.backend", "ray", "--verify.ray_address", "auto",
+                                "--verify.ray_actors", "3"])  # fmt: skip
+    assert (config.verify.backend, config.verify.ray_address, config.verify.ray_actors) == (
+        "ray", "auto", 3)  # fmt: skip
+    local = VerifyConfig()
+    assert (local.backend, local.ray_address, local.ray_actors) == ("local", None, 0)
+    assert load_config(None, ["--verify.backend", "ray"]).verify.ray_address is None
 
 
 def test_unknown_names_in_a_yaml_file(tmp_path):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 POLICIES = ("strict", "partial")
 SPEEDUP_MEASURES = ("min", "device", "launch")
 REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
+VERIFY_BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -117,12 +118,38 @@ class VerifyConfig:
     # $TRITONRL_SERVE_TOKEN. The server's own verify settings decide the verdicts.
     endpoint: str = ""
     endpoint_token_file: str = ""
+    # Where candidates are verified in this process's stead (`verify --batch`, the RL
+    # reward, eval): "local", this machine's worker pool; "ray", the actors of a Ray
+    # cluster (tritonrl.verify.ray_backend), each owning a pool on its node: one actor per
+    # GPU of the cluster (num_gpus=1), else one per node on the CPU. `ray_address` is
+    # what `ray.init` takes ("auto": the cluster `ray start` runs here; None: that, else a
+    # local instance); `ray_actors` how many actors (0: the default above). Needs
+    # `pip install "tritonrl[ray]"`.
+    backend: str = "local"
+    ray_address: str | None = None
+    ray_actors: int = 0
 
     def __post_init__(self):
         if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
             raise ValueError(
                 f"verify.endpoint must be an http:// or https:// URL (the `tritonrl serve` "
                 f"address), not {self.endpoint!r}"
+            )
+        if self.backend not in VERIFY_BACKENDS:
+            raise ValueError(
+                f"verify.backend must be one of {VERIFY_BACKENDS}, not {self.backend!r}"
+            )
+        if self.ray_actors < 0:
+            raise ValueError("verify.ray_actors must be 0 (one per GPU, else per node) or more")
+        if self.backend != "ray" and (self.ray_address is not None or self.ray_actors):
+            raise ValueError(
+                "verify.ray_address and verify.ray_actors are set but verify.backend is "
+                f"{self.backend!r}: set verify.backend to 'ray' to verify on a Ray cluster"
+            )
+        if self.backend == "ray" and self.endpoint:
+            raise ValueError(
+                "verify.backend is 'ray' and verify.endpoint is set: the reward would go to the "
+                "service; give one of them (the service, or the Ray cluster)"
             )
         if self.policy not in POLICIES:
             raise ValueError(f"verify.policy must be one of {POLICIES}, not {self.policy!r}")

@@ -7,7 +7,8 @@
 The models are `tritonrl.evaluate.backends`'s (a model or adapter dir, a .gguf, a run,
 openai:MODEL@URL), so API models are measured by the same verifier. Prompts are
 `tritonrl.data.prompts.build_messages`'s; verdicts come from the warm verifier pool
-(`shared_pool`), rewards from `tritonrl.reward.schemes.reward_for`.
+(`shared_verifier`: this machine's, or a Ray cluster's with `verify.backend: ray`),
+rewards from `tritonrl.reward.schemes.reward_for`.
 
 Tasks: `load_tasks` sources (the builtin suite, a KernelBench checkout: every level, the
 task families: `fam:N:SEED:heldout` for programs no training task has), `gen:N[:SEED]`
@@ -168,11 +169,11 @@ def _verified(model, asked: list[tuple[Task, int, list[dict]]], answers: list, c
               turn: int | None) -> list[dict]:  # fmt: skip
     """The rows of `answers` to `asked` ((task, sample, prompt) each), verified; `turn`
     is written when there are turns."""
-    from tritonrl.verify.pool.pool import shared_pool  # lazy: loads torch
+    from tritonrl.verify.backend import shared_verifier  # lazy: loads torch
 
     verify = config.verify
     pairs = [(task, a.text) for (task, _, _), a in zip(asked, answers, strict=True)]
-    results = shared_pool(verify).verify_many(pairs, verify)
+    results = shared_verifier(verify).verify_many(pairs, verify)
     rows = []
     for (task, i, prompt), a, r in zip(asked, answers, results, strict=True):
         row = {"model": model.name, "task": task.id, "level": task.level, "sample": i}

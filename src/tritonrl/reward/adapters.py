@@ -35,6 +35,10 @@ verification crashes, hangs or meets a sandbox limit scores 0 with the reason in
 details (the verifier's verdict); a verification that raises instead of answering (the
 pool closed under it) does too, with `verifier error: ...` as its error, and the batch
 goes on.
+
+With `verify.backend: ray` the process-wide verifier is a Ray cluster's instead
+(`tritonrl.verify.ray_backend`: an actor per GPU, each with its own pool; `workers` is then
+each actor's lanes), with the same verdicts and the same calls.
 """
 
 from __future__ import annotations
@@ -52,9 +56,10 @@ from tritonrl.config import VerifyConfig
 from tritonrl.reward.schemes import reward_for
 from tritonrl.tasks import Task, load_source
 from tritonrl.tasks.difficulty import label_level
+from tritonrl.verify.backend import Verifier, shared_verifier
 from tritonrl.verify.client import ENDPOINT_ENV, TOKEN_ENV, VerifyClient, client_for
 from tritonrl.verify.inputs import TRUSTED_LOCK
-from tritonrl.verify.pool.pool import VerifierPool, shared_pool, unshared
+from tritonrl.verify.pool.pool import unshared
 from tritonrl.verify.result import VerifyResult
 
 log = logging.getLogger(__name__)
@@ -80,12 +85,13 @@ class _Scorer:
         self.tasks = dict(tasks) if isinstance(tasks, dict) else {t.id: t for t in tasks}
         self.config = config or VerifyConfig()
         self.task_key = task_key
-        self.workers = workers  # the shared pool's lanes (None: its default)
+        self.workers = workers  # the shared verifier's lanes (None: its default)
         self.client = client_for(self.config)  # None: verify in this process
 
     @property
-    def pool(self) -> VerifierPool:
-        return shared_pool(self.config, self.workers)
+    def pool(self) -> Verifier:
+        """The process-wide verifier of `verify.backend` (a pool, or a Ray cluster's)."""
+        return shared_verifier(self.config, self.workers)
 
     def _task(self, task_id: str) -> Task:
         if task_id not in self.tasks:
@@ -241,7 +247,7 @@ def compute_score_batch(
             seen[key] = (
                 _Remote(client, task, solution)
                 if client is not None
-                else shared_pool(config).submit(task, solution, config)
+                else shared_verifier(config).submit(task, solution, config)
             )
         pending.append((seen[key], config))
     _send_remote(seen.values())

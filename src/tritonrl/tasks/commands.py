@@ -69,10 +69,13 @@ def load(sources: list[str], loader=load_tasks) -> LoadReport:
 
 
 def verify_config(ctx: typer.Context, path, stage: str, shortcuts: dict, args, max_args):
-    """(the command's VerifyConfig with its device resolved, its positional arguments)."""
+    """(the command's VerifyConfig with its device resolved, its positional arguments);
+    with verify.backend 'ray' the device is left for the cluster's actors to resolve."""
     from tritonrl.verify.compare import resolve_device  # lazy: loads torch
 
     config, positional = command_config(ctx, path, stage, shortcuts, args, max_args)
+    if config.verify.backend == "ray":  # the cluster's device, not this machine's
+        return config.verify, positional
     try:
         device = resolve_device(config.verify.device)
     except ValueError as e:

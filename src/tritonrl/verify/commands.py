@@ -2,8 +2,9 @@
 the worker pool.
 
     tritonrl verify TASK KERNEL [--json]       verify one candidate (code or completion)
-    tritonrl verify --batch CASES.jsonl --out RESULTS.jsonl [--workers N]
-                                               many, through the worker pool (streamed)
+    tritonrl verify --batch CASES.jsonl --out RESULTS.jsonl [--workers N] [--backend ray]
+                                               many, through the worker pool (streamed),
+                                               or the actors of a Ray cluster
     tritonrl serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--workers N]
                    [--max-queue N] [--max-request-bytes N]
                                                the verifier as an HTTP service
@@ -11,8 +12,9 @@ the worker pool.
 
 TASK is a task file or an id such as `builtin:level1/1_ReLU`; KERNEL a file, `-` for
 stdin, or the code itself. The command takes `--config FILE|NAME` and `--verify.KEY
-VALUE` overrides (`tritonrl.cli_config`); `--device` and `--policy` are short for
-`--verify.device` and `--verify.policy`. `register(app)` adds it to the `tritonrl` app.
+VALUE` overrides (`tritonrl.cli_config`); `--device`, `--policy` and `--backend` are short
+for `--verify.device`, `--verify.policy` and `--verify.backend`. `register(app)` adds it to
+the `tritonrl` app.
 
 What it does NOT do: compute a verdict (the funnel does) or load torch before it runs
 (the verifier's modules are imported when the command runs).
@@ -97,7 +99,14 @@ def verify_cmd(
         None, "--out", help="RESULTS.jsonl for --batch: one result per case, as each finishes."
     ),
     workers: int = typer.Option(
-        0, help="--batch: pool lanes (0: one per CPU core; on CUDA at most 16 per GPU)."
+        0,
+        help="--batch: pool lanes (0: one per CPU core; on CUDA at most 16 per GPU); with "
+        "--backend ray, each actor's.",
+    ),
+    backend: str | None = typer.Option(
+        None,
+        help="Short for --verify.backend: local (this machine's pool) or ray (the actors of "
+        "the Ray cluster at --verify.ray_address; pip install 'tritonrl[ray]').",
     ),
     force: bool = typer.Option(False, "--force", help="--batch: overwrite an existing --out."),
 ):
@@ -106,7 +115,8 @@ def verify_cmd(
     says why), 2 for bad usage. --out is never overwritten without --force. The
     verifier's settings and the reward scheme are the config's verify section (--config,
     --verify.KEY VALUE, e.g. --verify.timeout_s 30)."""
-    shortcuts = {"--device": ("verify.device", device), "--policy": ("verify.policy", policy)}
+    shortcuts = {"--device": ("verify.device", device), "--policy": ("verify.policy", policy),
+                 "--backend": ("verify.backend", backend)}  # fmt: skip
     config, args = verify_config(ctx, config_path, "verify", shortcuts, (task, kernel), 2)
     task, kernel = (*args, None, None)[:2]
     if batch is not None or out_path is not None:
@@ -122,7 +132,11 @@ def verify_cmd(
 
     the_task = _one_task(task)
     code = _read_kernel(kernel)
-    result = verify(the_task, code, config)
+    if config.backend == "ray":  # on the cluster, as --batch would
+        with _open_verifier(config, None) as verifier:
+            result = verifier.verify_many([(the_task, code)])[0]
+    else:
+        result = verify(the_task, code, config)
     reward = reward_for(result, config)
     if as_json:
         typer.echo(json.dumps({**result.to_dict(), "reward": reward}))
@@ -142,10 +156,29 @@ def verify_cmd(
         out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
 
 
-def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
-    """`verify --batch`: every case through one pool, rows streamed to --out."""
-    from tritonrl.verify.pool.pool import VerifierPool  # lazy: loads torch
+def _open_verifier(config, workers: int | None, sink=None):
+    """The verifier of `config.backend`; exit 2 with the reason when the Ray backend
+    cannot start (`sink`, the --out file just made, is removed then)."""
+    from tritonrl.verify.backend import open_verifier  # lazy: loads torch
+    from tritonrl.verify.ray_backend import RayVerifierError  # lazy: as the line above
 
+    try:
+        verifier = open_verifier(config, workers)
+    except RayVerifierError as e:
+        if sink is not None:
+            sink.close()
+            Path(sink.name).unlink(missing_ok=True)
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if config.backend == "ray":
+        err.print(f"verifying on the Ray cluster: {len(verifier.actors)} actors "
+                  f"({verifier.device}), {verifier.lanes} lanes")  # fmt: skip
+    return verifier
+
+
+def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force: bool) -> None:
+    """`verify --batch`: every case through one pool (or Ray verifier), rows streamed to
+    --out."""
     try:
         cases = read_cases(cases_path)
     except OSError as e:
@@ -175,9 +208,9 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
             err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
             emit(result_row(case, None))
         if good:
-            with VerifierPool(config, workers or None) as pool:
+            with _open_verifier(config, workers or None, sink) as verifier:
                 pairs = [(c.task, c.code) for c in good]
-                for i, result in pool.imap_unordered(pairs):
+                for i, result in verifier.imap_unordered(pairs):
                     correct += result.correct
                     emit(result_row(good[i], result, reward_for(result, config)))
     err.print(
@@ -211,6 +244,12 @@ def serve_cmd(
     from tritonrl.verify.service import VerifyService, is_loopback  # lazy: imports the pool
 
     config, _ = verify_config(ctx, config_path, "verify", {}, (), 0)
+    if config.backend != "local":
+        usage(
+            f"tritonrl serve verifies on this machine's pool, not verify.backend "
+            f"{config.backend!r}; run it on each GPU node, or have the trainer verify on "
+            "the Ray cluster itself (--verify.backend ray, docs/scaling.md)"
+        )
     try:
         token = read_token(token_file)
     except ValueError as e:
