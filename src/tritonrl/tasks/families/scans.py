@@ -39,11 +39,16 @@ def {op}_kernel(x_ptr, {mask_ptr}y_ptr, {params}):
 """
 
 _BODIES = {
-    "cumsum": "c = tl.cumsum(x, axis=1) + carry[:, None]\ncarry += tl.sum(x, axis=1)",
+    # `tl.where(mask, x, 0.0)` changes no value (the load's `other` is 0) but keeps
+    # Triton 3.6's GPU back end from failing on a scan and a sum of the loaded tile
+    # (TritonGPUOptimizeThreadLocality: "PassManager::run failed" on sm_90)
+    "cumsum": "x = tl.where(mask, x, 0.0)\n"
+              "c = tl.cumsum(x, axis=1) + carry[:, None]\ncarry += tl.sum(x, axis=1)",
     "masked_cumsum": "keep = tl.load(m_ptr + offs, mask=mask, other=0)\n"
                      "x = tl.where(keep != 0, x, 0.0)\n"
                      "c = tl.cumsum(x, axis=1) + carry[:, None]\ncarry += tl.sum(x, axis=1)",
-    "reverse_cumsum": "c = tl.cumsum(x, axis=1, reverse=True) + carry[:, None]\n"
+    "reverse_cumsum": "x = tl.where(mask, x, 0.0)\n"
+                      "c = tl.cumsum(x, axis=1, reverse=True) + carry[:, None]\n"
                       "carry += tl.sum(x, axis=1)",
     "cumprod": "c = tl.cumprod(x, axis=1) * carry[:, None]\n"
                "# the carry is the last column of the chunk's running product\n"
