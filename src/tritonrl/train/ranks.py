@@ -6,6 +6,7 @@ this is, and what they must agree on.
     run = run or Run.open(path, readonly=True)                     # the others: read-only
     files = ranks.from_leader(lambda: sft_data_files(run, config), run)  # rank 0's, on all
     name = ranks.agree_stop(stop.signal, device)   # at every step end, on every rank
+    parts = ranks.gather(mine)                     # every rank's value, by rank
 
 Rank 0 (the main process) alone writes the run: its manifest, data files, model card,
 log history and final model directory, and it alone syncs to the store; the other ranks
@@ -113,6 +114,17 @@ class Ranks:
         box = [value if self.main else None]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def gather(self, value: object, device: str | None = None) -> list:
+        """Every rank's `value` (picklable), by rank, on every rank. A collective."""
+        if not self.many:
+            return [value]
+        import torch.distributed as dist
+
+        self._group(device)
+        values: list = [None] * self.world
+        dist.all_gather_object(values, value)
+        return values
 
     def from_leader(self, work: Callable[[], T], run: Run | None = None,
                     device: str | None = None, share: bool = True) -> T | None:  # fmt: skip

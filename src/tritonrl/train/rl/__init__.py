@@ -147,19 +147,13 @@ def budget_raised(run: Run, config: Config) -> bool:
 
 def check_ranks(config: Config, ranks: Ranks) -> None:
     """A ValueError for what several processes cannot train: best-of-n and rwsft (rounds
-    of generation and fine-tuning in one process) and the curriculum (each rank would
-    grow its own from its share of the rewards, and the ranks' samplers would part)."""
+    of generation and fine-tuning in one process)."""
     if not ranks.many:
         return
     if config.rl.algo not in ("grpo", "rloo"):
         raise ValueError(
             f"rl --algo {config.rl.algo} runs in one process, not {ranks.world}: launch it "
             "without `accelerate launch`/torchrun (only grpo and rloo train on several GPUs)"
-        )
-    if config.curriculum.enabled:
-        raise ValueError(
-            f"curriculum.enabled is not supported with {ranks.world} processes (the ranks' "
-            "curricula would differ): set --curriculum.enabled false, or train in one process"
         )
 
 

@@ -46,7 +46,8 @@ each rank generates, is rewarded for and trains on its share of every batch, app
 its completions to the one completions.jsonl (whole lines); rank 0 alone writes the run
 and syncs it, every rank resumes from the checkpoint rank 0 chose and stops at the same
 step (`tritonrl.train.ranks`), and each rank holds the gate of its own GPU (LOCAL_RANK's),
-so the trainer's hold covers every GPU it trains on. The completion count and mean reward
+so the trainer's hold covers every GPU it trains on. The curriculum joins every rank's
+results at each step's end, so the ranks draw alike. The completion count and mean reward
 in the stage info are rank 0's share.
 
 What it does NOT do: keep other programs' GPU work out of the timing windows (a vLLM
@@ -326,7 +327,9 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum, ra
 
     class GrowCurriculum(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            curriculum.end_step(state.global_step)
+            # several ranks: each saw its share of the results; all join them alike
+            gather = (lambda part: ranks.gather(part, args.device.type)) if ranks.many else None
+            curriculum.end_step(state.global_step, gather)
 
     callbacks = [
         nonfinite_guard(config, "rl", run, STAGE),  # first: before saves, records
