@@ -4,10 +4,10 @@
 rank, and the stop agreed across ranks, in two processes; then `accelerate launch
 --num_processes 2 -m tritonrl sft` with the shipped DDP config: a SIGTERM to rank 1 stops
 both ranks at the same step with a checkpoint that holds both ranks' parts, rank 0
-records and syncs the stop, and the same command resumes on both ranks from it. FSDP and
-DeepSpeed are not run here: DeepSpeed needs CUDA, and on the CPU accelerate drops the
-FSDP plugin (MULTI_CPU, plain data parallel); their configs are checked by accelerate's
-loader (tests/train/test_train_commands.py).
+records and syncs the stop, and the same command resumes on both ranks from it; and a
+GRPO step in two processes. FSDP and DeepSpeed are not run here: DeepSpeed needs CUDA,
+and on the CPU accelerate drops the FSDP plugin (MULTI_CPU, plain data parallel); their
+configs are checked by accelerate's loader (tests/train/test_train_commands.py).
 """
 
 import json
@@ -162,15 +162,16 @@ def _workers(marker: str) -> dict[int, int]:
     return found
 
 
-def _launch(config: str, run_dir: Path, *args: str) -> subprocess.Popen:
-    """`accelerate launch` of `tritonrl sft` in 2 processes with a shipped config; its
-    workers are `_workers(launcher.marker)`."""
+def _launch(config: str, run_dir: Path, *args: str, stage: str = "sft") -> subprocess.Popen:
+    """`accelerate launch` of `tritonrl sft` (or `stage`) in 2 processes with a shipped
+    config; its workers are `_workers(launcher.marker)`."""
     assert LAUNCH, "accelerate's launcher is not installed"
     marker = f"{os.getpid()}-{time.monotonic_ns()}"
     launcher = subprocess.Popen(
         [LAUNCH, "launch", "--config_file", str(ACCELERATE_DIR / f"{config}.yaml"),
          "--num_processes", "2", "--main_process_port", str(_free_port()),
-         "-m", "tritonrl", "sft", "--run", str(run_dir), *SMALL, *args],
+         "-m", "tritonrl", stage, "--run", str(run_dir),
+         *(SMALL if stage == "sft" else []), *args],
         env={**os.environ, "TQDM_DISABLE": "1", "TRITONRL_TEST_LAUNCH": marker},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -233,3 +234,22 @@ def test_ddp_sigterm_to_one_rank_stops_both_at_one_step_and_both_resume(tmp_path
     assert out.count("SFT done (resumed from") == 1  # rank 0 prints the result
     assert (run_dir / "sft" / "final" / "model.safetensors").is_file()
     assert not list((run_dir / "sft").glob(".final.tmp-*"))
+
+
+@pytest.mark.slow  # two processes generate, verify and train
+def test_grpo_trains_a_step_in_two_processes_with_every_ranks_completions(sft_run):
+    out = _output(_launch("ddp", sft_run, "--algo", "grpo", "--rl.max_steps", "1", stage="rl"))
+    rl = Run.open(sft_run).stage("rl")
+    assert rl["status"] == "done" and rl["step"] == 1, out[-3000:]
+    rows = [json.loads(line) for line in (sft_run / "rl" / "completions.jsonl").open()]
+    # each rank verified its own 4 (rl.per_device_batch_size), whole lines in one file
+    assert len(rows) == 8 and rl["info"]["completions"] == 8
+    groups = {}
+    for row in rows:
+        groups[row["task"]] = groups.get(row["task"], 0) + 1
+    assert sorted(groups.values()) == [2, 2, 2, 2]  # rl.num_generations per prompt
+    checkpoint = sft_run / rl["artifacts"]["checkpoint"]
+    assert {p.name for p in checkpoint.glob("rng_state_*.pth")} == {
+        "rng_state_0.pth", "rng_state_1.pth"}  # fmt: skip
+    assert (checkpoint / "curriculum.json").is_file() and check(checkpoint) is None
+    assert out.count("RL (grpo) done: 1 step") == 1 and "8 completions verified" in out

@@ -47,8 +47,8 @@ its completions to the one completions.jsonl (whole lines); rank 0 alone writes 
 and syncs it, every rank resumes from the checkpoint rank 0 chose and stops at the same
 step (`tritonrl.train.ranks`), and each rank holds the gate of its own GPU (LOCAL_RANK's),
 so the trainer's hold covers every GPU it trains on. The curriculum joins every rank's
-results at each step's end, so the ranks draw alike. The completion count and mean reward
-in the stage info are rank 0's share.
+results at each step's end, so the ranks draw alike; the completion count and mean reward
+of the stage info and the result are summed over the ranks.
 
 What it does NOT do: keep other programs' GPU work out of the timing windows (a vLLM
 server is one: put it on a GPU of its own, which the trainer's hold does not cover); a
@@ -410,6 +410,9 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
         atomic_write_json(stage_dir / "log_history.json", trainer.state.log_history)
         run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     steps = trainer.state.global_step
+    if ranks.many:  # every rank's completions count, in the stage info and the result
+        counts = ranks.gather((recorder.rows, recorder.total), trainer.args.device.type)
+        recorder.rows, recorder.total = (sum(c[i] for c in counts) for i in (0, 1))
     final = save_final(run, trainer, tokenizer, lora, card(steps), stage=STAGE,
                        dtype=final_dtype(config.rl.bf16), ranks=ranks)  # fmt: skip
     run.set_step(STAGE, steps)
