@@ -94,6 +94,25 @@ def test_rl_refuses_what_several_processes_cannot_train(overrides, message):
     check_ranks(load_config(None, ["--rl.algo", "rloo"]), Ranks(1, 1, 2))
 
 
+def test_each_rank_holds_no_gate_on_the_cpu():
+    from tritonrl.train.rl.grpo import trainer_gate
+
+    assert trainer_gate("cpu", Ranks(1, 1, 2)) is None
+
+
+@pytest.mark.gpu
+def test_each_rank_holds_the_gate_of_its_own_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    from tritonrl.train.rl.grpo import trainer_gate
+    from tritonrl.verify.pool.gate import gate_for, visible_gpus
+
+    gpus = visible_gpus()
+    gates = [trainer_gate("cuda", Ranks(rank, rank, 2)) for rank in (0, 1)]
+    assert gates == [gate_for(gpus[0]), gate_for(gpus[1])] and gates[0] is not gates[1]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
