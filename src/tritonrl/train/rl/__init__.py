@@ -26,6 +26,10 @@ and `rwsft` (sample, verify, fine-tune: `tritonrl.train.rl.best_of_n`).
 GRPO and RLOO generate through vLLM where `rl.vllm` allows (`tritonrl.train.generation`);
 best-of-n and rwsft sample with transformers.
 
+GRPO and RLOO also train in several processes (`accelerate launch --num_processes N -m
+tritonrl rl ...`): rank 0 checks and writes the run, the others open it read-only
+(`tritonrl.train.ranks`); best-of-n and rwsft refuse several (`check_ranks`).
+
 The package: `common` (what every algorithm shares: the stage record, the completion
 log, the policy), `grpo` (GRPO, RLOO), `best_of_n` and `rounds` (best-of-n, rwsft),
 `hierarchical`, `curriculum`, `data` (the prompts).
