@@ -1,5 +1,6 @@
 """What importing the package does to the process (idle OpenMP threads sleep), and what
-a non-editable install of it holds (the builtin tasks, the named configs)."""
+a non-editable install of it holds (the builtin tasks, the named configs, the accelerate
+configs)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def test_a_non_editable_install_resolves_config_names_and_reports_its_version(tm
     names = zipfile.ZipFile(wheel).namelist()
     assert {"tritonrl/configs/tiny-cpu.yaml", "tritonrl/configs/qwen7b-1gpu.yaml"} <= set(names)
     assert "tritonrl/tasks/builtin/level1/1_ReLU.py" in names
+    shipped = {f"tritonrl/configs/accelerate/{n}.yaml" for n in ("ddp", "zero2", "zero3", "fsdp")}
+    assert shipped <= set(names)
     # Installed, the package is found first; the dependencies come from this environment.
     site = tmp_path / "site"
     install = ["install", "--no-deps", "-q", "--target", str(site), str(wheel)]
@@ -69,6 +72,12 @@ def test_a_non_editable_install_resolves_config_names_and_reports_its_version(tm
     version = subprocess.run([sys.executable, "-m", "tritonrl", "--version"], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert version.returncode == 0 and version.stdout == f"tritonrl {tritonrl.__version__}\n"
+    accelerate = subprocess.run([sys.executable, "-m", "tritonrl", "accelerate-config", "ddp"],
+                                env=env, cwd=tmp_path, capture_output=True, text=True,
+                                timeout=120)  # fmt: skip
+    assert accelerate.stdout.strip() == str(
+        site / "tritonrl" / "configs" / "accelerate" / "ddp.yaml"
+    )
 
 
 def test_the_repository_configs_folder_is_the_packaged_one():

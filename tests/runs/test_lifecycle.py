@@ -58,3 +58,19 @@ def test_the_resume_point_is_the_recorded_checkpoint_and_is_noted(run, caplog):
         assert resume_point(run, "sft") == str(checkpoint)
     assert "resuming SFT of" in caplog.text and "(step 2)" in caplog.text
     assert run.stage("sft")["info"][RESUMED] == run.relpath(checkpoint)
+
+
+def test_a_readonly_run_neither_opens_nor_syncs_the_store(tmp_path):
+    from tritonrl.config_loader import load_config
+    from tritonrl.runs.lifecycle import stage_services
+
+    Run.create(tmp_path / "run")
+    store = tmp_path / "store"
+    config = load_config(None, ["--run.store", str(store), "--run.spot_watch", "false"])
+    reader = Run.open(tmp_path / "run", readonly=True)
+    with stage_services(reader, config) as sync:
+        assert sync is None
+    assert not store.exists() and Run.open(tmp_path / "run").store is None
+    with stage_services(Run.open(tmp_path / "run"), config) as sync:  # rank 0 does both
+        assert sync is not None
+    assert (store / "run" / "manifest.json").is_file()

@@ -379,3 +379,26 @@ def test_a_stage_whose_process_was_killed_is_shown_as_such(tmp_path):
     assert "run the same command" in table.stdout
     run.start_stage("rl")  # this process: alive
     assert not Run.open(run.path).orphaned("rl")
+
+
+def test_a_readonly_run_changes_nothing_and_reloads_what_another_process_wrote(tmp_path):
+    writer = Run.create(tmp_path / "r", {"a": 1})
+    reader = Run.open(tmp_path / "r", readonly=True)
+    before = (tmp_path / "r" / MANIFEST).read_bytes()
+    (tmp_path / "r" / "x.txt").write_text("x")
+    reader.start_stage("sft")
+    reader.add_artifact("sft", "x", tmp_path / "r" / "x.txt")
+    reader.set_step("sft", 3)
+    reader.set_info("sft", loss=1.0)
+    reader.interrupt_stage("sft", "SIGTERM")
+    reader.set_fields(store="file:///elsewhere")
+    assert (tmp_path / "r" / MANIFEST).read_bytes() == before  # neither the file
+    assert reader.status("sft") == "pending" and not reader.has_artifact("sft", "x")  # nor data
+    with pytest.raises(RunError, match="does not exist"):  # still checked: a caller's bug
+        reader.add_artifact("sft", "y", tmp_path / "r" / "missing")
+    writer.start_stage("sft")
+    writer.add_artifact("sft", "x", tmp_path / "r" / "x.txt")
+    assert reader.status("sft") == "pending"
+    reader.reload()
+    assert reader.status("sft") == "running" and reader.has_artifact("sft", "x")
+    assert reader.readonly and not Run.open(tmp_path / "r").readonly

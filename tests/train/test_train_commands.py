@@ -16,3 +16,43 @@ def test_rl_help_names_every_section_and_key_a_resumed_rl_may_change():
     for section, keys in RL_FREE_KEYS.items():
         for key in keys:
             assert f"{section}.{key}" in text, key
+
+
+def test_accelerate_config_prints_each_shipped_config_that_accelerate_loads():
+    from accelerate.commands.config.config_args import load_config_from_file
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+
+    kinds = {"ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED", "fsdp": "FSDP"}
+    for name, kind in kinds.items():
+        r = CliRunner().invoke(app, ["accelerate-config", name])
+        assert r.exit_code == 0, r.output
+        path = r.output.strip()
+        assert path.endswith(f"{name}.yaml")
+        loaded = load_config_from_file(path)  # what `accelerate launch --config_file` reads
+        assert loaded.distributed_type.value == kind
+        # --num_processes comes from the command line: accelerate asks for it
+        assert loaded.num_processes == -1
+    assert load_config_from_file(_path_of(app, "zero2")).deepspeed_config["zero_stage"] == 2
+    zero3 = load_config_from_file(_path_of(app, "zero3")).deepspeed_config
+    assert zero3["zero_stage"] == 3 and zero3["zero3_save_16bit_model"]
+    fsdp = load_config_from_file(_path_of(app, "fsdp")).fsdp_config
+    assert fsdp["fsdp_version"] == 2 and fsdp["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+
+
+def _path_of(app, name: str) -> str:
+    from typer.testing import CliRunner
+
+    return CliRunner().invoke(app, ["accelerate-config", name]).output.strip()
+
+
+def test_accelerate_config_names_the_shipped_ones_for_an_unknown_name():
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+
+    r = CliRunner().invoke(app, ["accelerate-config", "zero4"])
+    assert r.exit_code == 2
+    assert "no accelerate config named 'zero4'" in r.output
+    assert "ddp, fsdp, zero2, zero3" in r.output

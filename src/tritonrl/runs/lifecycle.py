@@ -17,7 +17,9 @@ the credential variables, before any work), starts the background sync
 (`run.sync_interval_s`; 0 syncs after every checkpoint) and the AWS spot watcher
 (`run.spot_watch`: a notice asks `stop` for the same stop a SIGTERM gives: checkpoint at
 the next step boundary, then out), and always ends with a final sync, also when the stage
-fails or is interrupted, so the emergency sync of a pre-emption is this one.
+fails or is interrupted, so the emergency sync of a pre-emption is this one. On a
+read-only run (a training rank other than 0) it starts the spot watcher only: rank 0
+alone syncs.
 
 `record_checkpoint` seals a finished checkpoint (`runs/checkpoint.py`), records it in the
 manifest (written last), and wakes the sync. The run's URL in the store is
@@ -82,8 +84,8 @@ def run_store_url(run: Run, root: str | None) -> str | None:
 @contextlib.contextmanager
 def stage_services(run: Run, config, stop=None) -> Iterator[object | None]:
     """The store sync and the spot watcher for one stage (see the module docstring);
-    yields the StoreSync, or None when the run has no store."""
-    url = run_store_url(run, config.run.store)
+    yields the StoreSync, or None when the run has no store or is read-only."""
+    url = None if run.readonly else run_store_url(run, config.run.store)
     with contextlib.ExitStack() as stack:
         sync = None
         if url:

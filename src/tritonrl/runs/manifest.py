@@ -20,7 +20,9 @@ Writes are atomic (temp file + fsync + `os.replace` + fsync of the directory) an
 manifest is written last: an artifact is recorded only once it exists on disk, so a crash
 at any moment leaves a manifest that is readable and refers only to complete files.
 Every change re-reads the manifest under an exclusive `flock`, so two processes (a trainer
-and a sync thread's process) do not lose each other's updates.
+and a sync thread's process) do not lose each other's updates. The ranks other than 0 of
+a multi-process trainer open the run read-only (`Run.open(path, readonly=True)`): their
+changes are skipped, rank 0 makes them, and `reload()` reads what it wrote.
 
 What it does NOT do: it does not write the artifacts themselves (the stages do, with
 `atomic_write_bytes` or a temp dir + rename), copy anything to an object store, or decide
@@ -143,12 +145,15 @@ class Run:
     """One run directory. Create it with `Run.create`, open it with `Run.open`.
 
     `data` is the manifest as last read or written; every method that changes it
-    re-reads the manifest under the lock first, then writes it back atomically.
+    re-reads the manifest under the lock first, then writes it back atomically. A
+    `readonly` run (a training rank other than 0) skips every change: neither the file
+    nor `data` changes.
     """
 
-    def __init__(self, path: Path, data: dict):
+    def __init__(self, path: Path, data: dict, readonly: bool = False):
         self.path = path
         self.data = data
+        self.readonly = readonly
 
     # ------------------------------------------------------------------ open / create
 
@@ -187,10 +192,15 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, path: str | Path) -> Run:
-        """The run in `path`; a clear `RunError` when there is none or it is unreadable."""
+    def open(cls, path: str | Path, readonly: bool = False) -> Run:
+        """The run in `path`; a clear `RunError` when there is none or it is unreadable.
+        `readonly`: every change is skipped (another process writes this run)."""
         path = Path(path).expanduser().resolve()
-        return cls(path, cls._read(path))
+        return cls(path, cls._read(path), readonly)
+
+    def reload(self) -> None:
+        """Read the manifest again (what another process wrote since)."""
+        self.data = self._read(self.path)
 
     @classmethod
     def open_or_create(cls, path: str | Path, config: Any = None) -> Run:
@@ -230,7 +240,10 @@ class Run:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _update(self, change: Callable[[dict], None]) -> None:
-        """Re-read the manifest, apply `change`, write it back: all under the lock."""
+        """Re-read the manifest, apply `change`, write it back: all under the lock.
+        Nothing at all when `readonly`."""
+        if self.readonly:
+            return
         with self._locked():
             data = self._read(self.path)
             change(data)

@@ -1,24 +1,27 @@
 """Trainer callbacks shared by the training stages (SFT, and the RL trainers).
 
-`ManifestCallback(run, stage)` records the global step at every log, and every
-checkpoint the trainer has finished writing, sealed, as the stage's `checkpoint` artifact
-(so a resume finds it through the manifest, never by listing directories; it must come
-after every callback that writes into the checkpoint), which wakes the store sync. `EvaluateAtEnd`
-makes the last step evaluate (when evaluation is on), so the final validation loss is in
-the log history and the logs, whatever the eval interval. `StopOnSignal(stop)` turns a
+`ManifestCallback(run, stage)` records the global step at every log, and every checkpoint
+the trainer has finished writing, sealed, as the stage's `checkpoint` artifact (so a
+resume finds it through the manifest, never by listing directories; it must come after
+every callback that writes into the checkpoint), which wakes the store sync; with several
+ranks, rank 0 records it once every rank has written its part. `EvaluateAtEnd` makes the
+last step evaluate (when evaluation is on), so the final validation loss is in the log
+history and the logs, whatever the eval interval. `StopOnSignal(stop)` turns a
 SIGTERM/SIGINT (`tritonrl.runs.StopSignals`) into a checkpoint at the next step boundary
-and a stop. `TrainingBar` is the one progress bar of a training stage: steps, with the
-latest loss and eval loss beside it (it replaces transformers' bar, its nested eval bar
-and its printed log dicts). `ModelCardCallback(card)` writes our model card into every
-checkpoint (in place of PEFT's template). `NonFiniteGuard(advice, run, stage)` stops
-training with a `NonFiniteError` (naming the step, what went non-finite, the last good
-checkpoint and what to try) at the first NaN or infinite gradient, trainable weight,
-logged loss, grad norm or eval loss, before that step can be saved: a checkpoint never
-holds non-finite weights. Stages set the trainer's `logging_nan_inf_filter` off, so a
-NaN loss is logged as NaN (the filter logs the window's running mean, often 0, instead).
-`TiedWeightsLoad`, a trainer mixin, drops from a checkpoint load's missing keys those of
-weights tied to a loaded one (`untied_missing_keys`: a tied output embedding is saved
-once, no warning about a key that was never apart).
+and a stop; with several ranks the stop is agreed at every step end (`Ranks.agree_stop`),
+so a signal to any rank stops them all at the same step. `TrainingBar` is the one
+progress bar of a training stage: steps, with the latest loss and eval loss beside it (it
+replaces transformers' bar, its nested eval bar and its printed log dicts).
+`ModelCardCallback(card)` writes our model card into every checkpoint (in place of PEFT's
+template). `NonFiniteGuard(advice, run, stage)` stops training with a `NonFiniteError`
+(naming the step, what went non-finite, the last good checkpoint and what to try) at the
+first NaN or infinite gradient, trainable weight, logged loss, grad norm or eval loss,
+before that step can be saved: a checkpoint never holds non-finite weights. Stages set
+the trainer's `logging_nan_inf_filter` off, so a NaN loss is logged as NaN (the filter
+logs the window's running mean, often 0, instead). `TiedWeightsLoad`, a trainer mixin,
+drops from a checkpoint load's missing keys those of weights tied to a loaded one
+(`untied_missing_keys`: a tied output embedding is saved once, no warning about a key
+that was never apart).
 
 What it does NOT do: it does not write checkpoints (the trainer does, with rotation of
 the old ones) or upload them (`runs/sync.py`).
@@ -36,6 +39,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from tritonrl.runs import Run, StopSignals
 from tritonrl.runs.lifecycle import record_checkpoint
+from tritonrl.train.ranks import Ranks
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +68,21 @@ def _checkpoint(args, state) -> Path:
 
 
 class ManifestCallback(TrainerCallback):
-    def __init__(self, run: Run, stage: str):
+    def __init__(self, run: Run, stage: str, ranks: Ranks | None = None):
         self.run = run
         self.stage = stage
+        self.ranks = ranks or Ranks.from_env()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero:
             self.run.set_step(self.stage, state.global_step)
 
     def on_save(self, args, state, control, **kwargs):
-        # Called after the checkpoint is complete and the old ones are rotated out.
+        # Called after the checkpoint is complete and the old ones are rotated out, on
+        # every rank: the seal covers every rank's files (RNG states, shards) once all
+        # are written.
+        if self.ranks.many:
+            self.ranks.barrier(args.device.type)
         if not state.is_world_process_zero:
             return
         checkpoint = _checkpoint(args, state)
@@ -160,13 +169,23 @@ class EvaluateAtEnd(TrainerCallback):
 
 
 class StopOnSignal(TrainerCallback):
-    """Checkpoint and stop at the first step boundary after `stop` caught a signal."""
+    """Checkpoint and stop at the first step boundary after `stop` caught a signal (on
+    any rank: the ranks agree at every step end, and a rank stopped by another's signal
+    records that one as its own `stop.signal`)."""
 
-    def __init__(self, stop: StopSignals):
+    def __init__(self, stop: StopSignals, ranks: Ranks | None = None):
         self.stop = stop
+        self.ranks = ranks or Ranks.from_env()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.stop.signal:
+        # Decided on `agreed` alone: a signal landing after the all-reduce waits for the
+        # next step, on this rank as on the others.
+        agreed = self.ranks.agree_stop(self.stop.signal, args.device if self.ranks.many else None)
+        if agreed and not self.stop.signal:
+            log.warning("rank %d stops at step %d with the others (%s on another rank)",
+                        self.ranks.rank, state.global_step, agreed)  # fmt: skip
+            self.stop.signal = agreed
+        if agreed:
             control.should_save = True
             control.should_training_stop = True
         return control

@@ -4,6 +4,13 @@
     tritonrl convert-gguf FILE.gguf|NAME --out DIR [--dtype float32] [--overwrite]
     tritonrl sft --run RUN [--config FILE] [--SECTION.KEY VALUE ...]
     tritonrl rl --run RUN --algo grpo|rloo|best-of-n|rwsft [--config FILE] [--SECTION.KEY VALUE ...]
+    tritonrl accelerate-config ddp|zero2|zero3|fsdp     # the path of a shipped accelerate config
+
+Several GPUs: `accelerate launch --config_file $(tritonrl accelerate-config ddp)
+--num_processes 4 -m tritonrl sft --run RUN ...` (and `rl`; docs/scaling.md). Only rank 0
+prints the stage's result; when rank 0 fails while setting up (a bad config), the other
+ranks fail with `LeaderFailed` naming its error, and a stop by signal exits every rank
+128+N.
 
 `--config` is a YAML file or the name of one in configs/ (default: tiny-cpu); every other
 `--section.key value` overrides one field (`--sft.max_steps 10`, `--lora.enabled=false`),
@@ -30,14 +37,17 @@ from rich.console import Console
 from rich.markup import escape
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config, command_errors
+from tritonrl.config_loader import CONFIG_DIR
 from tritonrl.models.load import convert_gguf as convert
 from tritonrl.models.tiny import build_tiny_model, count_parameters
 from tritonrl.runs import Interrupted, Run, RunError
+from tritonrl.train.ranks import Ranks
 from tritonrl.train.sft import STAGE as STAGE_SFT
 from tritonrl.train.sft import loss_text, quiet_progress, run_sft
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+ACCELERATE_DIR = CONFIG_DIR / "accelerate"  # ddp.yaml, zero2.yaml, zero3.yaml, fsdp.yaml
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -80,6 +90,8 @@ def sft(
     """
     cfg, _ = command_config(ctx, config, "sft")
     result = _run_stage("SFT", STAGE_SFT, run_dir, lambda: run_sft(cfg, run_dir))
+    if not Ranks.from_env().main:
+        return
     kind = "adapter" if result.lora else "model"
     resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     out.print(
@@ -116,6 +128,8 @@ def rl(
     base = (f"run {run.path} (its manifest's config)", run.config) if run.config else None
     cfg, _ = command_config(ctx, config, "rl", {"--algo": ("rl.algo", algo)}, base=base)
     result = _run_stage("RL", STAGE, run_dir, lambda: run_rl(cfg, run_dir))
+    if not Ranks.from_env().main:
+        return
     kind = "adapter" if result.lora else "model"
     resumed = f" (resumed from {result.resumed_from})" if result.resumed_from else ""
     mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
@@ -147,10 +161,30 @@ def convert_gguf(
     out.print(f"{source} written to {path}", markup=False)
 
 
+def accelerate_config(
+    name: str = typer.Argument(..., help="ddp, zero2, zero3 or fsdp."),
+) -> None:
+    """Print the path of a shipped accelerate config, for `accelerate launch --config_file`.
+
+    ddp: a copy of the model per GPU; zero2: DeepSpeed ZeRO-2 (optimizer state and
+    gradients sharded); zero3: DeepSpeed ZeRO-3 (weights too); fsdp: PyTorch FSDP2.
+    Give --num_processes to `accelerate launch` (docs/scaling.md has the commands).
+    """
+    path = ACCELERATE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        names = ", ".join(sorted(p.stem for p in ACCELERATE_DIR.glob("*.yaml")))
+        err.print(f"[red]error:[/red] no accelerate config named {escape(name)!r}; "
+                  f"shipped: {names}")  # fmt: skip
+        raise typer.Exit(2)
+    out.print(str(path), markup=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `tiny-model`, `convert-gguf`, `sft` and `rl` to the `tritonrl` app."""
+    """Add `tiny-model`, `convert-gguf`, `sft`, `rl` and `accelerate-config` to the
+    `tritonrl` app."""
     app.command("tiny-model", context_settings=OVERRIDES)(tiny_model)
     app.command("convert-gguf")(convert_gguf)
+    app.command("accelerate-config")(accelerate_config)
     app.command("sft", context_settings=OVERRIDES)(sft)
     app.command("rl", context_settings=OVERRIDES)(rl)
 
@@ -167,7 +201,9 @@ def _run_stage(label: str, stage: str, run_dir: str, train: Callable[[], T]) -> 
         with command_errors((ValueError, RunError, ImportError), failed=label):
             return train()
     except Interrupted as e:
-        error = Run.open(run_dir).stage(stage)["error"]
+        # rank 0 records the stop; another rank says it in its own words
+        main = Ranks.from_env().main
+        error = Run.open(run_dir).stage(stage)["error"] if main else str(e)
         err.print(f"[yellow]{label} {escape(error)}[/yellow]")
         raise typer.Exit(_stopped_code(e.signal_name)) from None
 

@@ -116,3 +116,17 @@ def test_bad_settings_are_refused_by_name():
         CurriculumConfig(trigger=1.0)
     with pytest.raises(ValueError, match="no tasks"):
         Curriculum(CurriculumConfig(), {})
+
+
+def test_ranks_that_join_their_results_keep_one_curriculum():
+    # two ranks, each verifying its own half of a step's completions
+    ranks = [_cur(window=4), _cur(window=4)]
+    _feed(ranks[0], "11")
+    _feed(ranks[1], "10")
+    parts = [list(r.pending) for r in ranks]  # what Ranks.gather gives every rank
+    assert ranks[0].rolling_correct == 1.0  # before the join: its own results only
+    grew = [r.end_step(1, lambda mine: parts) for r in ranks]
+    assert grew == [True, True] and ranks[0].share == ranks[1].share == pytest.approx(0.2)
+    assert ranks[0].state_dict() == ranks[1].state_dict()
+    assert ranks[0].transitions[0]["rate"] == 0.75  # 3 of the 4 joined results
+    assert ranks[0].sample(20) == ranks[1].sample(20)  # seeded alike: the samplers agree

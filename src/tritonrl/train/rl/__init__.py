@@ -26,6 +26,10 @@ and `rwsft` (sample, verify, fine-tune: `tritonrl.train.rl.best_of_n`).
 GRPO and RLOO generate through vLLM where `rl.vllm` allows (`tritonrl.train.generation`);
 best-of-n and rwsft sample with transformers.
 
+GRPO and RLOO also train in several processes (`accelerate launch --num_processes N -m
+tritonrl rl ...`): rank 0 checks and writes the run, the others open it read-only
+(`tritonrl.train.ranks`); best-of-n and rwsft refuse several (`check_ranks`).
+
 The package: `common` (what every algorithm shares: the stage record, the completion
 log, the policy), `grpo` (GRPO, RLOO), `best_of_n` and `rounds` (best-of-n, rwsft),
 `hierarchical`, `curriculum`, `data` (the prompts).
@@ -43,8 +47,10 @@ from pathlib import Path
 
 from tritonrl.config import Config, rl_device
 from tritonrl.config_loader import config_to_dict, diff_configs
+from tritonrl.models.adapters import relocate_adapters
 from tritonrl.runs import Run, RunError, StopSignals
 from tritonrl.runs.lifecycle import consistent_checkpoint, stage, stage_services
+from tritonrl.train.ranks import Ranks
 from tritonrl.train.rl import best_of_n, grpo
 from tritonrl.train.rl.common import RL_FREE_KEYS, RL_SECTIONS, STAGE, RlResult
 from tritonrl.train.sft import quiet_progress
@@ -143,6 +149,18 @@ def budget_raised(run: Run, config: Config) -> bool:
     return True
 
 
+def check_ranks(config: Config, ranks: Ranks) -> None:
+    """A ValueError for what several processes cannot train: best-of-n and rwsft (rounds
+    of generation and fine-tuning in one process)."""
+    if not ranks.many:
+        return
+    if config.rl.algo not in ("grpo", "rloo"):
+        raise ValueError(
+            f"rl --algo {config.rl.algo} runs in one process, not {ranks.world}: launch it "
+            "without `accelerate launch`/torchrun (only grpo and rloo train on several GPUs)"
+        )
+
+
 def run_rl(config: Config, run_dir: str | Path) -> RlResult:
     """The RL stage of the run in `run_dir`, which must hold a finished `sft` stage.
 
@@ -152,12 +170,22 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
     is refused (the CLI starts from the run's own config)."""
     if importlib.util.find_spec("trl") is None:
         raise ImportError("the rl stage needs TRL: pip install trl")
-    run = Run.open(run_dir)
-    require_sft(run)
-    check_against_run(run, config)
-    check_algo(run, config)  # before anything is written: a refusal changes nothing
-    extend = budget_raised(run, config)
+    ranks = Ranks.from_env()
+    check_ranks(config, ranks)
     device = rl_device(config)
+
+    def opened() -> tuple[Run, bool]:
+        run = Run.open(run_dir)
+        require_sft(run)
+        check_against_run(run, config)
+        check_algo(run, config)  # before anything is written: a refusal changes nothing
+        extend = budget_raised(run, config)
+        relocate_adapters(run)  # here, before the other ranks read the adapters
+        return run, extend
+
+    # the other ranks open the run read-only once rank 0 has checked it
+    opened_here = ranks.from_leader(opened, device=device, share=False)
+    run, extend = opened_here or (Run.open(run_dir, readonly=True), False)
     # the stage starts after the store answered; its last sync sees the outcome
     with (
         StopSignals() as stop,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,8 +109,16 @@ class CompletionLog:
             for d, c in zip(details, completions, strict=True)
         ]  # fmt: skip
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write("".join(line + "\n" for line in lines))
+            # one O_APPEND write: the ranks of a multi-process trainer append to one
+            # file, and a line of one never lands inside a line of another
+            data = "".join(line + "\n" for line in lines).encode("utf-8")
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
             self.rows += len(lines)
             self.total += sum(d["reward"] for d in details)
             if self.curriculum is not None:

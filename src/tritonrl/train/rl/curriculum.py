@@ -4,6 +4,7 @@
     ids = cur.sample(8)                    # task ids, level 2 with probability cur.share
     cur.observe(task_id, correct)          # every verified completion
     grew = cur.end_step(step)              # after each optimizer step (or sampling round)
+    grew = cur.end_step(step, gather)      # several ranks: every rank's results, the same
     cur.metrics()                          # logged every step
     cur.state_dict() / cur.load_state_dict(d)   # saved with each checkpoint
 
@@ -20,6 +21,11 @@ layout as TRL's `RepeatSampler` (each drawn prompt repeated `mini_repeat_count` 
 its group, each chunk `repeat_count` times), but each chunk is drawn when the trainer
 reaches it, at the share of that moment.
 
+With several training processes each rank sees the results of its own share of the
+completions; `end_step(step, gather)` (`gather`: `Ranks.gather`) joins every rank's results
+of the step, in rank order, into the window on every rank, so the ranks' curricula (and
+the samplers that draw from them, seeded alike) stay the same.
+
 What it does NOT do: it does not verify anything (the reward calls `observe`) and it
 does not remember which prompts were drawn before a resume: a resumed run continues with
 the same share, window and transitions, and draws from there with its own seed.
@@ -30,7 +36,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tritonrl.config import CurriculumConfig
@@ -46,6 +52,7 @@ class Curriculum:
         self.hard = sorted(t for t, lv in self.levels.items() if lv >= 2)
         self.share = config.start
         self.window: deque[bool] = deque(maxlen=config.window)
+        self.pending: list[bool] = []  # results since the last end_step, not yet joined
         self.transitions: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
         self.adaptive = config.enabled and bool(self.easy) and bool(self.hard)
@@ -71,14 +78,24 @@ class Curriculum:
     def observe(self, task_id: str, correct: bool) -> None:
         """One verified completion; only level-1 ones enter the rolling rate."""
         if self.levels.get(task_id, 1) <= 1:
-            self.window.append(bool(correct))
+            self.pending.append(bool(correct))
+
+    def _seen(self) -> list[bool]:
+        """The window as it stands with the results not yet joined."""
+        return (list(self.window) + self.pending)[-self.config.window :]
 
     @property
     def rolling_correct(self) -> float | None:
-        return sum(self.window) / len(self.window) if self.window else None
+        seen = self._seen()
+        return sum(seen) / len(seen) if seen else None
 
-    def end_step(self, step: int) -> bool:
-        """Grow the share when the full window's rate passes the trigger; True if it grew."""
+    def end_step(self, step: int, gather: Callable[[list[bool]], list] | None = None) -> bool:
+        """Grow the share when the full window's rate passes the trigger; True if it grew.
+        `gather` (several ranks) gives every rank's results of the step, by rank."""
+        parts = gather(self.pending) if gather is not None else [self.pending]
+        self.pending = []
+        for part in parts:
+            self.window.extend(bool(x) for x in part)
         rate = self.rolling_correct
         if not self.adaptive or self.share >= self.config.end:
             return False
@@ -112,6 +129,7 @@ class Curriculum:
         return {
             "share": self.share,
             "window": [int(x) for x in self.window],
+            "pending": [int(x) for x in self.pending],
             "transitions": list(self.transitions),
             "rng": [state[0], list(state[1]), state[2]],
         }
@@ -119,6 +137,7 @@ class Curriculum:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.share = float(state["share"])
         self.window = deque((bool(x) for x in state["window"]), maxlen=self.config.window)
+        self.pending = [bool(x) for x in state.get("pending", [])]  # older states: none
         self.transitions = list(state["transitions"])
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))

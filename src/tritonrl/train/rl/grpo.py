@@ -41,6 +41,15 @@ CUDA graphs). Each step's seconds, split where the hold changes hands, join the 
 (`StepClock`): `time/generate_s`, `time/reward_wait_s`, `time/update_s` (the rest:
 log-probabilities, loss, backward, optimizer) and `time/step_s`.
 
+Several processes (`accelerate launch --num_processes N -m tritonrl rl --algo grpo ...`):
+each rank generates, is rewarded for and trains on its share of every batch, appending
+its completions to the one completions.jsonl (whole lines); rank 0 alone writes the run
+and syncs it, every rank resumes from the checkpoint rank 0 chose and stops at the same
+step (`tritonrl.train.ranks`), and each rank holds the gate of its own GPU (LOCAL_RANK's),
+so the trainer's hold covers every GPU it trains on. The curriculum joins every rank's
+results at each step's end, so the ranks draw alike; the completion count and mean reward
+of the stage info and the result are summed over the ranks.
+
 What it does NOT do: keep other programs' GPU work out of the timing windows (a vLLM
 server is one: put it on a GPU of its own, which the trainer's hold does not cover); a
 timing phase elsewhere waits for the hold at most the gate's drain (10 s) and then times
@@ -72,6 +81,7 @@ from tritonrl.train.callbacks import (
 from tritonrl.train.generation import check_model, choose, warn_shared_server
 from tritonrl.train.model_card import rl_card
 from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg
+from tritonrl.train.ranks import Ranks
 from tritonrl.train.rl.common import (
     COMPLETIONS,
     CURRICULUM_FILE,
@@ -86,7 +96,7 @@ from tritonrl.train.rl.data import rl_prompts
 from tritonrl.train.rl.hierarchical import hierarchical_trainer
 from tritonrl.train.sft import _reporters, save_final
 from tritonrl.train.trl_args import trl_config
-from tritonrl.verify.pool.gate import current_gate, visible_gpus
+from tritonrl.verify.pool.gate import current_gate, gate_for, visible_gpus
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +139,7 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
         "report_to": _reporters(config) or "none",
         "seed": config.run.seed,
         "disable_tqdm": False,
+        "ddp_find_unused_parameters": False,  # every trained weight is used (as in SFT)
     }
     if generator is not None and generator.vllm:
         wanted |= {
@@ -199,11 +210,16 @@ class StepClock:
         return {k: round(v, 3) for k, v in times.items()}
 
 
-def trainer_gate(device: str):
-    """The verifier gate of the GPU the trainer uses (None on the CPU: nothing is timed)."""
+def trainer_gate(device: str, ranks: Ranks | None = None):
+    """The verifier gate of the GPU this process trains on (None on the CPU: nothing is
+    timed): with several ranks, LOCAL_RANK's GPU (where accelerate puts the rank), so
+    together the ranks hold every GPU the trainer uses."""
     if device != "cuda":
         return None
-
+    ranks = ranks or Ranks.from_env()
+    gpus = visible_gpus()
+    if ranks.many and ranks.local_rank < len(gpus):
+        return gate_for(gpus[ranks.local_rank])
     return current_gate()
 
 
@@ -306,23 +322,25 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
     return Trainer
 
 
-def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum) -> list:
+def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum, ranks: Ranks) -> list:
     from transformers import TrainerCallback
 
     class GrowCurriculum(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            curriculum.end_step(state.global_step)
+            # several ranks: each saw its share of the results; all join them alike
+            gather = (lambda part: ranks.gather(part, args.device.type)) if ranks.many else None
+            curriculum.end_step(state.global_step, gather)
 
     callbacks = [
         nonfinite_guard(config, "rl", run, STAGE),  # first: before saves, records
         ModelCardCallback(card),
-        ManifestCallback(run, STAGE),
-        StopOnSignal(stop),
+        ManifestCallback(run, STAGE, ranks),
+        StopOnSignal(stop, ranks),
     ]
     if curriculum is not None:
         callbacks.insert(0, GrowCurriculum())  # before the checkpoint's state is written
     callbacks.append(TrainingBar())
-    if "tensorboard" in config.run.report_to:
+    if "tensorboard" in config.run.report_to and ranks.main:
         callbacks.append(tensorboard(run, STAGE))
     return callbacks
 
@@ -344,14 +362,19 @@ def _curriculum(config: Config, tasks: dict, resume: str | None):
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
     started = time.monotonic()
+    ranks = Ranks.from_env()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
     verify = config.rl_verify
     stage_dir = run.stage_dir(STAGE)
     log_path = stage_dir / COMPLETIONS
-    log_path.touch()
-    run.add_artifact(STAGE, "completions", log_path)
-    resume = resume_point(run, STAGE, log)
+
+    def recorded() -> str | None:
+        log_path.touch()
+        run.add_artifact(STAGE, "completions", log_path)
+        return resume_point(run, STAGE, log)
+
+    resume = ranks.from_leader(recorded, run, device)  # rank 0's choice, on every rank
     curriculum = _curriculum(config, tasks, resume)
     levels = {t: task.level for t, task in tasks.items()}
     recorder = CompletionLog(log_path, levels, curriculum)
@@ -360,33 +383,38 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     generator = check_model(generator, config, model.name_or_path)
     log.info("%s: %s", config.rl.algo.upper(), generator.line)
     run.set_info(STAGE, generation=generator.info())
-    if generator.mode == "server":
+    if generator.mode == "server" and ranks.main:
         warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))
-    gate = trainer_gate(device)
+    gate = trainer_gate(device, ranks)
     trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate)(
         model=model,
         reward_funcs=[reward],
         args=trainer_args(config, stage_dir / "checkpoints", device, generator),
         train_dataset=prompts,
         processing_class=tokenizer,
-        callbacks=_callbacks(run, config, stop, card, curriculum),
+        callbacks=_callbacks(run, config, stop, card, curriculum, ranks),
     )
     try:
         with stop.graceful():
             trainer.train(resume_from_checkpoint=resume)
+        # a signal after the last step's agreement: every rank stops, or none
+        stop.signal = ranks.agree_stop(stop.signal, trainer.args.device) or stop.signal
     finally:
         if trainer._gpu_hold is not None:  # held past a failure in the optimizer step
             trainer._gpu_hold.release()
     if stop.signal:
         raise Interrupted(stop.signal)
-    history = trainer.state.log_history
-    atomic_write_json(stage_dir / "log_history.json", history)
-    run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
+    if ranks.main:
+        atomic_write_json(stage_dir / "log_history.json", trainer.state.log_history)
+        run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     steps = trainer.state.global_step
+    if ranks.many:  # every rank's completions count, in the stage info and the result
+        counts = ranks.gather((recorder.rows, recorder.total), trainer.args.device.type)
+        recorder.rows, recorder.total = (sum(c[i] for c in counts) for i in (0, 1))
     final = save_final(run, trainer, tokenizer, lora, card(steps), stage=STAGE,
-                       dtype=final_dtype(config.rl.bf16))  # fmt: skip
+                       dtype=final_dtype(config.rl.bf16), ranks=ranks)  # fmt: skip
     run.set_step(STAGE, steps)
     record_info(run, config, recorder, curriculum, data_source=source, prompts=len(prompts),
                 device=device)  # fmt: skip

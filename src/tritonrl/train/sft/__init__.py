@@ -32,8 +32,13 @@ The package: this module (the stage), `data` (its examples), `run_dir` (which co
 it may run under, where its base is) and `weighted` (the weighted fine-tuning step of
 best-of-n and rwsft).
 
+Several processes (`accelerate launch --num_processes N -m tritonrl sft ...`, docs/scaling.md)
+train one model: rank 0 alone writes the run (manifest, data, card, log history, the final
+directory) and syncs it; every rank saves its part of each checkpoint, resumes from the
+one rank 0 chose, and stops at the same step as the others (`tritonrl.train.ranks`).
+
 What it does NOT do: no packing, no multi-GPU launch of its own (use `accelerate launch`),
-no upload to an object store (the store/sync issue), no 8-bit without CUDA (refused).
+no 8-bit without CUDA (refused).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from tritonrl.runs import Interrupted, Run, RunError, StopSignals, atomic_write_
 from tritonrl.runs.lifecycle import resume_point, stage, stage_services
 from tritonrl.train.model_card import sft_card
 from tritonrl.train.precision import final_dtype, load_dtype, nonfinite_guard, tf32_arg
+from tritonrl.train.ranks import Ranks
 from tritonrl.train.sft.data import load_datasets, sft_data_files
 from tritonrl.train.sft.run_dir import open_run, resolve_base
 from tritonrl.train.trl_args import trl_config
@@ -190,13 +196,16 @@ def trainer_args(config: Config, out_dir: Path, device: str, has_validation: boo
         report_to=_reporters(config) or "none",
         seed=config.run.seed,
         disable_tqdm=False,
+        # every trained weight takes part in each forward pass: DDP need not search for
+        # unused ones (an extra pass over the autograd graph every step)
+        ddp_find_unused_parameters=False,
     )
     # transformers 5.x renamed gradient_checkpointing to activation_checkpointing (the
     # GPU image's 5.17 has the old name, 5.23 the new): trl_config passes whichever it has.
     return trl_config(SFTConfig, wanted, checkpointing=sft.gradient_checkpointing)
 
 
-def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
+def _callbacks(run: Run, config: Config, stop: StopSignals, card, ranks: Ranks) -> list:
     from tritonrl.train.callbacks import (
         EvaluateAtEnd,
         ManifestCallback,
@@ -209,26 +218,45 @@ def _callbacks(run: Run, config: Config, stop: StopSignals, card) -> list:
     # The guard first: a non-finite step stops before anything records or saves it. The
     # card is written before the manifest records the checkpoint.
     callbacks = [nonfinite_guard(config, "sft", run, STAGE), ModelCardCallback(card),
-                 ManifestCallback(run, STAGE), EvaluateAtEnd()]  # fmt: skip
-    callbacks += [StopOnSignal(stop), TrainingBar()]
-    if "tensorboard" in config.run.report_to:
+                 ManifestCallback(run, STAGE, ranks), EvaluateAtEnd()]  # fmt: skip
+    callbacks += [StopOnSignal(stop, ranks), TrainingBar()]
+    if "tensorboard" in config.run.report_to and ranks.main:
         callbacks.append(tensorboard(run, STAGE))
     return callbacks
 
 
 def save_final(
-    run: Run, trainer, tokenizer, lora: bool, card: str, stage: str = STAGE, dtype=None
+    run: Run,
+    trainer,
+    tokenizer,
+    lora: bool,
+    card: str,
+    stage: str = STAGE,
+    dtype=None,
+    ranks: Ranks | None = None,
 ) -> Path:
     """The adapter (or full model), tokenizer and model card into RUN/<stage>/final,
     renamed into place, then recorded: `<stage>/adapter` or `<stage>/model`, and
     `<stage>/tokenizer` (the SFT stage's, and RL's). A full model is first cast, in
-    place, to `dtype` when given (`precision.final_dtype`: bf16 after bf16 training)."""
+    place, to `dtype` when given (`precision.final_dtype`: bf16 after bf16 training;
+    not under DeepSpeed or FSDP, whose wrapped weights stay as trained). Every rank
+    calls it (DeepSpeed and FSDP gather the weights in `save_model`); rank 0 writes."""
+    ranks = ranks or Ranks.from_env()
     stage_dir = run.stage_dir(stage)
-    final, tmp = stage_dir / "final", stage_dir / f".final.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    if dtype is not None and not lora:
+    # one name on every rank (the processes of one training share the directory)
+    final, tmp = stage_dir / "final", stage_dir / f".final.tmp-{ranks.broadcast(os.getpid())}"
+    if ranks.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ranks.barrier(trainer.args.device.type if ranks.many else None)
+    sharded = getattr(trainer, "is_deepspeed_enabled", False) or getattr(
+        trainer, "is_fsdp_enabled", False)  # fmt: skip
+    if dtype is not None and not lora and not sharded:
         trainer.model.to(dtype)  # the training is over: no float32 copy is kept
     trainer.save_model(str(tmp))
+    if ranks.many:
+        ranks.barrier(trainer.args.device.type)
+    if not ranks.main:
+        return final
     tokenizer.save_pretrained(str(tmp))
     (tmp / "README.md").write_text(card)  # ours, over PEFT's template
     (tmp / "training_args.bin").unlink(missing_ok=True)  # a pickle of absolute paths
@@ -290,12 +318,20 @@ def _trainer_class():
     return Trainer
 
 
-def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResult:
-    started = time.monotonic()
+def _inputs(run: Run, config: Config) -> tuple[Path, Path | None, str, str]:
+    """(train file, validation file, source, base model), built and recorded when new."""
     train_file, val_file, source = sft_data_files(run, config)  # fails fast, before models
-    train_ds, val_ds = load_datasets(train_file, val_file, config)
     base = base_model(run, config)
     relocate_adapters(run)  # a moved run's checkpoints point at the base where it is now
+    return train_file, val_file, source, base
+
+
+def _train(run: Run, config: Config, device: str, stop: StopSignals, ranks: Ranks) -> SftResult:
+    started = time.monotonic()
+    # rank 0 builds and records them; the others wait for its answer
+    train_file, val_file, source, base = ranks.from_leader(lambda: _inputs(run, config), run,
+                                                           device)  # fmt: skip
+    train_ds, val_ds = load_datasets(train_file, val_file, config)
     tokenizer = load_tokenizer(base, config)
     model = load_model(base, config, device)
     stage_dir = run.stage_dir(STAGE)
@@ -308,21 +344,25 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals) -> SftResul
         eval_dataset=val_ds,
         processing_class=tokenizer,
         peft_config=peft_config(config),
-        callbacks=_callbacks(run, config, stop, card),
+        callbacks=_callbacks(run, config, stop, card, ranks),
     )
-    resume = resume_point(run, STAGE, log)
+    resume = ranks.from_leader(lambda: resume_point(run, STAGE, log), run, device)
     try:
         with stop.graceful():
             trainer.train(resume_from_checkpoint=resume)
+        # a signal after the last step's agreement: every rank stops, or none
+        stop.signal = ranks.agree_stop(stop.signal, trainer.args.device) or stop.signal
     finally:  # a failed stage's history too (a NaN is written "nan": strict JSON)
-        history = trainer.state.log_history
-        atomic_write_json(stage_dir / "log_history.json", history)
-        run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
+        if ranks.main:
+            history = trainer.state.log_history
+            atomic_write_json(stage_dir / "log_history.json", history)
+            run.add_artifact(STAGE, "log_history", stage_dir / "log_history.json")
     if stop.signal:  # the trainer saved a checkpoint at this step and stopped
         raise Interrupted(stop.signal)
     steps = trainer.state.global_step
+    history = trainer.state.log_history
     final = save_final(run, trainer, tokenizer, config.lora.enabled, card(steps),
-                       dtype=final_dtype(config.sft.bf16))  # fmt: skip
+                       dtype=final_dtype(config.sft.bf16), ranks=ranks)  # fmt: skip
     first, last, eval_loss = _losses(history)
     run.set_step(STAGE, steps)
     run.set_info(
@@ -359,11 +399,19 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
     was raised (see `open_run`) is reopened and continues from its last checkpoint.
     """
     device = sft_device(config)
+    ranks = Ranks.from_env()
     config = resolve_base(config)  # a relative local base, made absolute once
-    run, extend = open_run(run_dir, config)
-    resolved = config_to_dict(config)
-    if run.config != resolved:  # a raised budget or another store, checked by open_run
-        run.replace_config(resolved)
+
+    def opened() -> tuple[Run, bool]:
+        run, extend = open_run(run_dir, config)
+        resolved = config_to_dict(config)
+        if run.config != resolved:  # a raised budget or another store, checked by open_run
+            run.replace_config(resolved)
+        return run, extend
+
+    # the other ranks open the run read-only once rank 0 has checked or created it
+    opened_here = ranks.from_leader(opened, device=device, share=False)
+    run, extend = opened_here or (Run.open(run_dir, readonly=True), False)
     # the stage starts after the store answered; its last sync sees all
     with (
         StopSignals() as stop,
@@ -371,7 +419,7 @@ def run_sft(config: Config, run_dir: str | Path) -> SftResult:
         stage_services(run, config, stop),
         stage(run, STAGE, reopen=extend),
     ):
-        result = _train(run, config, device, stop)
+        result = _train(run, config, device, stop, ranks)
     log.info(
         "SFT done in %.0fs: loss %s -> %s",
         result.seconds,
