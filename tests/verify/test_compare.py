@@ -86,3 +86,41 @@ def test_lower_precision_products_and_one_wrong_element_are_still_refused():
     one = blocked.clone()
     one[3, 5] += 0.001 * ref.abs().mean()  # one element off by 0.1% of a typical value
     assert compare_outputs(ref, one).startswith("output 0: 1 of 4096 elements differ")
+
+
+def test_a_near_miss_after_a_squashing_epilogue_passes_against_float64():
+    # tanh after a long sum: the outputs are near +-1, but where the sum cancels to near
+    # 0 its rounding passes through tanh whole, beyond the share of the mean |output|. The
+    # second look holds the candidate to the float64 outputs with 4x the float32
+    # reference's own worst error there; TF32 products still fail it.
+    a, b, ref, blocked = _long_sum()
+    ref, honest = torch.tanh(ref), torch.tanh(blocked)
+    wide = torch.tanh(a.double() @ b.double())
+    calls = []
+
+    def widened():
+        calls.append(1)
+        return wide
+
+    assert compare_outputs(ref, honest) is not None  # the first look alone refuses it
+    assert compare_outputs(ref, honest, widened) is None
+    assert calls == [1]
+    assert compare_outputs(ref, torch.tanh(_tf32(a) @ _tf32(b)), widened) is not None
+    assert compare_outputs(ref, honest, lambda: ref) is not None  # no float64: first verdict
+    far = honest.clone()
+    far[0, 0] = -far[0, 0] + 0.5  # a plain wrong answer gets no second look
+    calls.clear()
+    assert compare_outputs(ref, far, widened) is not None and calls == []
+
+
+def test_the_widened_reference_is_the_same_model_and_inputs_in_float64():
+    from tritonrl.tasks import load_builtin
+    from tritonrl.verify.inputs import InputSet, prepare_set, widened_reference
+
+    task = load_builtin("level1/22_Matmul_Square").tasks[0]
+    s = prepare_set(task, InputSet("seed_a", "small", 123), "cpu")
+    wide = widened_reference(task, s, "cpu")
+    assert wide.dtype == torch.float64 and wide.shape == s.expected.shape
+    a, b = (x.double() for x in s.inputs)
+    torch.testing.assert_close(wide, a @ b, rtol=1e-12, atol=1e-12)
+    assert not torch.equal(wide.float(), s.expected)  # the float32 pass rounded somewhere

@@ -475,3 +475,69 @@ def test_on_the_gpu_a_refill_set_computed_another_way_for_want_of_memory_is_a_li
     r = verify(RELU, code, VerifyConfig(static_checks=False, ref_time_cache="off"))
     assert r.limit == "gpu_memory" and "output_caching" not in r.flags, (r.flags, r.error)
     assert "refused allocations" in r.error and compute_reward(r) == 0.0
+
+
+LONG_SUM_TANH = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.tanh(a @ b)
+
+
+def get_inputs():
+    return [torch.randn(64, 65536), torch.randn(65536, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+BLOCKED_TANH = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tanh_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, 2.0 * tl.sigmoid(2.0 * x) - 1.0, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        acc = torch.matmul(a[:, :64], b[:64, :])
+        for k in range(64, a.shape[1], 64):
+            acc = torch.addmm(acc, a[:, k : k + 64], b[k : k + 64, :])
+        out = torch.empty_like(acc)
+        tanh_kernel[(triton.cdiv(acc.numel(), 256),)](acc, out, acc.numel(), BLOCK=256)
+        return out
+"""
+
+
+def test_a_float32_near_miss_gets_its_second_look_against_float64():
+    # A long sum left in torch (the partial policy) taken in blocks, then tanh in a
+    # Triton kernel. Where the sum cancels, its rounding passes through tanh whole and
+    # misses the first look; the funnel then computes the reference in float64 and the
+    # candidate passes within 4x the float32 reference's own error there. The same
+    # kernel with its products rounded to bfloat16 still fails.
+    task = Task("long_sum_tanh", 1, "long_sum_tanh", LONG_SUM_TANH, "mem")
+    config = VerifyConfig(
+        policy="partial",
+        allowed_torch_ops=["matmul", "addmm"],
+        static_checks=False,
+        num_input_sets=3,
+    )
+    r = verify(task, BLOCKED_TANH, config)
+    assert r.correct, r.error
+    low = BLOCKED_TANH.replace(
+        "torch.addmm(acc, a[:, k : k + 64], b[k : k + 64, :])",
+        "torch.addmm(acc, a[:, k : k + 64].bfloat16().float(), b[k : k + 64, :].bfloat16().float())",
+    )
+    assert low != BLOCKED_TANH
+    wrong = verify(task, low, config)
+    assert not wrong.correct and "elements differ" in wrong.error, wrong.error

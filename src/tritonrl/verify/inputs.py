@@ -292,6 +292,26 @@ def _draw_inputs(inst, spec: InputSet, device: str) -> list:
     return inputs
 
 
+def widened_reference(task: Task, s: PreparedSet, device: str) -> Any:
+    """The reference's outputs for set `s` computed in float64: the same parameters and
+    inputs, float32 ones widened (the second look at a float32 near miss,
+    `compare.compare_outputs`). An output the forward does not widen comes back as it is,
+    and the comparison then keeps its first verdict. The caller holds the GPU gate's
+    shared side, as for any reference pass. A set whose inputs were dropped once written
+    for the worker is drawn again (the same seed, the same inputs)."""
+    inputs = s.inputs
+    if inputs is None:
+        inputs = prepare_set(task, s.spec, device, model_state=s.state_dict).inputs
+    with TRUSTED_LOCK:
+        inst = instantiate(task, s.spec.mode, s.spec.budget)
+        model, _ = _build_reference(
+            inst, s.init_inputs, s.spec.param_seed, s.spec.dtype, s.state_dict
+        )
+    model = model.to(torch.float64).to(device)
+    wide = _float_tensors_map(inputs, lambda t: t.double() if t.dtype == torch.float32 else t)
+    return _to_host(_forward(model, to_device(wide, device)))
+
+
 def _to_host(out: Any) -> Any:
     """Every tensor of an output, detached, on the CPU (other values as they are)."""
     if isinstance(out, torch.Tensor):
