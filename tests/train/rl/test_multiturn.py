@@ -118,6 +118,8 @@ def test_rl_turns_2_on_the_tiny_model_asks_again_with_the_feedback(sft_run, trai
         assert r["feedback"].startswith("Your answer was verified. Result: no code could be read")
     info = Run.open(run_dir).stage("rl")["info"]
     assert info["config"]["rl"]["turns"] == 2 and info["completions"] == 4
+    card = (Run.open(run_dir).artifact("rl", "model") / "README.md").read_text()
+    assert "- turns: up to 2 answers a conversation" in card and "discounted by 0.4" in card
     history = json.loads(Run.open(run_dir).artifact("rl", "log_history").read_text())
     step = next(h for h in history if "loss" in h)
     assert step["turns/answers"] == 2.0 and step["turns/reward_t2"] == 0.0

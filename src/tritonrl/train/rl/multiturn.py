@@ -16,11 +16,11 @@ fills its slot: its own prompt (the conversation before it), its tokens, its ret
 G_t = r_t + rl.turn_gamma * G_{t+1} (`returns.slot_returns`). The trainer's reward
 function (`reward`) reads the returns and verdicts the rollout kept, verifies nothing
 again, and writes each answer to completions.jsonl with its `turn`, `return` and, from
-turn 2, the `feedback` it answered. TRL groups the rewards by `num_generations`
-consecutive slots, so its own advantages (GRPO's group normalisation, RLOO's leave-one-out)
-are taken inside each (prompt, turn) group; a slot whose conversation had ended scores
-None (NaN to TRL): out of its group's baseline, advantage 0 (`returns` documents the
-figures; the tests hold TRL to them).
+turn 2, the `feedback` it answered (the curriculum, when on, counts every answer). TRL
+groups the rewards by `num_generations` consecutive slots, so its own advantages (GRPO's
+group normalisation, RLOO's leave-one-out) are taken inside each (prompt, turn) group; a
+slot whose conversation had ended scores None (NaN to TRL): out of its group's baseline,
+advantage 0 (`returns` documents the figures; the tests hold TRL to them).
 
 Context: an earlier answer is kept as its code only (the extracted ```python block; its
 reasoning and prose dropped; an answer with no code keeps the last `NO_CODE_CHARS`
