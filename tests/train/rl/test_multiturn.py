@@ -215,15 +215,16 @@ def test_trl_takes_the_documented_advantages_inside_each_prompt_turn_group(
     assert expected == pytest.approx(by_hand[algo], abs=1e-5)
 
 
-def test_rloo_turns_refuse_vllm_and_grpo_turns_take_it():
-    from tritonrl.reward.adapters import make_trl_reward
+def test_rloo_turns_generate_with_transformers_and_grpo_turns_with_vllm():
     from tritonrl.train.generation import Generator
-    from tritonrl.train.rl.grpo import _multiturn
+    from tritonrl.train.rl.grpo import turns_generator
 
     vllm = Generator(vllm=True, mode="colocate", reason="test")
-    verifier = make_trl_reward([RELU])
     rloo = load_config(None, ["--rl.algo", "rloo", "--rl.turns", "2"])
+    fallback = turns_generator(rloo, vllm)
+    assert not fallback.vllm and "RLOO's multi-turn rollout generates with" in fallback.reason
+    on = load_config(None, ["--rl.algo", "rloo", "--rl.turns", "2", "--rl.vllm", "on"])
     with pytest.raises(ValueError, match="--algo rloo generates with transformers only"):
-        _multiturn(rloo, vllm, verifier)
-    assert _multiturn(load_config(None, ["--rl.turns", "2"]), vllm, verifier).turns == 2
-    assert _multiturn(load_config(None, []), vllm, verifier) is None
+        turns_generator(on, vllm)
+    assert turns_generator(load_config(None, ["--rl.turns", "2"]), vllm) is vllm  # grpo
+    assert turns_generator(load_config(None, ["--rl.algo", "rloo"]), vllm) is vllm  # 1 turn

@@ -74,7 +74,7 @@ from tritonrl.train.callbacks import (
     TrainingBar,
     tensorboard,
 )
-from tritonrl.train.generation import check_model, choose, warn_shared_server
+from tritonrl.train.generation import Generator, check_model, choose, warn_shared_server
 from tritonrl.train.model_card import rl_card
 from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg
 from tritonrl.train.rl.common import (
@@ -379,24 +379,33 @@ def _curriculum(config: Config, tasks: dict, resume: str | None):
     return curriculum
 
 
-def _multiturn(config: Config, generator, verifier) -> MultiTurn | None:
-    """The multi-turn rollout (`rl.turns` > 1), or None; RLOO's needs transformers."""
-    if config.rl.turns == 1:
-        return None
-    if config.rl.algo == "rloo" and generator.vllm:
+def turns_generator(config: Config, generator: Generator) -> Generator:
+    """`generator`, or transformers for multi-turn RLOO (TRL's RLOO asks vLLM for
+    num_generations answers of each distinct prompt, and later turns' prompts are each
+    conversation's own): with `rl.vllm auto` it falls back, with `on` it is refused."""
+    if config.rl.turns == 1 or config.rl.algo != "rloo" or not generator.vllm:
+        return generator
+    if config.rl.vllm == "on":
         raise ValueError(
-            f"rl.turns {config.rl.turns} with --algo rloo generates with transformers only "
-            "(TRL's RLOO asks vLLM for num_generations answers of each distinct prompt, and "
-            "later turns' prompts are each conversation's own): set rl.vllm off, or use "
-            "--algo grpo, whose multi-turn rollout runs on vLLM"
+            f"rl.vllm is 'on' but rl.turns {config.rl.turns} with --algo rloo generates with "
+            "transformers only (TRL's RLOO asks vLLM for num_generations answers of each "
+            "distinct prompt, and later turns' prompts are each conversation's own): set "
+            "rl.vllm auto or off, or use --algo grpo, whose multi-turn rollout runs on vLLM"
         )
-    return MultiTurn(config, verifier.scorer)
+    return Generator(False, None, "rl.turns > 1 with --algo rloo: RLOO's multi-turn rollout "
+                     "generates with transformers")  # fmt: skip
+
+
+def _multiturn(config: Config, verifier) -> MultiTurn | None:
+    """The multi-turn rollout (`rl.turns` > 1) over `verifier`'s scorer, or None."""
+    return MultiTurn(config, verifier.scorer) if config.rl.turns > 1 else None
 
 
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
     started = time.monotonic()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
+    generator = turns_generator(config, generator)
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
     verify = config.rl_verify
     stage_dir = run.stage_dir(STAGE)
@@ -408,7 +417,7 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     levels = {t: task.level for t, task in tasks.items()}
     recorder = CompletionLog(log_path, levels, curriculum)
     verifier = make_trl_reward(tasks, verify, asynchronous=True)
-    multiturn = _multiturn(config, generator, verifier)  # a bad setting fails before models
+    multiturn = _multiturn(config, verifier)  # a bad length fails before the models load
     reward = recorder.trl_reward(verifier) if multiturn is None else multiturn.reward(recorder)
     model, tokenizer = load_policy(run, config, device)
     generator = check_model(generator, config, model.name_or_path)

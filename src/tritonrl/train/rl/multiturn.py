@@ -43,8 +43,8 @@ would be one sample with one reward, not a sample per turn with its own return. 
 RLOOTrainer has neither hook: tritonrl's RLOO trainer overrides `_generate` with the same
 rollout (`rloo_generate`), on transformers' generate only (RLOO's vLLM call asks
 `num_generations` answers of each distinct prompt, which turn-2 prompts are not: rl.vllm
-on is refused), and its empty slots, with no mask in RLOO, add one token of zero
-advantage to the loss's token count.
+auto falls back to transformers, on is refused: `grpo.turns_generator`), and its empty
+slots, with no mask in RLOO, add one token of zero advantage to the loss's token count.
 
 What it does NOT do: no partial credit across turns beyond the discount (a conversation's
 best answer is not singled out), no feedback in turn 1, and nothing of this runs with
