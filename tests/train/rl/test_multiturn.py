@@ -123,6 +123,8 @@ def test_rl_turns_2_on_the_tiny_model_asks_again_with_the_feedback(sft_run, trai
     history = json.loads(Run.open(run_dir).artifact("rl", "log_history").read_text())
     step = next(h for h in history if "loss" in h)
     assert step["turns/answers"] == 2.0 and step["turns/reward_t2"] == 0.0
+    assert step["verify/correct"] == step["verify/compiled"] == step["verify/cheated"] == 0.0
+    assert step["turns/context_dropped"] == 0.0
 
 
 @pytest.mark.slow
@@ -200,6 +202,11 @@ def test_trl_takes_the_documented_advantages_inside_each_prompt_turn_group(
     assert [r["return"] for r in rows] == pytest.approx([0.4 * 0.7, 0.7, 0.7])
     assert "torch_compute" in rows[0]["flags"] and rows[1]["correct"] and rows[2]["correct"]
     assert "rejected: it breaks the rules" in rows[2]["feedback"]
+    step = next(h for h in trainer.state.log_history if "loss" in h)
+    assert step["verify/correct"] == pytest.approx(2 / 3)  # of the three answers
+    assert step["verify/cheated"] == pytest.approx(1 / 3) and step["turns/answers"] == 1.5
+    assert step["turns/reward_t1"] == pytest.approx(0.35, abs=1e-6)  # logged as float32
+    assert step["turns/reward_t2"] == pytest.approx(0.7, abs=1e-6)
     # the turn-2 prompt: the cheat's code kept, its feedback after it
     second = [t for t in asked if "Your answer was verified" in t]
     assert len(second) == 1 and "return torch.relu(x)" in second[0]

@@ -129,6 +129,7 @@ class MultiTurn:
         self.budget = config.rl_prompt_budget  # a bad length fails here, before training
         self.scorer = scorer  # make_trl_reward's: the single-turn reward's pool or service
         self.dropped = 0  # earlier turns dropped to fit, since the last log
+        self.verdicts: list[tuple[bool, bool]] = []  # (compiled, cheated), since the last log
 
     # ------------------------------------------------------------------ the rollout
 
@@ -198,6 +199,7 @@ class MultiTurn:
             with _verifying(trainer):
                 results = self.scorer.verify(jobs)
             rewards, details = self.scorer.report(results, {})
+            self.verdicts += [(r.compiled, r.cheated) for r in results]
             for k, (i, _) in enumerate(asked):
                 c = conversations[i]
                 c.answers.append(texts[k])
@@ -277,8 +279,12 @@ class MultiTurn:
                     "verify/correct", sum(bool(d["correct"]) for d in present) / len(present)
                 )
                 log_metric("turns/answers", len(present) / (len(details) / self.turns))
+                if self.verdicts:
+                    n = len(self.verdicts)
+                    log_metric("verify/compiled", sum(c for c, _ in self.verdicts) / n)
+                    log_metric("verify/cheated", sum(x for _, x in self.verdicts) / n)
                 log_metric("turns/context_dropped", float(self.dropped))
-                self.dropped = 0
+                self.dropped, self.verdicts = 0, []
                 for t in range(1, self.turns + 1):
                     at = [d for d in present if d["turn"] == t]
                     if at:
