@@ -68,7 +68,6 @@ from tritonrl.train.rl.returns import slot, slot_returns
 log = logging.getLogger(__name__)
 
 NO_CODE_CHARS = 800  # the most of an answer without code kept in later turns' context
-FIELDS = ("turn", "turn_return", "turn_details")  # extra columns the reward reads
 
 
 def kept_answer(text: str) -> str:
