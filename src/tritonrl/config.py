@@ -492,9 +492,44 @@ class RlConfig:
     vllm_enable_sleep_mode: bool = False
     vllm_server_host: str = "127.0.0.1"
     vllm_server_port: int = 8000
+    # Multi-turn RL (GRPO, RLOO; `tritonrl rl --turns T`, tritonrl.train.rl.multiturn):
+    # each of a prompt's num_generations conversations answers, is verified and gets the
+    # feedback as its next user turn, up to `turns` answers (ended early as `eval --turns`
+    # ends one). Every answer is a training sample whose return is its reward plus
+    # `turn_gamma` times the next answer's return (Kevin found 0.4 best; 1.0 sums them);
+    # advantages are taken inside each (prompt, turn) group. 1: single-turn RL as before.
+    turns: int = 1
+    turn_gamma: float = 0.4
+    # Tokens a later turn's prompt plus its answer (sampling.max_new_tokens) may take: the
+    # oldest earlier answers and their feedback are dropped to fit. null: sft.max_length.
+    turn_max_length: int | None = None
 
     def __post_init__(self):
         _need(self.algo in RL_ALGOS, f"rl.algo must be one of {RL_ALGOS}, not {self.algo!r}")
+        _need(
+            isinstance(self.turns, int) and self.turns >= 1,
+            f"rl.turns must be 1 or more (answers per conversation), not {self.turns!r}",
+        )
+        _need(
+            0 <= self.turn_gamma <= 1,
+            f"rl.turn_gamma must be in [0, 1] (the discount of later turns' rewards), "
+            f"not {self.turn_gamma}",
+        )
+        _need(
+            self.turn_max_length is None or self.turn_max_length >= 64,
+            f"rl.turn_max_length must be >= 64 tokens or null (sft.max_length), "
+            f"not {self.turn_max_length}",
+        )
+        _need(
+            self.turns == 1 or self.algo in ("grpo", "rloo"),
+            f"rl.turns {self.turns} needs rl.algo grpo or rloo (TRL's trainers); "
+            f"{self.algo} samples single answers: set rl.turns 1",
+        )
+        _need(
+            self.turns == 1 or not self.hierarchical,
+            "rl.hierarchical splits one answer's reward and takes no rl.turns > 1: set "
+            "rl.turns 1 or rl.hierarchical false",
+        )
         _need(self.device in DEVICES, f"rl.device must be one of {DEVICES}, not {self.device!r}")
         _need(
             self.loss_type in RL_LOSS_TYPES,
@@ -533,6 +568,13 @@ class RlConfig:
             batch % self.num_generations == 0,
             f"rl.per_device_batch_size x rl.gradient_accumulation ({batch}) must be a multiple "
             f"of rl.num_generations ({self.num_generations}): completions come in whole groups",
+        )
+        slots = self.num_generations * self.turns
+        _need(
+            batch % slots == 0,
+            f"rl.per_device_batch_size x rl.gradient_accumulation ({batch}) must be a multiple "
+            f"of rl.num_generations x rl.turns ({slots}): each prompt's conversations take a "
+            "slot per turn",
         )
 
 
@@ -634,6 +676,21 @@ class Config:
         if self.rl.reward_scheme:
             return dataclasses.replace(self.verify, reward_scheme=self.rl.reward_scheme)
         return self.verify
+
+    @property
+    def rl_prompt_budget(self) -> int:
+        """Tokens a later turn's prompt may take in multi-turn RL: `rl.turn_max_length`
+        (null: `sft.max_length`, the length SFT trained on) less `sampling.max_new_tokens`."""
+        whole = self.rl.turn_max_length or self.sft.max_length
+        budget = whole - self.sampling.max_new_tokens
+        if budget < 1:
+            key = "rl.turn_max_length" if self.rl.turn_max_length else "sft.max_length"
+            raise ValueError(
+                f"{key} ({whole}) leaves no room for a prompt beside sampling.max_new_tokens "
+                f"({self.sampling.max_new_tokens}): raise rl.turn_max_length or lower "
+                "sampling.max_new_tokens"
+            )
+        return budget
 
 
 # --------------------------------------------------------------------------- clashes

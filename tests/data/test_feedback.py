@@ -14,6 +14,7 @@ from tritonrl.data.feedback import (
     RULES,
     feedback_message,
     feedback_text,
+    goes_on,
     trim_error,
 )
 from tritonrl.tasks import load_builtin
@@ -109,6 +110,15 @@ def test_a_correct_untimed_answer_is_told_so(verdicts):
     assert v.correct and v.speedup is None
     text = _said(v)
     assert "correct on every input set" in text and "not timed here" in text
+
+
+def test_a_conversation_goes_on_unless_its_answer_is_correct_and_untimed(verdicts):
+    assert not goes_on(verdicts["correct"]) and not goes_on(verdicts["correct"].to_dict())
+    assert goes_on(verdicts["static"]) and goes_on(verdicts["extract"].to_dict())
+    timed = {"stage": "done", "correct": True, "speedup": 1.2}
+    assert goes_on(timed)  # asked for a faster kernel
+    with pytest.raises(TypeError, match="feedback needs a VerifyResult"):
+        goes_on({"correct": True})
 
 
 def test_a_timed_answer_gets_its_speedup_and_interval_and_is_asked_for_a_faster_one():

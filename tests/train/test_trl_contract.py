@@ -5,11 +5,13 @@ tritonrl subclasses TRL's GRPOTrainer, RLOOTrainer and SFTTrainer and hooks thei
 methods: the step clock and the GPU hold wrap `_generate` and `_calculate_rewards`, the
 hierarchical reward replaces the advantages `_generate_and_score_completions` returns,
 the curriculum supplies `_get_train_sampler` and saves its state in `_save_checkpoint`,
-the weighted SFT adds a column in `_set_signature_columns_if_needed` and reads TRL's
-fused LM head, and a mixin filters `_issue_warnings_after_load`. TRL makes no promise
-about private methods, so a release that renames a parameter, drops a method, stops
-calling it or stops setting an attribute the code reads fails here, naming the method
-and the difference, before a training run meets it. pyproject.toml pins TRL to the
+multi-turn RL is GRPO's `rollout_func` (RLOO's `_generate`) calling
+`_tokenize_prompts` and `_generate_single_turn`, the weighted SFT adds a column in
+`_set_signature_columns_if_needed` and reads TRL's fused LM head, and a mixin filters
+`_issue_warnings_after_load`. TRL makes no promise about private methods, so a release
+that renames a parameter, drops a method, stops calling it or stops setting an attribute
+the code reads fails here, naming the method and the difference, before a training run
+meets it. pyproject.toml pins TRL to the
 versions run; raising that pin starts here.
 
 What this test does NOT do: run a trainer (tests/train/test_grpo.py and test_sft.py do),
@@ -32,6 +34,7 @@ HOOKS = "the step clock and the GPU hold wrap it"
 CURRICULUM = "the curriculum's sampler and state"
 TIED = "TiedWeightsLoad drops tied weights from the missing keys"
 INIT_METRICS = 'self._metrics = {"train": defaultdict(list)'
+TURNS = "multi-turn RL (rl.turns > 1)"
 
 # The tables keep one row a line (ruff would fold each row over several).
 # fmt: off
@@ -62,6 +65,16 @@ SIGNATURES = [
     (RLOO, "_issue_warnings_after_load", ["load_result"], TIED),
     ("trl.trainer.utils:", "nanstd", ["tensor", "dim", "keepdim"],
      "hierarchical's advantages: nanstd(x, dim=1)"),
+    (GRPO, "_tokenize_prompts", ["prompts"], TURNS + " tokenizes each turn's conversations"),
+    (RLOO, "_tokenize_prompts", ["prompts"], TURNS + " tokenizes each turn's conversations"),
+    (GRPO, "_generate_single_turn",
+     ["prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"],
+     TURNS + " generates one answer per conversation (num_generations=1)"),
+    (RLOO, "_generate_single_turn", ["prompt_ids", "images", "multimodal_fields"],
+     TURNS + " generates one answer per conversation"),
+    ("trl.trainer.utils:RepeatSampler", "__init__",
+     ["data_source", "mini_repeat_count", "batch_size", "repeat_count", "shuffle", "seed"],
+     TURNS + " repeats each prompt num_generations x turns times"),
 ]
 
 # (owner, method, what its source must still hold; why): an override is dead code if TRL
@@ -73,6 +86,12 @@ CALLS = [
      "a step's generation and rewards go through the hooked methods"),
     (GRPO, "_generate_and_score_completions", ['"completion_ids"', '"advantages"'],
      "hierarchical reads completion_ids from its output and replaces advantages"),
+    (GRPO, "_generate", ["self.rollout_func(prompts, self)", 'extra_fields.pop("env_mask"'],
+     TURNS + " is GRPO's rollout_func; its env_mask masks empty slots"),
+    (GRPO, "_generate_and_score_completions", ["inp[key] = values[i]", "torch.nanmean("],
+     TURNS + "'s fields reach the reward per slot; a None reward is out of its baseline"),
+    (RLOO, "_calculate_rewards", ["for key in inputs[0]"],
+     TURNS + " writes the reward's fields into the batch's rows (RLOO)"),
     (SFT, "__init__", ["add_fused_lm_head("], "weighted SFT calls model(..., fused_lm_head=True)"),
     (GRPO, "__init__", [INIT_METRICS], "the step clock and hierarchical append to _metrics"),
     (RLOO, "__init__", [INIT_METRICS], "the step clock appends to _metrics"),
@@ -84,6 +103,8 @@ ATTRIBUTES = [
             "multi_objective_aggregation", "num_iterations", "reward_funcs"],
      "hierarchical and the curriculum's sampler read them"),
     (RLOO, ["num_generations", "num_iterations"], "the curriculum's sampler reads them"),
+    (GRPO, ["shuffle_dataset"], TURNS + ": its sampler shuffles as TRL's"),
+    (RLOO, ["shuffle_dataset"], TURNS + ": its sampler shuffles as TRL's"),
     ("transformers:Trainer", ["_signature_columns"], "weighted SFT extends it"),
 ]
 

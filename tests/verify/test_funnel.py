@@ -536,7 +536,8 @@ def test_a_float32_near_miss_gets_its_second_look_against_float64():
     assert r.correct, r.error
     low = BLOCKED_TANH.replace(
         "torch.addmm(acc, a[:, k : k + 64], b[k : k + 64, :])",
-        "torch.addmm(acc, a[:, k : k + 64].bfloat16().float(), b[k : k + 64, :].bfloat16().float())",
+        "torch.addmm(acc, a[:, k : k + 64].bfloat16().float(), "
+        "b[k : k + 64, :].bfloat16().float())",
     )
     assert low != BLOCKED_TANH
     wrong = verify(task, low, config)

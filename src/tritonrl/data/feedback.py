@@ -23,8 +23,10 @@ By stage (`tritonrl.verify.result.STAGES`):
   asking for a faster kernel; correct and untimed: correct, no timing here, asking for a
   faster kernel if one can be written.
 
-What it does NOT do: it verifies nothing (the verdict is given), decides nothing about
-whether another turn is asked (`tritonrl.evaluate.runner` does), and adds no model-specific
+Whether another turn is asked at all is `goes_on`'s rule, one for evaluation
+(`eval --turns`) and multi-turn RL (`rl --turns`): not correct, or correct and timed.
+
+What it does NOT do: it verifies nothing (the verdict is given), and adds no model-specific
 wording: SFT, RL and evaluation would all see the same text.
 """
 
@@ -225,3 +227,11 @@ def feedback_text(verdict: VerifyResult | dict[str, Any]) -> str:
 def feedback_message(verdict: VerifyResult | dict[str, Any]) -> dict[str, str]:
     """The next user turn of a conversation whose last answer got `verdict`."""
     return {"role": "user", "content": feedback_text(verdict)}
+
+
+def goes_on(verdict: VerifyResult | dict[str, Any]) -> bool:
+    """Whether a conversation whose last answer got `verdict` is asked another turn: not
+    correct (the feedback says what failed), or correct and timed (it asks for a faster
+    kernel); a correct answer without a speedup (not timed) ends it."""
+    v = _as_dict(verdict)
+    return not v.get("correct") or v.get("speedup") is not None

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.config_loader import config_from_dict
-from tritonrl.data.feedback import feedback_message
+from tritonrl.data.feedback import feedback_message, goes_on
 from tritonrl.data.heldout import heldout_tasks
 from tritonrl.data.prompts import build_messages
 from tritonrl.evaluate.identity import check_folder, eval_identity, record
@@ -110,13 +110,6 @@ def done_turns(path: Path) -> dict[tuple[str, int, int], dict]:
             continue  # a line cut by a kill: asked again
         rows.setdefault((r["task"], r["sample"], r.get("turn", 1)), r)
     return rows
-
-
-def goes_on(verdict: dict) -> bool:
-    """Whether a conversation whose last answer got `verdict` is asked another turn: not
-    correct (the feedback says what failed), or correct and timed (it asks for a faster
-    kernel); a correct answer without a speedup (not timed) ends it."""
-    return not verdict.get("correct") or verdict.get("speedup") is not None
 
 
 def next_prompt(row: dict) -> list[dict]:

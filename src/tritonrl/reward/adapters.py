@@ -110,6 +110,15 @@ class _Scorer:
         ids = kwargs[self.task_key]
         return [(self._task(i), completion_text(c)) for i, c in zip(ids, completions, strict=True)]
 
+    def verify(self, jobs: list[tuple[Task, str]]) -> list[VerifyResult]:
+        """The verdicts of `jobs` ((task, completion) each), waited for: through the
+        service when there is one, else the shared pool (identical jobs once)."""
+        if self.client is not None:
+            return self.client.verify_many(jobs)
+        futures = self.pool.submit_many(jobs, self.config)
+        results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
+        return unshared(results, futures)
+
     def report(self, results: list[VerifyResult], kwargs) -> tuple[list[float], list[dict]]:
         rewards = [reward_for(r, self.config) for r in results]
         details = [_details(r, x) for r, x in zip(results, rewards, strict=True)]
@@ -160,12 +169,7 @@ def make_trl_reward(
     else:
 
         def with_details(prompts, completions, **kwargs):
-            jobs = scorer.jobs(completions, kwargs)
-            if scorer.client is not None:
-                return scorer.report(scorer.client.verify_many(jobs), kwargs)
-            futures = scorer.pool.submit_many(jobs, scorer.config)
-            results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
-            return scorer.report(unshared(results, futures), kwargs)
+            return scorer.report(scorer.verify(scorer.jobs(completions, kwargs)), kwargs)
 
         def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
             return with_details(prompts, completions, **kwargs)[0]

@@ -3,7 +3,8 @@
     tritonrl tiny-model --out DIR [--config FILE] [--overwrite] [--tiny_model.KEY VALUE ...]
     tritonrl convert-gguf FILE.gguf|NAME --out DIR [--dtype float32] [--overwrite]
     tritonrl sft --run RUN [--config FILE] [--SECTION.KEY VALUE ...]
-    tritonrl rl --run RUN --algo grpo|rloo|best-of-n|rwsft [--config FILE] [--SECTION.KEY VALUE ...]
+    tritonrl rl --run RUN --algo grpo|rloo|best-of-n|rwsft [--turns T] [--config FILE]
+                [--SECTION.KEY VALUE ...]
     tritonrl accelerate-config ddp|zero2|zero3|fsdp     # the path of a shipped accelerate config
 
 Several GPUs: `accelerate launch --config_file $(tritonrl accelerate-config ddp)
@@ -109,6 +110,13 @@ def rl(
     algo: str | None = typer.Option(
         None, "--algo", help="Short for --rl.algo: grpo, rloo, best-of-n or rwsft."
     ),
+    turns: int | None = typer.Option(
+        None,
+        "--turns",
+        help="Short for --rl.turns: answers per conversation (grpo, rloo), each verified "
+        "and answered with feedback; every answer trains with its discounted return "
+        "(--rl.turn_gamma).",
+    ),
     config: str | None = CONFIG,
 ) -> None:
     """Reinforcement learning from the run's SFT model, the verifier as reward.
@@ -126,7 +134,8 @@ def rl(
         run = Run.open(run_dir)
         require_sft(run)
     base = (f"run {run.path} (its manifest's config)", run.config) if run.config else None
-    cfg, _ = command_config(ctx, config, "rl", {"--algo": ("rl.algo", algo)}, base=base)
+    shortcuts = {"--algo": ("rl.algo", algo), "--turns": ("rl.turns", turns)}
+    cfg, _ = command_config(ctx, config, "rl", shortcuts, base=base)
     result = _run_stage("RL", STAGE, run_dir, lambda: run_rl(cfg, run_dir))
     if not Ranks.from_env().main:
         return

@@ -111,6 +111,15 @@ def rl_card(run: Run, config: Config, data_source: str, prompts: int) -> Callabl
                         f"- group size {rl.num_generations}, {config.sampling.describe()}, "
                         f"loss {rl.loss_type}, beta {rl.beta}, learning rate {rl.learning_rate}",
                         f"- steps: {steps} (budget: {rl.max_steps})",
+                        *(
+                            [
+                                f"- turns: up to {rl.turns} answers a conversation, the "
+                                f"verifier's feedback between them; returns discounted by "
+                                f"{rl.turn_gamma}"
+                            ]
+                            if rl.turns > 1
+                            else []
+                        ),
                     ]
                     if rl.algo in ("grpo", "rloo")
                     else [

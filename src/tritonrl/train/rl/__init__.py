@@ -32,7 +32,9 @@ tritonrl rl ...`): rank 0 checks and writes the run, the others open it read-onl
 
 The package: `common` (what every algorithm shares: the stage record, the completion
 log, the policy), `grpo` (GRPO, RLOO), `best_of_n` and `rounds` (best-of-n, rwsft),
-`hierarchical`, `curriculum`, `data` (the prompts).
+`hierarchical`, `curriculum`, `data` (the prompts), `multiturn` and `returns`
+(`rl.turns` > 1: conversations with the verifier's feedback, each answer trained on
+with its discounted return).
 
 What it does NOT do: RL settings changed between an interrupted attempt and its resume
 are not detected (the stage info records each attempt's).

@@ -11,6 +11,11 @@ TRL reward function (`make_trl_reward(asynchronous=True)`), scored by `rl.reward
 reference model), TRL's `dapo` loss for GRPO (RLOO has its own leave-one-out baseline
 and no loss_type).
 
+With `rl.turns` > 1 each prompt's answers are conversations with the verifier's feedback,
+every answer a training sample with its discounted return (`tritonrl.train.rl.multiturn`:
+TRL's `rollout_func` for GRPO, an override of `_generate` for RLOO); the sampler repeats
+each prompt num_generations x turns times. With one turn the trainers are as below.
+
 With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the layout of
 TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
 step the curriculum may grow; its metrics join every log line (`curriculum/...`) and its
@@ -78,7 +83,7 @@ from tritonrl.train.callbacks import (
     TrainingBar,
     tensorboard,
 )
-from tritonrl.train.generation import check_model, choose, warn_shared_server
+from tritonrl.train.generation import Generator, check_model, choose, warn_shared_server
 from tritonrl.train.model_card import rl_card
 from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg
 from tritonrl.train.ranks import Ranks
@@ -94,6 +99,7 @@ from tritonrl.train.rl.common import (
 from tritonrl.train.rl.curriculum import Curriculum, CurriculumSampler
 from tritonrl.train.rl.data import rl_prompts
 from tritonrl.train.rl.hierarchical import hierarchical_trainer
+from tritonrl.train.rl.multiturn import MultiTurn
 from tritonrl.train.sft import _reporters, save_final
 from tritonrl.train.trl_args import trl_config
 from tritonrl.verify.pool.gate import current_gate, gate_for, visible_gpus
@@ -223,11 +229,14 @@ def trainer_gate(device: str, ranks: Ranks | None = None):
     return current_gate()
 
 
-def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
+def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, multiturn=None):
     """TRL's trainer with our bar, model card, curriculum sampler, logs, state and step
-    times (`StepClock`), and (with `gate`) its GPU work kept out of the verifier's timing
-    windows (`GpuHold`)."""
+    times (`StepClock`), (with `gate`) its GPU work kept out of the verifier's timing
+    windows (`GpuHold`), and (with `multiturn`, a `MultiTurn`) multi-turn batches: each
+    prompt repeated num_generations x turns times, the batch's rows kept for the rollout,
+    RLOO's generation replaced by it."""
     from transformers import ProgressCallback, TrainerCallback
+    from trl.trainer.utils import RepeatSampler
 
     if config.rl.algo == "rloo":
         from trl import RLOOTrainer as Base
@@ -278,30 +287,59 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None):
                 self._gpu_hold.release()
                 raise
 
-        def _generate(self, *args, **kwargs):
+        @contextlib.contextmanager
+        def verifying(self) -> Iterator[None]:
+            """Waiting for the verifier: timed as such, the GPU hold let go meanwhile (the
+            verifier times while the trainer waits for it)."""
+            hold = self._gpu_hold
+            let_go = hold is not None and hold.held
+            with self._clock.part("reward_wait"):
+                if let_go:
+                    hold.release()
+                try:
+                    yield
+                finally:
+                    if let_go:
+                        hold.take()
+
+        def _generate(self, prompts):
+            waited = self._clock.reward_wait
             with self._clock.part("generate"):
-                return super()._generate(*args, **kwargs)
+                if multiturn is not None and config.rl.algo == "rloo":
+                    out = multiturn.rloo_generate(prompts, self)
+                else:
+                    out = super()._generate(prompts)
+            self._clock.generate -= self._clock.reward_wait - waited  # verified in a rollout
+            return out
+
+        def _generate_and_score_completions(self, inputs):
+            if multiturn is not None:
+                self._turn_inputs = inputs  # the rows (task ids) the rollout reads
+            return super()._generate_and_score_completions(inputs)
 
         def _calculate_rewards(self, *args, **kwargs):
-            hold = self._gpu_hold
-            with self._clock.part("reward_wait"):
-                if hold is None or not hold.held:
-                    return super()._calculate_rewards(*args, **kwargs)
-                hold.release()  # the verifier times while the trainer waits for it
-                try:
-                    return super()._calculate_rewards(*args, **kwargs)
-                finally:
-                    hold.take()
+            with self.verifying():
+                return super()._calculate_rewards(*args, **kwargs)
 
         def _get_train_sampler(self, dataset=None):
+            span = self.num_generations * (1 if multiturn is None else multiturn.turns)
             if curriculum is None:
-                return super()._get_train_sampler(dataset)
+                if multiturn is None:
+                    return super()._get_train_sampler(dataset)
+                return RepeatSampler(
+                    data_source=self.train_dataset if dataset is None else dataset,
+                    mini_repeat_count=span,
+                    batch_size=self.args.generation_batch_size // span,
+                    repeat_count=self.num_iterations * self.args.steps_per_generation,
+                    shuffle=self.shuffle_dataset,
+                    seed=self.args.seed,
+                )
 
             return CurriculumSampler(
                 curriculum,
                 task_ids,
-                mini_repeat_count=self.num_generations,
-                batch_size=self.args.generation_batch_size // self.num_generations,
+                mini_repeat_count=span,
+                batch_size=self.args.generation_batch_size // span,
                 repeat_count=self.num_iterations * self.args.steps_per_generation,
             )
 
@@ -359,11 +397,34 @@ def _curriculum(config: Config, tasks: dict, resume: str | None):
     return curriculum
 
 
+def turns_generator(config: Config, generator: Generator) -> Generator:
+    """`generator`, or transformers for multi-turn RLOO (TRL's RLOO asks vLLM for
+    num_generations answers of each distinct prompt, and later turns' prompts are each
+    conversation's own): with `rl.vllm auto` it falls back, with `on` it is refused."""
+    if config.rl.turns == 1 or config.rl.algo != "rloo" or not generator.vllm:
+        return generator
+    if config.rl.vllm == "on":
+        raise ValueError(
+            f"rl.vllm is 'on' but rl.turns {config.rl.turns} with --algo rloo generates with "
+            "transformers only (TRL's RLOO asks vLLM for num_generations answers of each "
+            "distinct prompt, and later turns' prompts are each conversation's own): set "
+            "rl.vllm auto or off, or use --algo grpo, whose multi-turn rollout runs on vLLM"
+        )
+    return Generator(False, None, "rl.turns > 1 with --algo rloo: RLOO's multi-turn rollout "
+                     "generates with transformers")  # fmt: skip
+
+
+def _multiturn(config: Config, verifier) -> MultiTurn | None:
+    """The multi-turn rollout (`rl.turns` > 1) over `verifier`'s scorer, or None."""
+    return MultiTurn(config, verifier.scorer) if config.rl.turns > 1 else None
+
+
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
     started = time.monotonic()
     ranks = Ranks.from_env()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
+    generator = turns_generator(config, generator)
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
     verify = config.rl_verify
     stage_dir = run.stage_dir(STAGE)
@@ -378,7 +439,9 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     curriculum = _curriculum(config, tasks, resume)
     levels = {t: task.level for t, task in tasks.items()}
     recorder = CompletionLog(log_path, levels, curriculum)
-    reward = recorder.trl_reward(make_trl_reward(tasks, verify, asynchronous=True))
+    verifier = make_trl_reward(tasks, verify, asynchronous=True)
+    multiturn = _multiturn(config, verifier)  # a bad length fails before the models load
+    reward = recorder.trl_reward(verifier) if multiturn is None else multiturn.reward(recorder)
     model, tokenizer = load_policy(run, config, device)
     generator = check_model(generator, config, model.name_or_path)
     log.info("%s: %s", config.rl.algo.upper(), generator.line)
@@ -388,13 +451,15 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))
     gate = trainer_gate(device, ranks)
-    trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate)(
+    hooks = {"rollout_func": multiturn} if multiturn and config.rl.algo == "grpo" else {}
+    trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate, multiturn)(
         model=model,
         reward_funcs=[reward],
         args=trainer_args(config, stage_dir / "checkpoints", device, generator),
         train_dataset=prompts,
         processing_class=tokenizer,
         callbacks=_callbacks(run, config, stop, card, curriculum, ranks),
+        **hooks,
     )
     try:
         with stop.graceful():
