@@ -273,8 +273,10 @@ def point_figures(folder: Path, samples: int) -> dict:
 
 
 def rl_curve(run: Path) -> list[dict]:
-    """Per GRPO step: mean reward, the batch's verified-correct rate and the step's time
-    split (from the stage's log history, or the last checkpoint's when stopped)."""
+    """Per GRPO step: mean reward, the batch's verified-correct rate, the share of groups
+    with one reward, the step's time split (from the stage's log history, or the last
+    checkpoint's when stopped) and, from completions.jsonl, how many correct answers
+    earned no reward (a sandbox limit, such as the wall clock in the timing phase)."""
     path = run / "rl" / "log_history.json"
     history = json.loads(path.read_text()) if path.is_file() else None
     if history is None:
@@ -284,8 +286,19 @@ def rl_curve(run: Path) -> list[dict]:
         history = json.loads((found[-1][1] / "trainer_state.json").read_text())["log_history"]
     keep = ("step", "reward", "reward_std", "verify/correct", "verify/compiled",
             "completions/mean_length", "completions/clipped_ratio", "curriculum/share",
-            "time/generate_s", "time/reward_wait_s", "time/step_s", "step_time")  # fmt: skip
-    return [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]
+            "frac_reward_zero_std", "time/generate_s", "time/reward_wait_s", "time/step_s",
+            "step_time")  # fmt: skip
+    unpaid: dict[int, int] = {}
+    completions = run / "rl" / "completions.jsonl"
+    if completions.is_file():
+        for line in completions.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("correct") and not row.get("reward"):
+                unpaid[row["step"]] = unpaid.get(row["step"], 0) + 1
+    curve = [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]
+    for c in curve:
+        c["correct_unpaid"] = unpaid.get(c["step"], 0)
+    return curve
 
 
 def rl_budget(ctx: dict) -> float | None:
@@ -442,12 +455,16 @@ def markdown(report: dict) -> str:
                          + f" | {f['mean_reward']:.3f} |")  # fmt: skip
     curve = report.get("rl_curve") or []
     if curve:
-        lines += ["", "| GRPO step | mean reward | batch correct | compiled | clipped | step s |",
-                  "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        lines += ["", "| GRPO step | mean reward | batch correct | compiled | clipped | "
+                  "groups with one reward | correct, paid 0 | reward wait s | step s |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for c in curve:
             lines.append(f"| {c['step']} | {c['reward']:.3f} | {_pct(c.get('verify/correct'))} | "
                          f"{_pct(c.get('verify/compiled'))} | "
                          f"{_pct(c.get('completions/clipped_ratio'))} | "
+                         f"{_pct(c.get('frac_reward_zero_std'))} | "
+                         f"{c.get('correct_unpaid', '-')} | "
+                         f"{c.get('time/reward_wait_s', '-')} | "
                          f"{c.get('time/step_s', c.get('step_time', '-'))} |")  # fmt: skip
     lines += [
         "",
