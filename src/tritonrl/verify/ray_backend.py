@@ -38,21 +38,18 @@ import asyncio
 import atexit
 import collections
 import contextlib
-import copy
 import dataclasses
-import hashlib
 import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, as_completed
+from concurrent.futures import Future
 from typing import Any
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks.task import Task
-from tritonrl.verify.pool.pool import LANE_FIELDS, LANES_PER_GPU, VerifierPool, unshared
+from tritonrl.verify.pool.pool import LANE_FIELDS, LANES_PER_GPU, Batches, VerifierPool
 from tritonrl.verify.result import VerifyResult
 
 log = logging.getLogger(__name__)
@@ -139,7 +136,7 @@ class _Actor:
     jobs: dict = dataclasses.field(default_factory=dict)  # ObjectRef -> _Job
 
 
-class RayVerifier:
+class RayVerifier(Batches):
     """Verify candidates on the actors of a Ray cluster (see the module docstring)."""
 
     def __init__(
@@ -290,46 +287,9 @@ class RayVerifier:
             self._lock.notify_all()
         return future
 
-    def submit_many(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
-    ) -> list[Future]:
-        """One future per pair, in order; identical pairs share one future (one job)."""
-        seen: dict[tuple, Future] = {}
-        futures = []
-        for task, candidate in pairs:
-            key = (task.id, hashlib.sha256(task.source.encode()).hexdigest(), candidate)
-            if key in seen:
-                self.stats["deduplicated"] += 1
-            else:
-                seen[key] = self.submit(task, candidate, config)
-            futures.append(seen[key])
-        return futures
-
-    def verify_many(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
-    ) -> list[VerifyResult]:
-        """Every pair's result, in input order (identical pairs verified once)."""
-        futures = self.submit_many(pairs, config)
-        return unshared([f.result() for f in futures], futures)
-
-    def imap_unordered(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
-    ) -> Iterator[tuple[int, VerifyResult]]:
-        """(index, result) for every pair, as each finishes (identical pairs verified once).
-        Candidates not handed to an actor yet are cancelled if the iteration stops early."""
-        futures = self.submit_many(pairs, config)
-        indices: dict[int, list[int]] = {}
-        for i, f in enumerate(futures):
-            indices.setdefault(id(f), []).append(i)
-        unique = list({id(f): f for f in futures}.values())
-        try:
-            for f in as_completed(unique):
-                result = f.result()
-                for n, i in enumerate(indices[id(f)]):
-                    yield i, result if n == 0 else copy.deepcopy(result)
-        finally:
-            for f in unique:
-                f.cancel()
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[name] += n
 
     def _job_config(self, config: VerifyConfig | None) -> VerifyConfig:
         if config is None:

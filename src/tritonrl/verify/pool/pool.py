@@ -80,7 +80,54 @@ class PoolClosed(RuntimeError):
     """The pool was closed before this candidate's verdict."""
 
 
-class VerifierPool:
+class Batches:
+    """`submit_many`, `verify_many` and `imap_unordered` on top of a verifier's `submit`
+    (and its `_count` of statistics): the local pool's and the Ray backend's alike."""
+
+    def submit_many(
+        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+    ) -> list[Future]:
+        """One future per pair, in order; identical pairs share one future (one job)."""
+        seen: dict[tuple, Future] = {}
+        futures = []
+        for task, candidate in pairs:
+            key = (task.id, hashlib.sha256(task.source.encode()).hexdigest(), candidate)
+            if key in seen:
+                self._count("deduplicated")
+            else:
+                seen[key] = self.submit(task, candidate, config)
+            futures.append(seen[key])
+        return futures
+
+    def verify_many(
+        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+    ) -> list[VerifyResult]:
+        """Every pair's result, in input order (identical pairs verified once)."""
+        futures = self.submit_many(pairs, config)
+        return unshared([f.result() for f in futures], futures)
+
+    def imap_unordered(
+        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+    ) -> Iterator[tuple[int, VerifyResult]]:
+        """(index, result) for every pair, as each finishes (identical pairs verified once).
+        Candidates not started yet (not handed to a lane or an actor) are cancelled if the
+        iteration stops early."""
+        futures = self.submit_many(pairs, config)
+        indices: dict[int, list[int]] = {}
+        for i, f in enumerate(futures):
+            indices.setdefault(id(f), []).append(i)
+        unique = list({id(f): f for f in futures}.values())
+        try:
+            for f in as_completed(unique):
+                result = f.result()
+                for n, i in enumerate(indices[id(f)]):
+                    yield i, result if n == 0 else copy.deepcopy(result)
+        finally:
+            for f in unique:
+                f.cancel()
+
+
+class VerifierPool(Batches):
     """Verify candidates on `workers` warm sandboxed lanes (see the module docstring)."""
 
     def __init__(
@@ -172,47 +219,6 @@ class VerifierPool:
         self._count("submitted")
         self._queue.put((future, task, candidate, config))
         return future
-
-    def submit_many(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
-    ) -> list[Future]:
-        """One future per pair, in order; identical pairs share one future (one job)."""
-        seen: dict[tuple, Future] = {}
-        futures = []
-        for task, candidate in pairs:
-            key = (task.id, hashlib.sha256(task.source.encode()).hexdigest(), candidate)
-            if key in seen:
-                self._count("deduplicated")
-            else:
-                seen[key] = self.submit(task, candidate, config)
-            futures.append(seen[key])
-        return futures
-
-    def verify_many(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
-    ) -> list[VerifyResult]:
-        """Every pair's result, in input order (identical pairs verified once)."""
-        futures = self.submit_many(pairs, config)
-        return unshared([f.result() for f in futures], futures)
-
-    def imap_unordered(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
-    ) -> Iterator[tuple[int, VerifyResult]]:
-        """(index, result) for every pair, as each finishes (identical pairs verified once).
-        Candidates not started yet are cancelled if the iteration stops early."""
-        futures = self.submit_many(pairs, config)
-        indices: dict[int, list[int]] = {}
-        for i, f in enumerate(futures):
-            indices.setdefault(id(f), []).append(i)
-        unique = list({id(f): f for f in futures}.values())
-        try:
-            for f in as_completed(unique):
-                result = f.result()
-                for n, i in enumerate(indices[id(f)]):
-                    yield i, result if n == 0 else copy.deepcopy(result)
-        finally:
-            for f in unique:
-                f.cancel()
 
     def _job_config(self, config: VerifyConfig | None) -> VerifyConfig:
         if config is None:
