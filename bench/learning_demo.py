@@ -23,10 +23,15 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    N training tasks of each strict task family instead; every training task equal to a
    held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
    `builtin:heldout`) is left out unless `--no-decontaminate`;
-4. `tritonrl rl --run work/run --algo grpo` (a checkpoint every `rl.save_steps`), stopped
+4. with `--filter-samples N`, `tritonrl eval` of the SFT model on the run's training
+   tasks (`--tasks train:work/run`, N answers each, no timing), whose folder GRPO takes
+   as `rl.pass_rates` (only tasks it solved sometimes but not always);
+   `tritonrl rl --run work/run --algo grpo` (a checkpoint every `rl.save_steps`), stopped
    by SIGTERM after `--rl-budget-s` (it then checkpoints, which counts as done), or,
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
    take (each as long as the SFT model's eval took, and a tenth more);
+   With `--turns-eval T`, `tritonrl eval --turns T` (no timing) of the SFT model runs
+   beside that, and of the last GRPO point after its eval when the deadline leaves time;
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
    extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
@@ -272,6 +277,62 @@ def point_figures(folder: Path, samples: int) -> dict:
 # --------------------------------------------------------------------------- GRPO
 
 
+def pass_rates(run: Path, rl_extra: list[str], ctx: dict) -> Path:
+    """`tritonrl eval` of the SFT model on the run's own training tasks (`train:RUN`),
+    `--filter-samples` answers a task sampled as GRPO samples, correctness only (no
+    timing): the folder `rl.pass_rates` reads."""
+    a = ctx["args"]
+    folder = ctx["work"] / "evals" / "passrates"
+    cmd = tritonrl("eval", "--model", str(run / "sft" / "final"), "--tasks", f"train:{run}",
+                   "--samples", str(a.filter_samples), "--out", str(folder), "--config",
+                   ctx["config"], "--device", a.device, "--backend", a.eval_backend,
+                   "--verify.device", a.device, "--verify.timing", "false",
+                   *eval_extra(rl_extra, None))  # fmt: skip
+    ctx["commands"]["pass_rates"] = cmd[2:]
+    ctx["seconds"]["pass_rates"] = round(run_logged(cmd, ctx["out"] / "eval_passrates.log"), 1)
+    return folder
+
+
+def turns_eval(label: str, model: Path, ctx: dict) -> Path:
+    """`tritonrl eval --turns T` (`--turns-eval`) of `model` on the held-out folder,
+    correctness only (no timing: it may run beside other evals); its folder."""
+    a = ctx["args"]
+    folder = ctx["work"] / "evals" / f"{label}-turns{a.turns_eval}"
+    cmd = tritonrl("eval", "--model", str(model), "--tasks", str(ctx["heldout"]),
+                   "--samples", str(a.samples), "--turns", str(a.turns_eval), "--out",
+                   str(folder), "--config", ctx["config"], "--device", a.device, "--backend",
+                   a.eval_backend, "--verify.device", a.device, "--verify.timing", "false",
+                   *ctx["eval_extra"])  # fmt: skip
+    ctx["commands"][f"eval_{label}_turns"] = cmd[2:]
+    seconds = run_logged(cmd, ctx["out"] / f"eval_{label}_turns.log")
+    ctx["seconds"][f"eval_{label}_turns"] = round(seconds, 1)
+    return folder
+
+
+def turn_figures(folder: Path, turns: int) -> dict:
+    """correct@turn (and how many conversations answered at each turn), overall and per
+    source, from a multi-turn eval's samples.jsonl (`tritonrl.evaluate.metrics`)."""
+    from tritonrl.evaluate.metrics import turn_metrics
+
+    convs: dict[tuple[str, int], list[dict]] = {}
+    for line in (folder / "samples.jsonl").read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            convs.setdefault((r["task"], r["sample"]), []).append(r)
+    groups: dict[str, list] = {"all": list(convs.values())}
+    for (task, _), conv in convs.items():
+        groups.setdefault(source_of(task), []).append(conv)
+    return {name: {t: {"correct": round(m["correct"], 4), "answered": m["answered"]}
+                   for t, m in turn_metrics(group, turns).items()}
+            for name, group in groups.items()}  # fmt: skip
+
+
+def stage_info(run: Path, stage: str) -> dict:
+    from tritonrl.runs import Run
+
+    return Run.open(run, readonly=True).stages.get(stage, {}).get("info") or {}
+
+
 def rl_curve(run: Path) -> list[dict]:
     """Per GRPO step: mean reward, the batch's verified-correct rate, the share of groups
     with one reward, the step's time split (from the stage's log history, or the last
@@ -453,6 +514,22 @@ def markdown(report: dict) -> str:
                      _pct(f.get("pass@1")), _pct(f.get(f"pass@{k}"))]  # fmt: skip
             lines.append(f"| {p['label']} | {s} | {f['tasks']} | " + " | ".join(cells)
                          + f" | {f['mean_reward']:.3f} |")  # fmt: skip
+    for label, by_source in (report.get("turns") or {}).items():
+        turns = sorted(by_source["all"], key=int)
+        lines += ["", f"| {label}, eval --turns {turns[-1]} (no timing) | "
+                  + " | ".join(f"correct@{t}" for t in turns) + " |",
+                  "|---|" + "---:|" * len(turns)]  # fmt: skip
+        for source in SOURCES:
+            if source in by_source:
+                lines.append(f"| {source} | " + " | ".join(
+                    _pct(by_source[source][t]["correct"]) for t in turns) + " |")  # fmt: skip
+    f = report.get("pass_rate_filter")
+    if f:
+        lines += [
+            "",
+            f"GRPO's tasks: {f['kept']} of {f['tasks']} training tasks, those the SFT "
+            f"model solved sometimes ({f['below_min']} never, {f['above_max']} always).",
+        ]
     curve = report.get("rl_curve") or []
     if curve:
         lines += ["", "| GRPO step | mean reward | batch correct | compiled | clipped | "
@@ -541,9 +618,15 @@ def parse(argv):
     ap.add_argument("--no-decontaminate", action="store_true",
                     help="do not leave out training tasks equal to held-out ones")  # fmt: skip
     ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--filter-samples", type=int, default=0,
+                    help="GRPO only on training tasks the SFT model solves sometimes, "
+                    "from N answers each (0: every task)")  # fmt: skip
     ap.add_argument("--eval-temperature", type=float, default=None,
                     help="eval's temperature (default: GRPO's)")  # fmt: skip
     ap.add_argument("--eval-backend", default="auto")
+    ap.add_argument("--turns-eval", type=int, default=0,
+                    help="also evaluate the SFT model (and the last GRPO point, when the "
+                    "deadline leaves time) with eval --turns T, no timing")  # fmt: skip
     ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
     ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
@@ -554,6 +637,8 @@ def parse(argv):
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then overrides for sft and rl")
     args = ap.parse_args(argv)
     args.extra = [a for a in args.extra if a != "--"]
+    if args.filter_samples == 1:
+        ap.error("--filter-samples must be 0 or at least 2 (one answer a task is greedy)")
     if args.config is None:
         args.config = "tiny-cpu" if args.model == "tiny" else "qwen-coder-1.5b-1gpu"
     return args
@@ -610,6 +695,12 @@ def main(argv: list[str] | None = None) -> int:
     folders.append(("sft", evaluate("sft", run / "sft" / "final", ctx)))
     rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", *device[2:],
                       "--verify.device", args.device, *rl_extra)  # fmt: skip
+    sft_turns = None  # the SFT model's multi-turn eval, beside the pass rates' (no timing)
+    if args.turns_eval:
+        sft_turns = Background(turns_eval, "sft", run / "sft" / "final", ctx)
+    if args.filter_samples:  # GRPO on the tasks the SFT model solves sometimes
+        rl_cmd += ["--rl.pass_rates", str(pass_rates(run, rl_extra, ctx))]
+    turn_folders = [("sft", sft_turns.get())] if sft_turns is not None else []
     ctx["commands"]["rl"] = rl_cmd[2:]
     stop, training = threading.Event(), threading.Event()
     probe = None
@@ -622,11 +713,22 @@ def main(argv: list[str] | None = None) -> int:
         training.clear()
         stop.set()
     report["rl_curve"] = rl_curve(run)
+    report["pass_rate_filter"] = stage_info(run, "rl").get("pass_rate_filter")
     for label, path in rl_points(run, args.rl_evals):
         folders.append((label, evaluate(label, path, ctx)))
     for label, folder in folders:
         report["points"].append({"label": label, "eval": str(folder.relative_to(work)),
                                  "figures": point_figures(folder, args.samples)})  # fmt: skip
+    points = rl_points(run, args.rl_evals)
+    if args.turns_eval and points:  # the last GRPO point's, if the deadline leaves time
+        need = 1.1 * ctx["seconds"].get("eval_sft_turns", 0)
+        left = args.deadline_s - (time.monotonic() - started) if args.deadline_s else need
+        if left >= need:
+            turn_folders.append((points[-1][0], turns_eval(*points[-1], ctx)))
+        else:
+            report["skipped"] = (f"{points[-1][0]}'s --turns eval: {left:.0f} s left, "
+                                 f"{need:.0f} s needed")  # fmt: skip
+    report["turns"] = {label: turn_figures(f, args.turns_eval) for label, f in turn_folders}
     compare = subprocess.run(tritonrl("eval", "--compare", *(str(f) for _, f in folders),
                                       "--json"), capture_output=True, text=True)  # fmt: skip
     (out / "compare.json").write_text(compare.stdout or compare.stderr)

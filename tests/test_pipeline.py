@@ -116,6 +116,41 @@ def test_the_readme_pipeline_on_the_embedded_default(tmp_path):
     assert bad.returncode == 2 and "no-such-config" in bad.stdout + bad.stderr
 
 
+@pytest.mark.slow  # trains a model
+def test_the_pipeline_measures_the_sft_models_pass_rates_and_rl_trains_on_those_kept(tmp_path):
+    """With `pipeline.pass_rate_samples`, a stage between sft and rl answers every training
+    task (no timing) and rl takes those answers as `rl.pass_rates`. The tiny model solves
+    nothing: a range of [0, 0] keeps every task, the default range none (rl refuses)."""
+    run = tmp_path / "run"
+    small = ["--data.generated_tasks", "10", "--tiny_model.generated_tasks", "30",
+             "--sft.max_steps", "2", "--rl.max_steps", "1", "--pipeline.eval_samples", "1",
+             "--pipeline.eval_tasks", "[builtin:level1/1_ReLU]", "--run.report_to", "[none]",
+             "--pipeline.pass_rate_samples", "2"]  # fmt: skip
+    cmd = [sys.executable, "-m", "tritonrl", "pipeline", "--run-dir", str(run), *small]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 1 and "stage rl failed" in r.stderr, r.stdout[-2000:] + r.stderr
+    assert "no training task's pass rate lies within [0.01, 0.99]" in r.stderr
+    stages = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
+    assert list(stages)[:5] == ["prepare", "tiny_model", "sft", "pass_rates", "rl"]
+    rows = [json.loads(x) for x in (run / "pass_rates" / "samples.jsonl").read_text().splitlines()]
+    train = {json.loads(x)["task_id"] for x in (run / stages["prepare"]["artifacts"]["train"])
+             .read_text().splitlines()}  # fmt: skip
+    assert {r["task"] for r in rows} == train and len(rows) == 2 * len(train)
+    assert all(not r["verdict"]["correct"] and r["verdict"]["speedup"] is None for r in rows)
+    generation = json.loads((run / "pass_rates" / "eval.json").read_text())["generation"]
+    assert not generation["greedy"] and generation["temperature"] == 0.8
+
+    r = subprocess.run([*cmd, "--rl.pass_rate_max", "0", "--rl.pass_rate_min", "0"],
+                       capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "pass_rates: done, skipped" in r.stdout
+    stages = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
+    kept = stages["rl"]["info"]["pass_rate_filter"]
+    assert (kept["tasks"], kept["kept"], kept["below_min"], kept["above_max"]) == (
+        len(train), len(train), 0, 0)  # fmt: skip
+    assert kept["file"] == str(run / "pass_rates") and stages["eval"]["status"] == "done"
+
+
 def test_a_running_stage_shows_its_progress_and_streams_it_to_its_log(tmp_path):
     """The pipeline's sft said `sft: running` for minutes while its log held only the
     command line until the stage ended. A real sft stage as the pipeline runs it: its

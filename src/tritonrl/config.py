@@ -503,8 +503,21 @@ class RlConfig:
     # Tokens a later turn's prompt plus its answer (sampling.max_new_tokens) may take: the
     # oldest earlier answers and their feedback are dropped to fit. null: sft.max_length.
     turn_max_length: int | None = None
+    # Only the tasks the starting policy solves sometimes (tritonrl.train.rl.data): an eval
+    # folder of it on the run's training tasks (`tritonrl eval --model RUN/sft/final
+    # --tasks train:RUN --samples 4 --out DIR`, its samples.jsonl); the tasks whose
+    # verified-correct share there lies within [pass_rate_min, pass_rate_max] are kept
+    # (groups all right or all wrong teach GRPO nothing). null: every training task.
+    pass_rates: str | None = None
+    pass_rate_min: float = 0.01  # the defaults keep "sometimes but not always" for up
+    pass_rate_max: float = 0.99  # to 99 answers a task
 
     def __post_init__(self):
+        _need(
+            0 <= self.pass_rate_min <= self.pass_rate_max <= 1,
+            f"rl.pass_rate_min and rl.pass_rate_max must satisfy 0 <= min <= max <= 1 "
+            f"(shares of correct answers), not {self.pass_rate_min} and {self.pass_rate_max}",
+        )
         _need(self.algo in RL_ALGOS, f"rl.algo must be one of {RL_ALGOS}, not {self.algo!r}")
         _need(
             isinstance(self.turns, int) and self.turns >= 1,
@@ -638,10 +651,20 @@ class PipelineConfig:
     rl: bool = True  # run the rl stage (rl.algo) after SFT
     eval_tasks: list[str] = field(default_factory=lambda: ["run"])  # "run": held-out tasks
     eval_samples: int = 4  # completions per task (pass@k up to this k)
+    # Before rl: answers a training task of the SFT model (`eval --tasks train:RUN`, no
+    # timing, RUN/pass_rates), which rl then takes as rl.pass_rates (unless that is set):
+    # RL only on the tasks the SFT model solves sometimes. 0: no such stage.
+    pass_rate_samples: int = 0
 
     def __post_init__(self):
         _need(bool(self.prepare_source), "pipeline.prepare_source must name a source")
         _need(self.eval_samples >= 1, "pipeline.eval_samples must be >= 1")
+        _need(
+            self.pass_rate_samples == 0 or self.pass_rate_samples >= 2,
+            f"pipeline.pass_rate_samples must be 0 (every training task goes to rl) or at "
+            f"least 2 (one answer is greedy: solved always or never), not "
+            f"{self.pass_rate_samples}",
+        )
 
 
 @dataclass

@@ -6,7 +6,9 @@
     tritonrl report evals/base evals/sft evals/rl --out reports/compare
 
 The pipeline runs prepare (`pipeline.prepare_source`) -> the tiny model (when
-`model.name_or_path` is `tiny`) -> sft -> rl (`rl.algo`, when `pipeline.rl`) -> eval
+`model.name_or_path` is `tiny`) -> sft -> pass_rates (with `pipeline.pass_rate_samples`:
+the SFT model's answers to its training tasks, RUN/pass_rates, which rl then takes as
+`rl.pass_rates`) -> rl (`rl.algo`, when `pipeline.rl`) -> eval
 (`pipeline.eval_tasks`, `pipeline.eval_samples`; "run" is the run's held-out tasks, and
 the eval folder is RUN/eval, recorded as stage `eval`) -> report (RUN/report/report.md,
 rewritten every time). A stage the manifest records as done is skipped; an interrupted
@@ -58,7 +60,7 @@ from tritonrl.train.sft import base_model, quiet_progress
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-STAGES = ("prepare", "tiny_model", "sft", "rl", "eval", "report")
+STAGES = ("prepare", "tiny_model", "sft", "pass_rates", "rl", "eval", "report")
 
 
 # A stage's exit when it was asked to stop (it checkpointed and synced first).
@@ -124,7 +126,12 @@ def _command(stage: str, run_dir: Path, config, argv: list[str]) -> list[str]:
     if stage == "sft":
         return base + ["sft", "--run", str(run_dir), *argv]
     if stage == "rl":
-        return base + ["rl", "--run", str(run_dir), *argv]
+        chosen = ["--rl.pass_rates", str(run_dir / "pass_rates")] if _pass_rates(config) else []
+        return base + ["rl", "--run", str(run_dir), *argv, *chosen]
+    if stage == "pass_rates":  # the SFT model on its own training tasks: correct or not
+        return base + ["eval", "--model", str(run_dir), "--tasks", f"train:{run_dir}",
+                       "--samples", str(pipe.pass_rate_samples), "--out",
+                       str(run_dir / "pass_rates"), *argv, "--verify.timing", "false"]  # fmt: skip
     if stage == "eval":
         tasks = [f"run:{run_dir}" if t == "run" else t for t in pipe.eval_tasks]
         return base + ["eval", "--model", str(run_dir), "--tasks", *tasks,
@@ -232,18 +239,25 @@ def _tiny_model(run, config, log: Path) -> None:
         logging.getLogger("tritonrl").removeHandler(handler)
 
 
-def _eval_stage(run, cmd: list[str], log: Path, say=None) -> None:
-    run.start_stage("eval")
+def _pass_rates(config) -> bool:
+    """Whether the pipeline measures the SFT model's pass rates for rl itself."""
+    pipe = config.pipeline
+    return pipe.rl and pipe.pass_rate_samples > 0 and not config.rl.pass_rates
+
+
+def _eval_stage(run, stage: str, cmd: list[str], log: Path, say=None) -> None:
+    """An eval process recorded as `stage` (eval, pass_rates): its folder RUN/<stage>."""
+    run.start_stage(stage)
     try:
-        _run_process("eval", cmd, log, say)
+        _run_process(stage, cmd, log, say)
     except StageFailed as e:
-        run.fail_stage("eval", str(e))
+        run.fail_stage(stage, str(e))
         raise
-    run.add_artifact("eval", "dir", run.path / "eval")
-    summary = run.path / "eval" / "summary.json"
+    run.add_artifact(stage, "dir", run.path / stage)
+    summary = run.path / stage / "summary.json"
     if summary.is_file():
-        run.add_artifact("eval", "summary", summary)
-    run.finish_stage("eval")
+        run.add_artifact(stage, "summary", summary)
+    run.finish_stage(stage)
 
 
 def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Path:
@@ -272,6 +286,8 @@ def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Pat
             continue
         if stage == "rl" and not config.pipeline.rl:
             continue
+        if stage == "pass_rates" and not _pass_rates(config):
+            continue
         if stage != "report" and Run.open(run_dir).status(stage) == "done":
             say(f"{stage}: done, skipped")
             continue
@@ -280,9 +296,10 @@ def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Pat
         if stage == "tiny_model":
             log.parent.mkdir(parents=True, exist_ok=True)
             _tiny_model(Run.open(run_dir), config, log)
-        elif stage == "eval":
+        elif stage in ("eval", "pass_rates"):
             with _eval_sync(run_dir, url, config.run.sync_interval_s):
-                _eval_stage(Run.open(run_dir), _command(stage, run_dir, config, argv), log, say)
+                cmd = _command(stage, run_dir, config, argv)
+                _eval_stage(Run.open(run_dir), stage, cmd, log, say)
         elif stage == "report":
             report = write_report([run_dir])
         else:

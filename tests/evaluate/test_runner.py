@@ -98,6 +98,10 @@ def test_tasks_from_generated_sources_levels_limits_and_a_run(lora_run):
     validation = Run.open(lora_run).artifact("sft", "validation_data").read_text()
     ids = {json.loads(x)["task_id"] for x in validation.splitlines() if x.strip()}
     assert held_out and {t.id for t in held_out} == ids
+    trained = eval_tasks([f"run:{lora_run}".replace("run:", "train:")])
+    train = Run.open(lora_run).artifact("sft", "train_data").read_text()
+    train_ids = {json.loads(x)["task_id"] for x in train.splitlines() if x.strip()}
+    assert trained and {t.id for t in trained} == train_ids and not train_ids & ids
 
 
 def test_the_sampling_section_reaches_the_request_and_names_the_evaluation(server, tmp_path):

@@ -2,12 +2,14 @@
 held-out split and RL's prompts are read from.
 
     tasks = heldout_tasks(run, config)      # prepare's validation split, or SFT's
+    rows, tasks, source = training_prompts(run, config)   # what SFT trained on, clean
 
 `prompt_rows` reads a prompts file (JSONL or parquet) whose every row names its
 `task_id`; `builtin_tasks` rebuilds the builtin and generated tasks a run's `data.*`
 config names; `decontaminate` drops the training tasks equal to a task of
 `data.decontaminate_against` (`tritonrl.tasks.decontaminate`), as SFT's examples and RL's
-prompts do. RL's prompts (`tritonrl.train.rl.data`) read their files through these.
+prompts do. `training_prompts` is the training split's prompts and tasks, as RL takes them
+(`tritonrl.train.rl.data`) and as `tritonrl eval --tasks train:RUN` answers them.
 
 What it does NOT do: it does not split anything (prepare and SFT wrote the splits) or
 verify a task.
@@ -107,3 +109,39 @@ def heldout_tasks(run: Run, config: Config) -> list[Task]:
             f"{path}: {len(missing)} held-out task id(s) have no task, e.g. {missing[0]!r}"
         )
     return [by_id[i] for i in ids]
+
+
+def training_prompts(run: Run, config: Config) -> tuple[list[dict], dict[str, Task], str]:
+    """(prompt rows, {task id: Task} of those rows, source) of `run`'s training split:
+    prepare's `train` file when SFT took prepare's files, else SFT's `train_data` built
+    from `data.tasks` and the generator (source "prepare" or "builtin"); rows whose task
+    equals one of `data.decontaminate_against` are left out."""
+    if run.has_artifact("prepare", "train") and run.has_artifact("prepare", "tasks"):
+        train, source = run.artifact("prepare", "train"), "prepare"
+        tasks = load_prepared_tasks(run.artifact("prepare", "tasks"))
+    elif run.has_artifact("sft", "train_data"):
+        train, source = run.artifact("sft", "train_data"), "builtin"
+        tasks = builtin_tasks(config)
+    else:
+        raise RunError(
+            f"run {run.path} records no training prompts (neither prepare/train nor "
+            "sft/train_data): RL takes the prompts SFT trained on"
+        )
+    rows = prompt_rows(train)
+    by_id = {t.id: t for t in tasks}
+    missing = sorted({r["task_id"] for r in rows} - set(by_id))
+    if missing:
+        raise ValueError(
+            f"{train}: {len(missing)} task id(s) have no task to verify against, e.g. "
+            f"{missing[0]!r} (the run's data.* config must be the one SFT used)"
+        )
+    used = list(dict.fromkeys(r["task_id"] for r in rows))
+    clean = {t.id for t in decontaminate([by_id[i] for i in used], config, "RL prompts")}
+    rows = [r for r in rows if r["task_id"] in clean]
+    if not rows:
+        raise ValueError(
+            f"{train}: every prompt's task equals a task of data.decontaminate_against "
+            f"{config.data.decontaminate_against}; train on other tasks or change that key"
+        )
+    log.info("training prompts: %d from %s (%s)", len(rows), run.relpath(train), source)
+    return rows, {i: by_id[i] for i in dict.fromkeys(r["task_id"] for r in rows)}, source

@@ -175,7 +175,7 @@ def eval_command(
         [],
         "--tasks",
         help="Task sources: builtin:..., a KernelBench dir, gen:N[:SEED], "
-        "fam:[FAMILY:]N[:SEED][:heldout], run:RUN.",
+        "fam:[FAMILY:]N[:SEED][:heldout], run:RUN (held out), train:RUN (its training tasks).",
     ),
     samples: int = typer.Option(1, "--samples", min=1, help="Answers per task (pass@k up to k)."),
     turns: int = typer.Option(

@@ -13,7 +13,9 @@ rewards from `tritonrl.reward.schemes.reward_for`.
 Tasks: `load_tasks` sources (the builtin suite, a KernelBench checkout: every level, the
 task families: `fam:N:SEED:heldout` for programs no training task has), `gen:N[:SEED]`
 (N generated tasks, seed 1 by default: not the training generator's 0),
-`run:RUN` (the run's held-out tasks: prepare's validation split, or the one SFT held out).
+`run:RUN` (the run's held-out tasks: prepare's validation split, or the one SFT held out),
+`train:RUN` (the tasks of the run's training prompts, as RL takes them: what the SFT model
+solves there is what `rl.pass_rates` reads).
 
 Files in `out_dir`: `eval.json` (what the evaluation is of: the model's path and files'
 fingerprint, the generation settings, the tasks; `tritonrl.evaluate.identity`),
@@ -53,7 +55,7 @@ from pathlib import Path
 from tritonrl.config import Config
 from tritonrl.config_loader import config_from_dict
 from tritonrl.data.feedback import feedback_message, goes_on
-from tritonrl.data.heldout import heldout_tasks
+from tritonrl.data.heldout import heldout_tasks, training_prompts
 from tritonrl.data.prompts import build_messages
 from tritonrl.evaluate.identity import check_folder, eval_identity, record
 from tritonrl.evaluate.metrics import k_values, summarize, turn_metrics
@@ -78,6 +80,10 @@ def eval_tasks(specs: list[str], levels: list[int] | None = None, limit: int | N
         elif spec.startswith("run:"):
             run = Run.open(spec[4:])
             tasks += heldout_tasks(run, config_from_dict(run.config, f"run {run.path}"))
+        elif spec.startswith("train:"):
+            run = Run.open(spec[6:], readonly=True)
+            config = config_from_dict(run.config, f"run {run.path}")
+            tasks += list(training_prompts(run, config)[1].values())
         else:
             report = load_tasks(spec)
             if report.errors:

@@ -59,7 +59,7 @@ STATUSES = ("pending", "running", "done", "failed", "interrupted")
 # The stages a new run lists as pending; a stage not listed here is added when it starts.
 PIPELINE = ("prepare", "sft", "rl", "eval")
 # The order stages run in: one added when it starts goes to its place, not last.
-ORDER = ("prepare", "tiny_model", "sft", "best_of_n", "rl", "eval", "report")
+ORDER = ("prepare", "tiny_model", "sft", "pass_rates", "best_of_n", "rl", "eval", "report")
 VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
 RUN_FIELDS = ("store", "driver", "restored_from")  # run-level fields besides stages
 RESUMED = "resumed_from_checkpoint"  # the stage info key a resumed stage records

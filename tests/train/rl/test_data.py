@@ -1,5 +1,8 @@
 """RL's prompts leave out the tasks of `data.decontaminate_against`, whatever SFT trained
-on: a run whose config gained a benchmark after SFT does not train on it."""
+on: a run whose config gained a benchmark after SFT does not train on it; with
+`rl.pass_rates`, also the tasks the starting policy never or always solved."""
+
+import json
 
 import pytest
 
@@ -63,3 +66,58 @@ def test_rl_may_change_what_it_is_decontaminated_against_and_nothing_else_of_dat
     check_against_run(run, load_config(None, [*BASE, "--data.decontaminate_against", against]))
     with pytest.raises(ValueError, match=r"differing: data.generated_tasks: 0 -> 3"):
         check_against_run(run, load_config(None, [*BASE, "--data.generated_tasks", "3"]))
+
+
+def _answer(task: str, sample: int, correct: bool, **extra) -> str:
+    verdict = {"correct": correct, "compiled": True, "error": None if correct else "wrong"}
+    return json.dumps({"task": f"builtin:{task}", "sample": sample, "verdict": verdict,
+                       "completion": "...", **extra})  # fmt: skip
+
+
+def test_the_pass_rate_filter_keeps_the_tasks_solved_sometimes(run, tmp_path):
+    """An eval folder of the SFT model on the training tasks: ReLU 0 of 2, Tanh 1 of 2
+    (a second turn and a line written twice do not count), LeakyReLU 2 of 2 (then a line
+    cut by a kill), the Gemm task not asked. Only Tanh is kept, and the run says why."""
+    folder = tmp_path / "passrates"
+    folder.mkdir()
+    lines = [
+        _answer("level1/1_ReLU", 0, False), _answer("level1/1_ReLU", 1, False),
+        _answer("level1/3_Tanh", 0, True), _answer("level1/3_Tanh", 0, False),
+        _answer("level1/3_Tanh", 1, False), _answer("level1/3_Tanh", 1, True, turn=2),
+        _answer("level1/5_LeakyReLU", 0, True), _answer("level1/5_LeakyReLU", 1, True),
+        _answer("level1/1_ReLU", 0, True)[:40],
+    ]  # fmt: skip
+    (folder / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    every = [*BASE, "--data.decontaminate_against", "[]"]
+    config = load_config(None, [*every, "--rl.pass_rates", str(folder)])
+    prompts, tasks, _ = rl_prompts(run, config)
+    assert sorted(tasks) == ["builtin:level1/3_Tanh"] and list(prompts["task_id"]) == [
+        "builtin:level1/3_Tanh"]  # fmt: skip
+    info = Run.open(run.path).stage("rl")["info"]["pass_rate_filter"]
+    assert (info["tasks"], info["kept"], info["below_min"], info["above_max"],
+            info["not_in_file"]) == (4, 1, 1, 1, 1)  # fmt: skip
+
+    # the samples.jsonl itself does as well; a wider range keeps the always-solved too
+    wide = [*every, "--rl.pass_rates", str(folder / "samples.jsonl"), "--rl.pass_rate_max", "1"]
+    assert sorted(rl_prompts(run, load_config(None, wide))[1]) == [
+        "builtin:level1/3_Tanh", "builtin:level1/5_LeakyReLU"]  # fmt: skip
+
+
+def test_the_pass_rate_filter_refuses_what_it_cannot_use(run, tmp_path):
+    every = [*BASE, "--data.decontaminate_against", "[]"]
+    with pytest.raises(ValueError, match=r"no samples.jsonl there; write one with `tritonrl "
+                       r"eval --model RUN/sft/final --tasks train:RUN"):  # fmt: skip
+        rl_prompts(run, load_config(None, [*every, "--rl.pass_rates", str(tmp_path / "none")]))
+    file = tmp_path / "samples.jsonl"
+    file.write_text(_answer("level1/3_Tanh", 0, True) + "\n" + json.dumps({"task": "x"}) + "\n")
+    with pytest.raises(ValueError, match=r"line 2 is not an eval answer"):
+        rl_prompts(run, load_config(None, [*every, "--rl.pass_rates", str(file)]))
+    file.write_text(_answer("level1/3_Tanh", 0, True) + "\n")  # solved every time: none kept
+    with pytest.raises(ValueError, match=r"no training task's pass rate lies within "
+                       r"\[0.01, 0.99\] \(0 below, 1 above\)"):  # fmt: skip
+        rl_prompts(run, load_config(None, [*every, "--rl.pass_rates", str(file)]))
+    file.write_text(_answer("level9/other", 0, True) + "\n")
+    with pytest.raises(ValueError, match=r"none of the run's 4 training tasks is in it"):
+        rl_prompts(run, load_config(None, [*every, "--rl.pass_rates", str(file)]))
+    with pytest.raises(ValueError, match=r"rl.pass_rate_min and rl.pass_rate_max must"):
+        load_config(None, ["--rl.pass_rate_min", "0.8", "--rl.pass_rate_max", "0.5"])
