@@ -624,6 +624,9 @@ def parse(argv):
     ap.add_argument("--eval-temperature", type=float, default=None,
                     help="eval's temperature (default: GRPO's)")  # fmt: skip
     ap.add_argument("--eval-backend", default="auto")
+    ap.add_argument("--pass-rates", type=Path, default=None,
+                    help="rl.pass_rates measured before (an eval folder or samples.jsonl of "
+                    "this recipe's SFT model on train:RUN), not --filter-samples")  # fmt: skip
     ap.add_argument("--turns-eval", type=int, default=0,
                     help="also evaluate the SFT model (and the last GRPO point, when the "
                     "deadline leaves time) with eval --turns T, no timing")  # fmt: skip
@@ -698,7 +701,9 @@ def main(argv: list[str] | None = None) -> int:
     sft_turns = None  # the SFT model's multi-turn eval, beside the pass rates' (no timing)
     if args.turns_eval:
         sft_turns = Background(turns_eval, "sft", run / "sft" / "final", ctx)
-    if args.filter_samples:  # GRPO on the tasks the SFT model solves sometimes
+    if args.pass_rates:  # measured before, of this recipe's SFT model
+        rl_cmd += ["--rl.pass_rates", str(args.pass_rates.resolve())]
+    elif args.filter_samples:  # GRPO on the tasks the SFT model solves sometimes
         rl_cmd += ["--rl.pass_rates", str(pass_rates(run, rl_extra, ctx))]
     turn_folders = [("sft", sft_turns.get())] if sft_turns is not None else []
     ctx["commands"]["rl"] = rl_cmd[2:]
