@@ -107,9 +107,10 @@ print(json.dumps(failed))
 def compiles_for_sm90(tmp_path):
     """`compiles_for_sm90(solutions)`: each (solution source, [constexpr values, ...])
     compiles (pointers as fp32 unless `types` names another type, `delta` and `scale`
-    as floats, other scalars as int32), every `*_kernel` of it at every set of constexprs (those it takes), for
-    sm_90 with the installed Triton's GPU back end (which runs without a GPU), in a
-    process of its own without the interpreter. Returns the failures."""
+    as floats, other scalars as int32), every `*_kernel` of it at every set of constexprs
+    that gives all of its own, for sm_90 with the installed Triton's GPU back end
+    (which runs without a GPU), in a process of its own without the interpreter.
+    Returns the failures."""
     import json
     import os
     import subprocess

@@ -213,7 +213,8 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
             *launch(
                 f"{kind}_partial_kernel[(n_partials,)]",
-                "p, t, partials, n, n_full, " + ("self.delta, " if huber else "")
+                "p, t, partials, n, n_full, "
+                + ("self.delta, " if huber else "")
                 + "BLOCK=BLOCK, num_warps=8",
             ),
         ]
@@ -234,9 +235,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "grid = (triton.cdiv(n_other, BLOCK_O),)",
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
             "warps = 8 if BLOCK_O * BLOCK_R >= 4096 else 4",
-            *launch(
-                f"{kind}_row_kernel[grid]", f"p, t, partials, {axis.ARGS}, num_warps=warps"
-            ),
+            *launch(f"{kind}_row_kernel[grid]", f"p, t, partials, {axis.ARGS}, num_warps=warps"),
         ]
     forward += [
         "out = torch.empty((), device=p.device, dtype=p.dtype)",
