@@ -91,12 +91,13 @@ for path, tiles, types in json.load(open(sys.argv[1])):
             failed.append(f"{path} {kernel.__name__}: no tile gives {sorted(wanted)}")
         for tile in fitting:
             const = {k: v for k, v in tile.items() if k in wanted}
+            options = {"num_warps": tile["num_warps"]} if "num_warps" in tile else {}
             sig = {a: "*fp32" if a.endswith("_ptr") else "constexpr" if a in const
                    else "fp32" if a in FLOATS else "i32" for a in kernel.arg_names}
             sig.update({a: t for a, t in types.items() if a in sig})
             try:
                 source = ASTSource(kernel, signature=sig, constexprs=const)
-                triton.compile(source, target=GPUTarget("cuda", 90, 32))
+                triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
             except Exception as e:
                 failed.append(f"{path} {kernel.__name__} {tile}: {str(e)[-160:]}")
 print(json.dumps(failed))
@@ -108,9 +109,9 @@ def compiles_for_sm90(tmp_path):
     """`compiles_for_sm90(solutions)`: each (solution source, [constexpr values, ...])
     compiles (pointers as fp32 unless `types` names another type, `delta` and `scale`
     as floats, other scalars as int32), every `*_kernel` of it at every set of constexprs
-    that gives all of its own, for sm_90 with the installed Triton's GPU back end
-    (which runs without a GPU), in a process of its own without the interpreter.
-    Returns the failures."""
+    that gives all of its own (and `num_warps`, if the set names it), for sm_90 with
+    the installed Triton's GPU back end (which runs without a GPU), in a process of its
+    own without the interpreter. Returns the failures."""
     import json
     import os
     import subprocess
