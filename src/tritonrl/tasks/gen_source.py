@@ -182,3 +182,68 @@ def solution_source(p: Program) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def flat_solution_source(p: Program) -> str:
+    """Triton `ModelNew` for a program with no reduction and no broadcast operand (`y`
+    absent or full): one kernel over the flattened input whose whole blocks load and
+    store without a mask, so Triton can vectorise them whatever the column count (a mask
+    on an odd `n_cols` would keep it to one element a load); only the last block is
+    masked. The generator's own tasks keep `solution_source`'s fully masked 2-D tiles."""
+    if p.reduce or p.y_shape not in (None, "full"):
+        raise ValueError(
+            f"{p.name}: a flat kernel needs no reduction and y absent or full "
+            f"(got reduce={p.reduce!r}, y_shape={p.y_shape!r}); use solution_source"
+        )
+    kernel = f"{p.name.lower()}_kernel"
+    ptrs = "x_ptr, y_ptr, out_ptr" if p.y_shape else "x_ptr, out_ptr"
+    tensors = "x, y, out" if p.y_shape else "x, out"
+    args = "x: torch.Tensor, y: torch.Tensor" if p.y_shape else "x: torch.Tensor"
+    steps = [_fmt(step, line) for step in p.steps for line in step.spec.triton]
+
+    def block(mask: str) -> list[str]:
+        loads = ["v = tl.load(x_ptr + offs" + mask + ")"]
+        if p.y_shape:
+            loads.append("y = tl.load(y_ptr + offs" + mask + ")")
+        return [
+            *loads,
+            *steps,
+            "tl.store(out_ptr + offs, v" + mask.replace(", other=0.0", "") + ")",
+        ]
+
+    lines = [
+        f'"""Triton solution (generated): {p.name.replace("_", " -> ")} over the flattened '
+        'input, fused into one kernel."""',
+        "",
+        "import torch",
+        "import torch.nn as nn",
+        "import triton",
+        "import triton.language as tl",
+        "",
+        "",
+        "@triton.jit",
+        f"def {kernel}({ptrs}, n, BLOCK: tl.constexpr):",
+        "    start = tl.program_id(0) * BLOCK",
+        "    offs = start + tl.arange(0, BLOCK)",
+        "    if start + BLOCK <= n:  # a whole block: no mask, wide loads and stores",
+        *(f"        {line}" for line in block("")),
+        "    else:  # the last, partial block",
+        "        mask = offs < n",
+        *(f"        {line}" for line in block(", mask=mask, other=0.0")),
+        "",
+        "",
+        "class ModelNew(nn.Module):",
+        "    def __init__(self):",
+        "        super().__init__()",
+        "",
+        f"    def forward(self, {args}) -> torch.Tensor:",
+        "        x = x.contiguous()",
+        *(["        y = y.contiguous()"] if p.y_shape else []),
+        "        out = torch.empty_like(x)",
+        "        n = x.numel()",
+        "        BLOCK = 4096",
+        f"        {kernel}[(triton.cdiv(n, BLOCK),)]({tensors}, n, BLOCK=BLOCK, num_warps=8)",
+        "        return out",
+        "",
+    ]
+    return "\n".join(lines)

@@ -2,8 +2,10 @@
 check; a sample passes the verifier; arg reductions return int64 indices."""
 
 import pytest
+import torch
 
-from tritonrl.tasks.families import family_task, reductions
+from tritonrl.tasks.families import draw_one, family_task, reductions
+from tritonrl.tasks.runtime import import_source
 
 FEATURES = [f"{op}:dim{d}" for op in reductions.OPS for d in range(3)] + ["keepdim"]
 
@@ -32,6 +34,32 @@ def test_every_op_and_dim_passes_the_verifier(feature, verifier_passes):
     verifier_passes("reductions", _wanted(feature))
 
 
-def test_arg_reductions_write_int64(first_seed):
-    task = family_task("reductions", first_seed("reductions", _wanted("argmin:dim0")))
-    assert "dtype=torch.int64" in task.solution and "tl.argmin" in task.solution
+@pytest.mark.parametrize("feature", ["argmax:dim0", "argmin:dim1", "argmax:dim2", "argmin:dim2"])
+def test_arg_reductions_write_int64_and_the_first_index_of_a_tie(feature, first_seed, tmp_path):
+    # Three values only: every line holds ties, across the lanes of a tile and, where the
+    # line is longer than a chunk, within one lane.
+    task = family_task("reductions", first_seed("reductions", _wanted(feature)))
+    dim = int(feature[-1])
+    solution = import_source(task.solution, f"solution_{feature.replace(':', '_')}", tmp_path)
+    shape = {0: (300, 2, 3), 1: (2, 300, 40), 2: (2, 3, 2100)}[dim]
+    x = torch.randint(0, 3, shape).float()
+    got = solution.ModelNew(dim)(x)
+    want = getattr(torch, feature.split(":")[0])(x, dim=dim)
+    assert got.dtype == torch.int64 and torch.equal(got, want)
+
+
+def test_every_op_compiles_for_an_sm90_gpu(compiles_for_sm90):
+    # Both tilings (whole rows of the last dim; lines across a strided one), wide and
+    # narrow, at the block sizes forward picks.
+    tiles = [{"BLOCK_O": o, "BLOCK_R": r, "LAST": last}
+             for o, r, last in [(2, 1024, True), (16, 128, True), (256, 16, False),
+                                (32, 128, False)]]  # fmt: skip
+    solutions = []
+    for op in reductions.OPS:
+        task = family_task("reductions", _first_seed_of(f"reductions:{op}:"))
+        solutions.append((task.solution, tiles))
+    assert compiles_for_sm90(solutions) == []
+
+
+def _first_seed_of(prefix: str) -> int:
+    return next(s for s in range(3000) if draw_one("reductions", s).signature.startswith(prefix))

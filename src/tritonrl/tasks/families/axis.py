@@ -1,5 +1,6 @@
 """Work along one dimension of a contiguous tensor: the launch lines and the kernel
-preamble the softmax, reduction, scan and norm families share.
+preamble the softmax, scan and norm families share (losses takes the preamble; the
+reductions family indexes a strided dim's lines without the per-lane `//` and `%`).
 
 A contiguous tensor seen as `[outer, R, inner]` (R the size of the dimension worked
 along) has `n_other = outer * inner` lines of R elements; line `o` starts at

@@ -11,8 +11,13 @@ Signature: `elementwise:<op[@y] + ...>:<y broadcast: full|row|col|none>:<reducti
 signature in ten, `int(sha256(signature)[-4:], 16) % 10 == 0` (`HELDOUT`): a fixed
 rule, since the signatures are too many to list.
 
-Where it cannot beat eager PyTorch: a single op (level 1) is memory-bound either way;
-the chains (level 2) save eager's intermediate tensors.
+Solutions without a reduction or a broadcast operand are one kernel over the flattened
+input (`flat_solution_source`): whole 4096-element blocks load and store unmasked, so
+Triton vectorises them whatever the column count, as eager's element-wise kernels do;
+the others are the generator's masked 2-D tiles.
+
+Where it cannot beat eager PyTorch: a single op (level 1) is memory-bound either way
+(parity at best); the chains (level 2) save eager's intermediate tensors.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import hashlib
 import random
 
 from tritonrl.tasks.families.base import Drawn, Heldout, size
+from tritonrl.tasks.gen_source import flat_solution_source
 from tritonrl.tasks.generator import draw_program, natural_level, reference_source, solution_source
 
 NAME = "elementwise"
@@ -53,5 +59,9 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         level=level,
         name=program.name,
         source=reference_source(program, seed),
-        solution=solution_source(program),
+        solution=(
+            solution_source(program)
+            if program.reduce or program.y_shape not in (None, "full")
+            else flat_solution_source(program)
+        ),
     )

@@ -5,12 +5,15 @@ Signature: `losses:<mse|huber|hinge>:<mean|sum>` or `losses:<kl|cross_entropy|co
 Held out: `HELDOUT` (the Huber loss summed, the cosine-similarity loss).
 
 Solutions are two launches with no atomics, so the result is deterministic: the
-element-wise losses (mse, huber, hinge) write one partial sum per block of the
-flattened inputs, the row losses (kl, cross-entropy, cosine) one loss per row (online
-log-sum-exp over the row's chunks for kl and cross-entropy); then one program sums the
-partials and scales the total. One read of the inputs, where eager PyTorch makes several
-passes (difference, square, mean): the fused loss is where Triton wins. The final
-single-program sum is the part that does not scale; it reads only the partials.
+element-wise losses (mse, huber, hinge) write one partial sum per program of a grid of
+at most 1024, each striding over whole 4096-element blocks of the flattened inputs with
+unmasked loads (a mask on an odd `n` would keep Triton from vectorising them), program
+0 adding the last, partial block; the row losses (kl, cross-entropy, cosine) write one
+loss per row, rows of up to 8192 in one tile (kl's second pass re-reads them from the
+cache; online log-sum-exp over the row's chunks beyond that). Then one program sums the
+partials, at most 4096, in one tile, and scales the total. One read of the inputs, where
+eager PyTorch makes several passes (difference, square, mean): the fused loss is where
+Triton wins.
 """
 
 from __future__ import annotations
@@ -45,13 +48,27 @@ def finish_kernel(partial_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
 
 _POINTWISE = """
 @triton.jit
-def {kind}_partial_kernel(p_ptr, t_ptr, partial_ptr, n{delta}, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    ok = offs < n
-    p = tl.load(p_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    t = tl.load(t_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+def {kind}_partial_kernel(p_ptr, t_ptr, partial_ptr, n, n_full{delta}, BLOCK: tl.constexpr):
+    # A grid of at most 1024 programs, each striding over the whole blocks with
+    # unmasked (vectorised) loads and a tile accumulator; program 0 adds the last,
+    # partial block. One partial sum a program.
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for b in range(pid, n_full, tl.num_programs(0)):
+        offs = b * BLOCK + lanes  # int32: the inputs have fewer than 2**31 elements
+        p = tl.load(p_ptr + offs).to(tl.float32)
+        t = tl.load(t_ptr + offs).to(tl.float32)
 {body}
-    tl.store(partial_ptr + tl.program_id(0), tl.sum(tl.where(ok, v, 0.0), axis=0))
+        acc += v
+    if pid == 0:
+        offs = n_full * BLOCK + lanes
+        ok = offs < n
+        p = tl.load(p_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+        t = tl.load(t_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+{body}
+        acc += tl.where(ok, v, 0.0)
+    tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
 """
 _BODY = {
     "mse": "d = p - t\nv = d * d",
@@ -181,7 +198,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     if kind in _BODY:
         kernel = (
             _POINTWISE.format(
-                kind=kind, delta=", delta" if huber else "", body=indent(_BODY[kind], 4)
+                kind=kind, delta=", delta" if huber else "", body=indent(_BODY[kind], 8)
             )
             + _FINISH
         )
@@ -191,11 +208,14 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "t = targets.contiguous()",
             "n = p.numel()",
             "BLOCK = 4096",
-            "n_partials = triton.cdiv(n, BLOCK)",
+            "n_full = n // BLOCK  # whole blocks; the rest is program 0's masked tail",
+            "n_partials = max(1, min(n_full, 1024))",
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
             *launch(
                 f"{kind}_partial_kernel[(n_partials,)]",
-                "p, t, partials, n, " + ("self.delta, " if huber else "") + "BLOCK=BLOCK",
+                "p, t, partials, n, n_full, "
+                + ("self.delta, " if huber else "")
+                + "BLOCK=BLOCK, num_warps=8",
             ),
         ]
     else:
@@ -209,18 +229,20 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "R = p.shape[1]",
             "inner = 1",
             "n_other = n_partials = p.shape[0]",
-            "BLOCK_R = min(triton.next_power_of_2(R), 2048)",
-            "BLOCK_O = max(1, min(16, 2048 // BLOCK_R))",
+            "# whole rows of up to 8192 in one tile: a second pass re-reads them from cache",
+            "BLOCK_R = min(triton.next_power_of_2(R), 8192)",
+            "BLOCK_O = max(1, min(16, 4096 // BLOCK_R))",
             "grid = (triton.cdiv(n_other, BLOCK_O),)",
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
-            *launch(f"{kind}_row_kernel[grid]", f"p, t, partials, {axis.ARGS}"),
+            "warps = 8 if BLOCK_O * BLOCK_R >= 4096 else 4",
+            *launch(f"{kind}_row_kernel[grid]", f"p, t, partials, {axis.ARGS}, num_warps=warps"),
         ]
     forward += [
         "out = torch.empty((), device=p.device, dtype=p.dtype)",
         *launch(
             "finish_kernel[(1,)]",
             f"partials, out, n_partials, {scale}, "
-            "BLOCK=min(1024, triton.next_power_of_2(n_partials))",
+            "BLOCK=min(4096, triton.next_power_of_2(n_partials)), num_warps=4",
         ),
         "return out",
     ]

@@ -9,11 +9,19 @@ products with a tanh; never drawn for training.
 The solution is one tiled kernel: `BLOCK_M x BLOCK_N` output tiles (grouped along M for
 L2 reuse), a loop over K in `BLOCK_K` steps with `tl.dot` in IEEE fp32 (the reference's
 precision: TF32 would miss the verifier's 1e-4 tolerance), the epilogue on the
-accumulator, one store. Transposed operands are read through their strides, never
-copied. The matrix-vector kernel reduces `BLOCK_M` rows at a time with a multiply-sum.
-Where it cannot beat eager PyTorch: the plain products, whose cuBLAS kernels (tuned per
-shape) a fixed-tile IEEE-fp32 kernel matches at best; the gain is in the fused epilogues,
-which save eager's extra passes over the output.
+accumulator, one store. Tiles are picked from the shape in Python, no autotuning: 128 x
+128 with 8 warps where that still gives about one tile an SM (more multiply-adds per
+shared-memory read), 128 x 64, else 64 x 64. Transposed operands are read through their
+strides, never copied. The matrix-vector kernel takes a few rows a program (4096-element
+tiles, so even 2048 rows give hundreds of programs) and sums a tile accumulator once.
+
+Where it cannot reach eager PyTorch: the plain products. In IEEE fp32 neither side uses
+tensor cores; both run fp32 multiply-adds on the CUDA cores, and eager's cuBLAS SGEMM
+picks a kernel tuned per shape (register blocking, double-buffered shared memory, split-K
+for thin shapes) that a fixed family of Triton tiles, whose fp32 `tl.dot` lowers to a
+generic FMA loop, matches at best. Measured before this tiling: median 0.63 on an H200.
+The gain is in the fused epilogues, which save eager's extra passes over the output;
+the family's median stays below 1.0 unless most of its draws carry one.
 """
 
 from __future__ import annotations
@@ -164,7 +172,8 @@ def matvec_kernel(
 ):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    # a tile accumulator: each lane sums its own products, the lanes are summed once
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         a = tl.load(
@@ -173,9 +182,9 @@ def matvec_kernel(
             other=0.0,
         )
         b = tl.load(b_ptr + kk * stride_bk, mask=kk < K, other=0.0)
-        acc += tl.sum(a * b[None, :], axis=1)
+        acc += a * b[None, :]
     out_mask = rm < M
-    v = acc
+    v = tl.sum(acc, axis=1)
 {epilogue}
     tl.store(c_ptr + rm, v, mask=out_mask)
 """
@@ -206,8 +215,9 @@ def _solution(variant, ops) -> str:
             *prep,
             "M, K = A.shape",
             "C = torch.empty((M, 1), device=A.device, dtype=A.dtype)",
-            "BLOCK_M = min(64, triton.next_power_of_2(M))",
-            "BLOCK_K = min(256, max(16, triton.next_power_of_2(K)))",
+            "# few rows a program (4096-element tiles): enough programs for every SM",
+            "BLOCK_K = min(512, max(16, triton.next_power_of_2(K)))",
+            "BLOCK_M = max(1, min(64, triton.next_power_of_2(M), 4096 // BLOCK_K))",
             "grid = (triton.cdiv(M, BLOCK_M),)",
             *launch(
                 "matvec_kernel[grid]",
@@ -254,14 +264,22 @@ def _solution(variant, ops) -> str:
         *prep,
         *view,
         *shape,
-        "BLOCK_M = min(64, max(16, triton.next_power_of_2(M)))",
-        "BLOCK_N = min(64, max(16, triton.next_power_of_2(N)))",
+        "# the widest tiles (more FMAs per shared-memory read) that still fill the SMs",
+        "tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)" + (" * batch" if batched else ""),
+        "if tiles >= 128:",
+        "    BLOCK_M, BLOCK_N, warps = 128, 128, 8",
+        "elif 2 * tiles >= 128:",
+        "    BLOCK_M, BLOCK_N, warps = 128, 64, 4",
+        "else:",
+        "    BLOCK_M = min(64, max(16, triton.next_power_of_2(M)))",
+        "    BLOCK_N = min(64, max(16, triton.next_power_of_2(N)))",
+        "    warps = 4",
         "BLOCK_K = min(32, max(16, triton.next_power_of_2(K)))",
         grid,
         *launch(
             "matmul_kernel[grid]",
             f"A, B, C{launch_extra}, M, N, K, {strides}{launch_scalars} BLOCK_M=BLOCK_M, "
-            "BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, num_warps=4, num_stages=3",
+            "BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, num_warps=warps, num_stages=3",
         ),
         "return C",
     ]

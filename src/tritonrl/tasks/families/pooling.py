@@ -5,12 +5,16 @@ counts the padding, PyTorch's default).
 Signature: `pooling:<1d|2d>:<max|avg>:<pad|nopad>`. Held out: `HELDOUT` (padded 2-D
 average pooling, unpadded 1-D max pooling).
 
-The solution is one kernel: each program computes a block of outputs (rows x output
-positions in 1-D, a block of one plane's outputs in 2-D), with the window unrolled
-(`tl.static_range` over the constexpr kernel size) and the padding handled by masks
-(`-inf` for max, 0 for average). One read of each input window and one write: the same
-memory traffic as PyTorch's kernels, so parity is the expectation; overlapping windows
-(stride < kernel size) re-read inputs through the cache.
+The solution is one kernel: each program computes a tile of outputs (rows x output
+positions in 1-D, a rows x columns tile of one plane's outputs in 2-D, both indexed by
+aranges, with no per-lane `//` or `%`), with the window unrolled (`tl.static_range`
+over the constexpr kernel size) and the padding handled by masks (`-inf` for max, 0 for
+average); without padding a valid output's window lies inside the input, so its loads
+carry only the output mask (`PAD` is a constexpr: the bounds tests are compiled out).
+One read of each input window and one write: the same memory traffic as PyTorch's
+kernels (less for max pooling: eager CUDA computes it with indices and writes them, int64),
+so parity or better is the expectation; overlapping windows (stride < kernel size)
+re-read inputs through the cache.
 """
 
 from __future__ import annotations
@@ -29,39 +33,46 @@ def {op}_pool1d_kernel(x_ptr, y_ptr, n_rows, L, L_out, KS: tl.constexpr, STRIDE:
                        PAD: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_L: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ol = tl.program_id(1) * BLOCK_L + tl.arange(0, BLOCK_L)
-    row_ok = rows < n_rows
+    out_ok = (rows < n_rows)[:, None] & (ol < L_out)[None, :]
     in_rows = rows.to(tl.int64)[:, None] * L
     acc = {init}
     for k in tl.static_range(KS):
         pos = ol * STRIDE - PAD + k
-        ok = row_ok[:, None] & ((pos >= 0) & (pos < L))[None, :]
+        if PAD == 0:  # a valid output's window lies inside the row
+            ok = out_ok
+        else:
+            ok = out_ok & ((pos >= 0) & (pos < L))[None, :]
         x = tl.load(x_ptr + in_rows + pos[None, :], mask=ok, other={other}).to(tl.float32)
         {update}
-    out_ok = row_ok[:, None] & (ol < L_out)[None, :]
     tl.store(y_ptr + rows.to(tl.int64)[:, None] * L_out + ol[None, :], {result}, mask=out_ok)
 """
 
 _POOL2D = """
 @triton.jit
-def {op}_pool2d_kernel(x_ptr, y_ptr, H, W, H_out, W_out, KS: tl.constexpr,
-                       STRIDE: tl.constexpr, PAD: tl.constexpr, BLOCK: tl.constexpr):
-    # One (sample, channel) plane per program row of the grid, BLOCK outputs of it each.
+def {op}_pool2d_kernel(x_ptr, y_ptr, H, W, H_out, W_out, n_w_blocks, KS: tl.constexpr,
+                       STRIDE: tl.constexpr, PAD: tl.constexpr, BLOCK_H: tl.constexpr,
+                       BLOCK_W: tl.constexpr):
+    # One (sample, channel) plane per program row of the grid, a BLOCK_H x BLOCK_W tile
+    # of its outputs each: rows and columns from aranges, no per-lane // or %.
     plane = tl.program_id(0).to(tl.int64)
-    idx = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    out_ok = idx < H_out * W_out
-    oh = idx // W_out
-    ow = idx % W_out
+    oh = (tl.program_id(1) // n_w_blocks) * BLOCK_H + tl.arange(0, BLOCK_H)
+    ow = (tl.program_id(1) % n_w_blocks) * BLOCK_W + tl.arange(0, BLOCK_W)
+    out_ok = (oh < H_out)[:, None] & (ow < W_out)[None, :]
     x_plane = x_ptr + plane * H * W
     acc = {init}
     for kh in tl.static_range(KS):
         ih = oh * STRIDE - PAD + kh
-        h_ok = out_ok & (ih >= 0) & (ih < H)
         for kw in tl.static_range(KS):
             iw = ow * STRIDE - PAD + kw
-            ok = h_ok & (iw >= 0) & (iw < W)
-            x = tl.load(x_plane + ih * W + iw, mask=ok, other={other}).to(tl.float32)
+            if PAD == 0:  # a valid output's window lies inside the plane
+                ok = out_ok
+            else:
+                ok = out_ok & ((ih >= 0) & (ih < H))[:, None] & ((iw >= 0) & (iw < W))[None, :]
+            x = tl.load(x_plane + ih[:, None] * W + iw[None, :], mask=ok, other={other})
+            x = x.to(tl.float32)
             {update}
-    tl.store(y_ptr + plane * H_out * W_out + idx, {result}, mask=out_ok)
+    y_offs = plane * H_out * W_out + oh[:, None] * W_out + ow[None, :]
+    tl.store(y_ptr + y_offs, {result}, mask=out_ok)
 """
 
 
@@ -107,9 +118,9 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     fmt = {
         "op": op,
         "init": ('tl.full((BLOCK_R, BLOCK_L), float("-inf"), tl.float32)' if dims == "1d"
-                 else 'tl.full((BLOCK,), float("-inf"), tl.float32)') if op == "max" else
+                 else 'tl.full((BLOCK_H, BLOCK_W), float("-inf"), tl.float32)') if op == "max" else
                 ("tl.zeros((BLOCK_R, BLOCK_L), tl.float32)" if dims == "1d"
-                 else "tl.zeros((BLOCK,), tl.float32)"),
+                 else "tl.zeros((BLOCK_H, BLOCK_W), tl.float32)"),
         "other": 'float("-inf")' if op == "max" else "0.0",
         "update": "acc = tl.maximum(acc, x)" if op == "max" else "acc += x",
         "result": "acc" if op == "max" else ("acc / KS" if dims == "1d" else "acc / (KS * KS)"),
@@ -151,11 +162,14 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "H_out = (H + 2 * pad - ks) // stride + 1",
             "W_out = (W + 2 * pad - ks) // stride + 1",
             "y = torch.empty((N, C, H_out, W_out), device=x.device, dtype=x.dtype)",
-            "BLOCK = min(1024, triton.next_power_of_2(H_out * W_out))",
-            "grid = (N * C, triton.cdiv(H_out * W_out, BLOCK))",
+            "BLOCK_W = min(64, triton.next_power_of_2(W_out))",
+            "BLOCK_H = min(1024 // BLOCK_W, triton.next_power_of_2(H_out))",
+            "n_w_blocks = triton.cdiv(W_out, BLOCK_W)",
+            "grid = (N * C, triton.cdiv(H_out, BLOCK_H) * n_w_blocks)",
             *launch(
                 f"{op}_pool2d_kernel[grid]",
-                "x, y, H, W, H_out, W_out, KS=ks, STRIDE=stride, PAD=pad, BLOCK=BLOCK",
+                "x, y, H, W, H_out, W_out, n_w_blocks, KS=ks, STRIDE=stride, PAD=pad, "
+                "BLOCK_H=BLOCK_H, BLOCK_W=BLOCK_W",
             ),
             "return y",
         ]

@@ -6,16 +6,20 @@ argmin along dim 2, mean along dim 0 with keepdim).
 
 The solution is one kernel over the tensor seen as `[outer, R, inner]`: each program
 reduces `BLOCK_O` lines in `BLOCK_R` chunks with an fp32 accumulator (max/min/arg keep a
-running best and its index) and writes one value a line: one read of the input, tiles
-wide along the contiguous dim (`tritonrl.tasks.families.axis`). PyTorch's reductions are
-also single-pass: expect parity, with gains where a strided dim defeats eager's layout.
+running best and its index) and writes one value a line: one read of the input. Along
+the last dim a program takes `BLOCK_O` whole rows, tiles wide along them; along a
+strided dim its lines are `BLOCK_O` neighbours of one outer slice, so a tile's columns
+are consecutive addresses (`base` is a scalar plus an `arange`, with no per-lane `//`
+or `%` that would hide that from Triton's coalescing and leave each lane a scattered
+load). Line blocks shrink (to 32) while the grid has fewer than ~8 programs an SM.
+PyTorch's reductions are also single-pass: expect parity, with gains where a strided
+dim defeats eager's layout.
 """
 
 from __future__ import annotations
 
 import random
 
-from tritonrl.tasks.families import axis
 from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, solution_source
 
 NAME = "reductions"
@@ -24,30 +28,36 @@ OPS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
 HELDOUT = frozenset(
     {"reductions:prod:dim1", "reductions:argmin:dim2", "reductions:mean:dim0:keepdim"}
 )
-# op -> (masked lanes' value, accumulator init, update lines, result)
+# op -> (masked lanes' value, accumulator init, update lines, result lines). The
+# accumulator is a tile like `x`: each lane folds its own elements, and the lanes are
+# reduced once, after the loop, not once a chunk (across warps, through shared memory).
+_TILE = "(BLOCK_O, BLOCK_R)"
 _RULES = {
-    "sum": ("0.0", "tl.zeros((BLOCK_O,), tl.float32)", "acc += tl.sum(x, axis=1)", "acc"),
-    "mean": ("0.0", "tl.zeros((BLOCK_O,), tl.float32)", "acc += tl.sum(x, axis=1)", "acc / R"),
-    "max": ('float("-inf")', 'tl.full((BLOCK_O,), float("-inf"), tl.float32)',
-            "acc = tl.maximum(acc, tl.max(x, axis=1))", "acc"),
-    "min": ('float("inf")', 'tl.full((BLOCK_O,), float("inf"), tl.float32)',
-            "acc = tl.minimum(acc, tl.min(x, axis=1))", "acc"),
-    "prod": ("1.0", "tl.full((BLOCK_O,), 1.0, tl.float32)",
-             "acc *= tl.reduce(x, 1, _multiply)", "acc"),
-    "argmax": ('float("-inf")', 'tl.full((BLOCK_O,), float("-inf"), tl.float32)',
-               "best = tl.max(x, axis=1)\n"
-               "where = tl.argmax(x, axis=1)\n"
-               "# strictly better only: the first index wins ties, as in PyTorch\n"
-               "better = best > acc\n"
-               "idx = tl.where(better, r0 + where, idx)\n"
-               "acc = tl.where(better, best, acc)", "idx"),
-    "argmin": ('float("inf")', 'tl.full((BLOCK_O,), float("inf"), tl.float32)',
-               "best = tl.min(x, axis=1)\n"
-               "where = tl.argmin(x, axis=1)\n"
-               "# strictly better only: the first index wins ties, as in PyTorch\n"
-               "better = best < acc\n"
-               "idx = tl.where(better, r0 + where, idx)\n"
-               "acc = tl.where(better, best, acc)", "idx"),
+    "sum": ("0.0", f"tl.zeros({_TILE}, tl.float32)", "acc += x", "res = tl.sum(acc, axis=1)"),
+    "mean": ("0.0", f"tl.zeros({_TILE}, tl.float32)", "acc += x",
+             "res = tl.sum(acc, axis=1) / R"),
+    "max": ('float("-inf")', f'tl.full({_TILE}, float("-inf"), tl.float32)',
+            "acc = tl.maximum(acc, x)", "res = tl.max(acc, axis=1)"),
+    "min": ('float("inf")', f'tl.full({_TILE}, float("inf"), tl.float32)',
+            "acc = tl.minimum(acc, x)", "res = tl.min(acc, axis=1)"),
+    "prod": ("1.0", f"tl.full({_TILE}, 1.0, tl.float32)", "acc *= x",
+             "res = tl.reduce(acc, 1, _multiply)"),
+    "argmax": ('float("-inf")', f'tl.full({_TILE}, float("-inf"), tl.float32)',
+               "# strictly better only: a lane keeps its first index of a tie\n"
+               "better = x > acc\n"
+               "idx = tl.where(better, r[None, :], idx)\n"
+               "acc = tl.where(better, x, acc)",
+               "# the lanes holding the line's best: the least index wins, as in PyTorch\n"
+               "best = tl.max(acc, axis=1)\n"
+               "res = tl.min(tl.where(acc == best[:, None], idx, R), axis=1).to(tl.int64)"),
+    "argmin": ('float("inf")', f'tl.full({_TILE}, float("inf"), tl.float32)',
+               "# strictly better only: a lane keeps its first index of a tie\n"
+               "better = x < acc\n"
+               "idx = tl.where(better, r[None, :], idx)\n"
+               "acc = tl.where(better, x, acc)",
+               "# the lanes holding the line's best: the least index wins, as in PyTorch\n"
+               "best = tl.min(acc, axis=1)\n"
+               "res = tl.min(tl.where(acc == best[:, None], idx, R), axis=1).to(tl.int64)"),
 }  # fmt: skip
 
 _MULTIPLY = """
@@ -58,14 +68,55 @@ def _multiply(a, b):
 
 _KERNEL = """
 @triton.jit
-def {op}_kernel(x_ptr, out_ptr, {params}):
-{preamble}
+def {op}_kernel(x_ptr, out_ptr, R, inner, n_other, n_blocks,
+{pad}BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr, LAST: tl.constexpr):
+    pid = tl.program_id(0)
+    if LAST:  # rows of R contiguous elements: line o starts at o * R
+        o = pid * BLOCK_O + tl.arange(0, BLOCK_O)
+        o_ok = o < n_other
+        base = o.to(tl.int64) * R
+    else:  # BLOCK_O neighbouring lines of one outer slice: consecutive addresses
+        outer = pid // n_blocks
+        i = (pid % n_blocks) * BLOCK_O + tl.arange(0, BLOCK_O)
+        o_ok = i < inner
+        base = outer.to(tl.int64) * R * inner + i
+        o = outer * inner + i
+    rr = tl.arange(0, BLOCK_R)
     acc = {init}{idx_init}
     for r0 in range(0, R, BLOCK_R):
-{load}
+        r = r0 + rr
+        mask = o_ok[:, None] & (r[None, :] < R)
+        if LAST:
+            offs = base[:, None] + r[None, :]
+        else:
+            offs = base[:, None] + r[None, :] * inner
+        x = tl.load(x_ptr + offs, mask=mask, other={other}).to(tl.float32)
 {update}
-    tl.store(out_ptr + o, {result}, mask=o_ok)
+{result}
+    tl.store(out_ptr + o, res, mask=o_ok)
 """
+
+# forward's lines sizing the tiles and the grid: `x` contiguous, seen as [outer, R, inner].
+_LAUNCH = [
+    "x = x.contiguous()",
+    "R = x.shape[self.dim]",
+    "inner = x.stride(self.dim)  # elements after the dim: 1 for the last one",
+    "n_other = x.numel() // R",
+    "LAST = inner == 1",
+    "if LAST:  # whole rows, wide along them",
+    "    BLOCK_R = min(triton.next_power_of_2(R), 2048)",
+    "    BLOCK_O = max(1, min(16, 2048 // BLOCK_R))",
+    "    n_blocks = triton.cdiv(n_other, BLOCK_O)",
+    "    grid = (n_blocks,)",
+    "else:  # lines of one outer slice, wide across them (the contiguous dim)",
+    "    outer = n_other // inner",
+    "    BLOCK_O = min(triton.next_power_of_2(inner), 256)",
+    "    while BLOCK_O > 32 and outer * triton.cdiv(inner, BLOCK_O) < 1024:",
+    "        BLOCK_O //= 2  # more programs: the SMs stay busy",
+    "    BLOCK_R = max(1, min(triton.next_power_of_2(R), 4096 // BLOCK_O))",
+    "    n_blocks = triton.cdiv(inner, BLOCK_O)",
+    "    grid = (outer * n_blocks,)",
+]
 
 
 def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
@@ -102,17 +153,18 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     other, init, update, result = _RULES[op]
     arg = op in ("argmax", "argmin")
     kernel = (_MULTIPLY if op == "prod" else "") + _KERNEL.format(
-        op=op, params=axis.PARAMS, preamble=indent(axis.PREAMBLE, 4), init=init,
-        idx_init="\n    idx = tl.zeros((BLOCK_O,), tl.int64)" if arg else "",
-        load=indent(axis.chunk(other), 8), update=indent(update, 8), result=result,
+        op=op, pad=" " * (len(op) + 12), init=init, other=other,
+        idx_init=f"\n    idx = tl.zeros({_TILE}, tl.int32)" if arg else "",
+        update=indent(update, 8), result=indent(result, 4),
     )  # fmt: skip
     out_dtype = "torch.int64" if arg else "x.dtype"
     forward = [
-        *axis.launch_lines("self.dim"),
+        *_LAUNCH,
         "shape = list(x.shape)",
         "shape[self.dim] = 1" if keepdim else "del shape[self.dim]",
         f"out = torch.empty(shape, device=x.device, dtype={out_dtype})",
-        f"{op}_kernel[grid](x, out, {axis.ARGS})",
+        f"{op}_kernel[grid](x, out, R, inner, n_other, n_blocks, BLOCK_O=BLOCK_O,",
+        "    BLOCK_R=BLOCK_R, LAST=LAST, num_warps=8 if BLOCK_O * BLOCK_R >= 4096 else 4)",
         "return out",
     ]
     solution = solution_source(
