@@ -135,6 +135,10 @@ class VllmModel(_Answers):
                  gpu_memory_utilization: float = 0.3):  # fmt: skip
         from vllm import LLM
 
+        # vLLM's engine process is forked by default, and a fork after CUDA was touched in
+        # this process fails ("Cannot re-initialize CUDA in forked subprocess": an eval of
+        # `train:RUN` on an H100 did); spawned, it starts clean (a setting kept if given).
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         # vLLM takes this share of the GPU's memory up front (its own default, 0.9, left
         # the verifier's lanes on the same GPU too little for full-size inputs).
         llm = LLM(model=str(path), gpu_memory_utilization=gpu_memory_utilization)
