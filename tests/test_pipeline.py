@@ -128,7 +128,7 @@ def test_the_pipeline_measures_the_sft_models_pass_rates_and_rl_trains_on_those_
              "--pipeline.pass_rate_samples", "2"]  # fmt: skip
     cmd = [sys.executable, "-m", "tritonrl", "pipeline", "--run-dir", str(run), *small]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 1 and "stage rl failed" in r.stderr, r.stdout[-2000:] + r.stderr
+    assert r.returncode == 2 and "stage rl failed (exit 2)" in r.stderr, r.stdout[-2000:] + r.stderr
     assert "no training task's pass rate lies within [0.01, 0.99]" in r.stderr
     stages = json.loads(tritonrl("status", str(run), "--json").stdout)["stages"]
     assert list(stages)[:5] == ["prepare", "tiny_model", "sft", "pass_rates", "rl"]

@@ -143,6 +143,10 @@ class VllmModel(_Answers):
         # the verifier's lanes on the same GPU too little for full-size inputs).
         llm = LLM(model=str(path), gpu_memory_utilization=gpu_memory_utilization)
         self.llm, self.name = llm, name
+        # Tasks asked together: vLLM batches hundreds of answers as cheaply as a few, and
+        # a batch is verified at once, so its slowest answer (one run to the wall clock)
+        # holds fewer of the others back when the batch is larger.
+        self.batch_tasks = 64
         self.identity = identity or {"name": name, "backend": "vllm"}
 
     def generate(self, prompts: list[list[dict]], n: int, config: Config,
