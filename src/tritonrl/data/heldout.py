@@ -136,7 +136,7 @@ def training_prompts(run: Run, config: Config) -> tuple[list[dict], dict[str, Ta
             f"{missing[0]!r} (the run's data.* config must be the one SFT used)"
         )
     used = list(dict.fromkeys(r["task_id"] for r in rows))
-    clean = {t.id for t in decontaminate([by_id[i] for i in used], config, "RL prompts")}
+    clean = {t.id for t in decontaminate([by_id[i] for i in used], config, "training prompts")}
     rows = [r for r in rows if r["task_id"] in clean]
     if not rows:
         raise ValueError(

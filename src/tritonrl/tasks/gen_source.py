@@ -23,6 +23,11 @@ _Y_LOADS = {
 _Y_INPUTS = {"full": "batch_size, dim", "row": "dim", "col": "batch_size, 1"}
 
 
+# A generated solution's lines between its docstring and its first kernel.
+SOLUTION_HEAD = ("", "import torch", "import torch.nn as nn", "import triton",
+                 "import triton.language as tl", "", "", "@triton.jit")  # fmt: skip
+
+
 def _fmt(step: Step, template: str) -> str:
     return template.format(o=step.operand)
 
@@ -151,14 +156,7 @@ def solution_source(p: Program) -> str:
         what = f"{p.name.replace('_', ' -> ')} over 2-D tiles"
     lines = [
         f'"""Triton solution (generated): {what}, fused into one masked kernel."""',
-        "",
-        "import torch",
-        "import torch.nn as nn",
-        "import triton",
-        "import triton.language as tl",
-        "",
-        "",
-        "@triton.jit",
+        *SOLUTION_HEAD,
         f"def {kernel}(",
         f"    {ptrs}, n_rows, n_cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr",
         "):",
@@ -214,14 +212,7 @@ def flat_solution_source(p: Program) -> str:
     lines = [
         f'"""Triton solution (generated): {p.name.replace("_", " -> ")} over the flattened '
         'input, fused into one kernel."""',
-        "",
-        "import torch",
-        "import torch.nn as nn",
-        "import triton",
-        "import triton.language as tl",
-        "",
-        "",
-        "@triton.jit",
+        *SOLUTION_HEAD,
         f"def {kernel}({ptrs}, n, BLOCK: tl.constexpr):",
         "    start = tl.program_id(0) * BLOCK",
         "    offs = start + tl.arange(0, BLOCK)",
