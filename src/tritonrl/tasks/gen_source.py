@@ -28,6 +28,22 @@ SOLUTION_HEAD = ("", "import torch", "import torch.nn as nn", "import triton",
                  "import triton.language as tl", "", "", "@triton.jit")  # fmt: skip
 
 
+def _module_head(args: str, has_y: bool) -> list[str]:
+    """The lines of a generated `ModelNew` after its kernels, down to the contiguous
+    inputs at the top of forward (`args`: forward's parameters)."""
+    return [
+        "",
+        "",
+        "class ModelNew(nn.Module):",
+        "    def __init__(self):",
+        "        super().__init__()",
+        "",
+        f"    def forward(self, {args}) -> torch.Tensor:",
+        "        x = x.contiguous()",
+        *(["        y = y.contiguous()"] if has_y else []),
+    ]
+
+
 def _fmt(step: Step, template: str) -> str:
     return template.format(o=step.operand)
 
@@ -161,15 +177,7 @@ def solution_source(p: Program) -> str:
         f"    {ptrs}, n_rows, n_cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr",
         "):",
         *(f"    {line}" for line in _kernel_body(p)),
-        "",
-        "",
-        "class ModelNew(nn.Module):",
-        "    def __init__(self):",
-        "        super().__init__()",
-        "",
-        f"    def forward(self, {args}) -> torch.Tensor:",
-        "        x = x.contiguous()",
-        *(["        y = y.contiguous()"] if p.y_shape else []),
+        *_module_head(args, bool(p.y_shape)),
         "        n_rows, n_cols = x.shape",
         f"        out = {out}",
         "        BLOCK_C = min(triton.next_power_of_2(n_cols), 1024)",
@@ -221,15 +229,7 @@ def flat_solution_source(p: Program) -> str:
         "    else:  # the last, partial block",
         "        mask = offs < n",
         *(f"        {line}" for line in block(", mask=mask, other=0.0")),
-        "",
-        "",
-        "class ModelNew(nn.Module):",
-        "    def __init__(self):",
-        "        super().__init__()",
-        "",
-        f"    def forward(self, {args}) -> torch.Tensor:",
-        "        x = x.contiguous()",
-        *(["        y = y.contiguous()"] if p.y_shape else []),
+        *_module_head(args, bool(p.y_shape)),
         "        out = torch.empty_like(x)",
         "        n = x.numel()",
         "        BLOCK = 4096",
