@@ -368,7 +368,8 @@ def rl_budget(ctx: dict) -> float | None:
     a = ctx["args"]
     if not a.deadline_s:
         return a.rl_budget_s or None
-    evals = 1.1 * ctx["seconds"]["eval_sft"] * max(1, a.rl_evals) + 30
+    one_eval = ctx["seconds"].get("eval_sft", a.eval_estimate_s)
+    evals = 1.1 * one_eval * max(1, a.rl_evals) + 30
     left = a.deadline_s - (time.monotonic() - ctx["started"]) - evals
     log.info("GRPO budget: %.0f s (%.0f s to the deadline, %.0f s for its evals)",
              left, left + evals, evals)  # fmt: skip
@@ -634,6 +635,11 @@ def parse(argv):
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
     ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
     ap.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
+    ap.add_argument("--skip-sft-eval", action="store_true",
+                    help="do not evaluate the SFT model (its figures come from an earlier "
+                    "run of the same recipe): GRPO gets that time")
+    ap.add_argument("--eval-estimate-s", type=float, default=220.0,
+                    help="one eval's seconds when no SFT eval has measured it")
     ap.add_argument("--probe-runs", type=int, default=10)
     ap.add_argument("--probe-pause-s", type=float, default=20.0)
     ap.add_argument("--replot", action="store_true", help="redraw OUT's .png and .md only")
@@ -695,7 +701,8 @@ def main(argv: list[str] | None = None) -> int:
                        *device[:2], *sft_extra)  # fmt: skip
     ctx["commands"]["sft"] = sft_cmd[2:]
     ctx["seconds"]["sft"] = round(run_logged(sft_cmd, out / "sft.log"), 1)
-    folders.append(("sft", evaluate("sft", run / "sft" / "final", ctx)))
+    if not args.skip_sft_eval:
+        folders.append(("sft", evaluate("sft", run / "sft" / "final", ctx)))
     rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", *device[2:],
                       "--verify.device", args.device, *rl_extra)  # fmt: skip
     sft_turns = None  # the SFT model's multi-turn eval, beside the pass rates' (no timing)
