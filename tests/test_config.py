@@ -343,6 +343,15 @@ def test_rl_trains_on_its_own_reward_scheme_else_the_verifiers():
     assert config.rl_verify.reward_scheme == "tritonrl" and config.verify.reward_scheme == "kevin"
 
 
+def test_rl_verifies_under_its_own_wall_clock_when_set():
+    config = load_config(None, ["--verify.timeout_s", "120"])
+    assert config.rl.verify_timeout_s is None and config.rl_verify.timeout_s == 120
+    config = load_config(None, ["--verify.timeout_s", "120", "--rl.verify_timeout_s", "15"])
+    assert config.rl_verify.timeout_s == 15 and config.verify.timeout_s == 120
+    with pytest.raises(ValueError, match="rl.verify_timeout_s must be positive"):
+        load_config(None, ["--rl.verify_timeout_s", "0"])
+
+
 def test_family_tasks_must_be_positive():
     with pytest.raises(ValueError, match="data.family_tasks must be >= 1"):
         load_config(None, ["--data.family_tasks", "0"])

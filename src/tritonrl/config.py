@@ -462,6 +462,9 @@ class RlConfig:
     # A scheme of tritonrl.reward.schemes (staged | tritonrl | kevin); None takes
     # verify.reward_scheme.
     reward_scheme: str | None = None
+    # The reward's wall clock for one candidate (None: verify.timeout_s). A kernel that
+    # hangs holds its whole step until it is killed, so RL wants less than eval's limit.
+    verify_timeout_s: float | None = None
     per_device_batch_size: int = 8
     gradient_accumulation: int = 1
     bf16: bool = True
@@ -553,6 +556,10 @@ class RlConfig:
             f"rl.reward_scheme must be one of {REWARD_SCHEMES} (or null: verify.reward_scheme), "
             f"not {self.reward_scheme!r}",
         )
+        _need(
+            self.verify_timeout_s is None or self.verify_timeout_s > 0,
+            "rl.verify_timeout_s must be positive (or null: verify.timeout_s)",
+        )
         _need(self.num_generations >= 2, "rl.num_generations must be >= 2 (GRPO compares a group)")
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation", "save_steps"):
             _need(getattr(self, name) >= 1, f"rl.{name} must be >= 1")
@@ -623,7 +630,8 @@ class CurriculumConfig:
     level-2 prompts starts at `start` and grows by `step` up to `end`, one growth each
     time the rolling verified-correct rate of level-1 completions (the last `window`)
     passes `trigger` (then the window starts afresh, so each growth is earned at the new
-    mix). Feeds every RL algorithm when enabled."""
+    mix). `retire_after` > 0 sets aside a task once its last that many completions were
+    all verified correct. Feeds every RL algorithm when enabled."""
 
     enabled: bool = True
     start: float = 0.1  # initial share of level-2 prompts
@@ -631,6 +639,9 @@ class CurriculumConfig:
     trigger: float = 0.4  # rolling level-1 verified-correct rate that grows the share
     window: int = 64  # level-1 completions in the rolling rate
     step: float = 0.1  # growth of the share each time the trigger is passed
+    # a task whose last `retire_after` completions were all verified correct is drawn no
+    # more (its groups would carry no signal); 0: never
+    retire_after: int = 0
 
     def __post_init__(self):
         _need(
@@ -640,6 +651,7 @@ class CurriculumConfig:
         _need(0.0 < self.trigger < 1.0, "curriculum.trigger must be in (0, 1)")
         _need(self.window >= 1, "curriculum.window must be >= 1")
         _need(0.0 < self.step <= 1.0, "curriculum.step must be in (0, 1]")
+        _need(self.retire_after >= 0, "curriculum.retire_after must be >= 0 (0: never)")
 
 
 @dataclass
@@ -695,10 +707,14 @@ class Config:
 
     @property
     def rl_verify(self) -> VerifyConfig:
-        """The `verify` section with the RL reward scheme (`rl_reward_scheme`) in it."""
+        """The `verify` section with RL's own reward scheme and wall clock in it, where
+        `rl.reward_scheme` and `rl.verify_timeout_s` set them."""
+        changes: dict = {}
         if self.rl.reward_scheme:
-            return dataclasses.replace(self.verify, reward_scheme=self.rl.reward_scheme)
-        return self.verify
+            changes["reward_scheme"] = self.rl.reward_scheme
+        if self.rl.verify_timeout_s is not None:
+            changes["timeout_s"] = self.rl.verify_timeout_s
+        return dataclasses.replace(self.verify, **changes) if changes else self.verify
 
     @property
     def rl_prompt_budget(self) -> int:

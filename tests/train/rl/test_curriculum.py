@@ -114,6 +114,8 @@ def test_bad_settings_are_refused_by_name():
         CurriculumConfig(start=0.6, end=0.5)
     with pytest.raises(ValueError, match="curriculum.trigger"):
         CurriculumConfig(trigger=1.0)
+    with pytest.raises(ValueError, match="curriculum.retire_after"):
+        CurriculumConfig(retire_after=-1)
     with pytest.raises(ValueError, match="no tasks"):
         Curriculum(CurriculumConfig(), {})
 
@@ -130,3 +132,59 @@ def test_ranks_that_join_their_results_keep_one_curriculum():
     assert ranks[0].state_dict() == ranks[1].state_dict()
     assert ranks[0].transitions[0]["rate"] == 0.75  # 3 of the 4 joined results
     assert ranks[0].sample(20) == ranks[1].sample(20)  # seeded alike: the samplers agree
+
+
+def test_a_task_all_correct_in_its_last_n_completions_is_drawn_no_more():
+    cur = _cur(start=0.0, end=0.0, retire_after=3)
+    _feed(cur, "110")  # a miss within the last 3: kept
+    _feed(cur, "11", task="b")  # only 2 results so far: kept
+    cur.end_step(1)
+    assert cur.retired == set() and cur.metrics()["curriculum/retired"] == 0.0
+    _feed(cur, "11")  # a's last 3: 0, 1, 1
+    _feed(cur, "1", task="b")  # b's last 3: all correct
+    assert cur.retired == set()  # counted when the step's results are joined
+    cur.end_step(2)
+    assert cur.retired == {"b"} and cur.metrics()["curriculum/retired"] == 1.0
+    assert set(cur.sample(200)) == {"a"}  # level 1 draws only what is left
+    _feed(cur, "1")  # a's last 3: 1, 1, 1
+    cur.end_step(3)
+    assert set(cur.sample(200)) == {"a", "b"}  # every level-1 task retired: all again
+
+
+def test_retirement_is_off_by_default_and_other_levels_keep_their_pools():
+    cur = _cur()
+    _feed(cur, "1" * 20)
+    cur.end_step(1)
+    assert cur.retired == set() and "curriculum/retired" not in cur.metrics()
+    hard = _cur(start=1.0, end=1.0, retire_after=2)
+    _feed(hard, "11", task="c")
+    hard.end_step(1)
+    assert set(hard.sample(300)) == {"d", "e"}
+
+
+def test_retirement_survives_a_resume_and_ranks_retire_alike():
+    ranks = [_cur(retire_after=2), _cur(retire_after=2)]
+    _feed(ranks[0], "1", task="b")
+    _feed(ranks[1], "1", task="b")
+    _feed(ranks[1], "1", task="c")
+    parts = [list(r.pending) for r in ranks]
+    for r in ranks:
+        r.end_step(1, lambda mine: parts)
+    assert ranks[0].retired == ranks[1].retired == {"b"}  # b: 2 of 2 across the ranks
+    _feed(ranks[0], "0", task="d")  # pending at the checkpoint
+    state = json.loads(json.dumps(ranks[0].state_dict()))
+    again = _cur(retire_after=2)
+    again.load_state_dict(state)
+    assert again.retired == {"b"} and list(again.recent["c"]) == [True]
+    assert again.pending == [("d", False)]
+    _feed(again, "1", task="c")
+    again.end_step(2)
+    assert again.retired == {"b", "c"}
+
+
+def test_a_state_written_before_retirement_existed_still_loads():
+    old = {"share": 0.2, "window": [1, 0], "pending": [1, 1], "transitions": [],
+           "rng": _cur().state_dict()["rng"]}  # fmt: skip
+    cur = _cur(retire_after=2)
+    cur.load_state_dict(old)
+    assert cur.retired == set() and cur.rolling_correct == 0.75  # 1, 0 and the two pending

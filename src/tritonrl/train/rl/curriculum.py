@@ -16,6 +16,12 @@ at the new mix rather than carried over from the old one. Tasks of level 3 and 4
 with level 2 (the "harder" pool); a run with no level-1 or no harder task samples what
 it has, uniformly, and never grows (said once in the log).
 
+Retirement (`curriculum.retire_after` N > 0): a task whose last N verified completions
+were all correct is drawn no more, since its groups would all earn one reward and carry
+no signal (the static `rl.pass_rates` filter is outgrown as the policy learns its tasks).
+A pool whose every task is retired draws from all of them again. Joined at `end_step`,
+like the rate, so every rank retires the same tasks.
+
 `CurriculumSampler` is the curriculum as a torch `Sampler` for TRL's trainers: the same
 layout as TRL's `RepeatSampler` (each drawn prompt repeated `mini_repeat_count` times for
 its group, each chunk `repeat_count` times), but each chunk is drawn when the trainer
@@ -52,7 +58,10 @@ class Curriculum:
         self.hard = sorted(t for t, lv in self.levels.items() if lv >= 2)
         self.share = config.start
         self.window: deque[bool] = deque(maxlen=config.window)
-        self.pending: list[bool] = []  # results since the last end_step, not yet joined
+        # (task id, correct) since the last end_step, not yet joined
+        self.pending: list[tuple[str, bool]] = []
+        self.recent: dict[str, deque[bool]] = {}  # each task's last retire_after results
+        self.retired: set[str] = set()
         self.transitions: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
         self.adaptive = config.enabled and bool(self.easy) and bool(self.hard)
@@ -67,22 +76,30 @@ class Curriculum:
 
     def _draw(self) -> str:
         if not self.adaptive:
-            return self.rng.choice(self.easy + self.hard)
+            return self.rng.choice(self._live(self.easy + self.hard))
         pool = self.hard if self.rng.random() < self.share else self.easy
-        return self.rng.choice(pool)
+        return self.rng.choice(self._live(pool))
+
+    def _live(self, pool: list[str]) -> list[str]:
+        """`pool` less its retired tasks; all of it when every one is retired."""
+        live = [t for t in pool if t not in self.retired] if self.retired else pool
+        return live or pool
 
     def sample(self, n: int) -> list[str]:
         """`n` task ids, each level 2+ with probability `share` (with replacement)."""
         return [self._draw() for _ in range(n)]
 
     def observe(self, task_id: str, correct: bool) -> None:
-        """One verified completion; only level-1 ones enter the rolling rate."""
-        if self.levels.get(task_id, 1) <= 1:
-            self.pending.append(bool(correct))
+        """One verified completion; level-1 ones enter the rolling rate, and every one
+        the task's retirement count."""
+        self.pending.append((task_id, bool(correct)))
+
+    def _level1(self, results) -> list[bool]:
+        return [ok for task, ok in results if self.levels.get(task, 1) <= 1]
 
     def _seen(self) -> list[bool]:
         """The window as it stands with the results not yet joined."""
-        return (list(self.window) + self.pending)[-self.config.window :]
+        return (list(self.window) + self._level1(self.pending))[-self.config.window :]
 
     @property
     def rolling_correct(self) -> float | None:
@@ -95,7 +112,9 @@ class Curriculum:
         parts = gather(self.pending) if gather is not None else [self.pending]
         self.pending = []
         for part in parts:
-            self.window.extend(bool(x) for x in part)
+            results = [(str(task), bool(ok)) for task, ok in part]
+            self.window.extend(self._level1(results))
+            self._count(results, step)
         rate = self.rolling_correct
         if not self.adaptive or self.share >= self.config.end:
             return False
@@ -115,30 +134,57 @@ class Curriculum:
         )
         return True
 
+    def _count(self, results: list[tuple[str, bool]], step: int) -> None:
+        """Each task's last `retire_after` results; retire those all correct."""
+        n = self.config.retire_after
+        if not n:
+            return
+        for task, ok in results:
+            if task not in self.levels or task in self.retired:
+                continue
+            recent = self.recent.setdefault(task, deque(maxlen=n))
+            recent.append(ok)
+            if len(recent) == n and all(recent):
+                self.retired.add(task)
+                del self.recent[task]
+                log.info("curriculum: %s retired at step %d: its last %d completions were "
+                         "correct (%d retired)", task, step, n, len(self.retired))  # fmt: skip
+
     def metrics(self) -> dict[str, float]:
         """What is logged every step (the rolling rate is -1 before any level-1 result)."""
         rate = self.rolling_correct
-        return {
+        out = {
             "curriculum/level2_share": self.share,
             "curriculum/level1_correct": -1.0 if rate is None else rate,
             "curriculum/transitions": float(len(self.transitions)),
         }
+        if self.config.retire_after:
+            out["curriculum/retired"] = float(len(self.retired))
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         state = self.rng.getstate()
         return {
             "share": self.share,
             "window": [int(x) for x in self.window],
-            "pending": [int(x) for x in self.pending],
+            "pending": [[task, int(ok)] for task, ok in self.pending],
             "transitions": list(self.transitions),
+            "recent": {task: [int(x) for x in r] for task, r in sorted(self.recent.items())},
+            "retired": sorted(self.retired),
             "rng": [state[0], list(state[1]), state[2]],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.share = float(state["share"])
         self.window = deque((bool(x) for x in state["window"]), maxlen=self.config.window)
-        self.pending = [bool(x) for x in state.get("pending", [])]  # older states: none
+        # older states: no pending, or level-1 results without their task
+        self.pending = [(x[0], bool(x[1])) if isinstance(x, list) else ("", bool(x))
+                        for x in state.get("pending", [])]  # fmt: skip
         self.transitions = list(state["transitions"])
+        n = self.config.retire_after or None
+        self.recent = {task: deque((bool(x) for x in r), maxlen=n)
+                       for task, r in state.get("recent", {}).items()}  # fmt: skip
+        self.retired = set(state.get("retired", []))
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
 
