@@ -635,11 +635,18 @@ def parse(argv):
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
     ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
     ap.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
-    ap.add_argument("--skip-sft-eval", action="store_true",
-                    help="do not evaluate the SFT model (its figures come from an earlier "
-                    "run of the same recipe): GRPO gets that time")
-    ap.add_argument("--eval-estimate-s", type=float, default=220.0,
-                    help="one eval's seconds when no SFT eval has measured it")
+    ap.add_argument(
+        "--skip-sft-eval",
+        action="store_true",
+        help="do not evaluate the SFT model (its figures come from an earlier "
+        "run of the same recipe): GRPO gets that time",
+    )
+    ap.add_argument(
+        "--eval-estimate-s",
+        type=float,
+        default=220.0,
+        help="one eval's seconds when no SFT eval has measured it",
+    )
     ap.add_argument("--probe-runs", type=int, default=10)
     ap.add_argument("--probe-pause-s", type=float, default=20.0)
     ap.add_argument("--replot", action="store_true", help="redraw OUT's .png and .md only")
