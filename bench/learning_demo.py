@@ -346,9 +346,9 @@ def rl_curve(run: Path) -> list[dict]:
             return []
         history = json.loads((found[-1][1] / "trainer_state.json").read_text())["log_history"]
     keep = ("step", "reward", "reward_std", "verify/correct", "verify/compiled",
-            "completions/mean_length", "completions/clipped_ratio", "curriculum/share",
-            "frac_reward_zero_std", "time/generate_s", "time/reward_wait_s", "time/step_s",
-            "step_time")  # fmt: skip
+            "completions/mean_length", "completions/clipped_ratio", "curriculum/level2_share",
+            "curriculum/retired", "entropy", "frac_reward_zero_std", "time/generate_s",
+            "time/reward_wait_s", "time/step_s", "step_time")  # fmt: skip
     unpaid: dict[int, int] = {}
     completions = run / "rl" / "completions.jsonl"
     if completions.is_file():
@@ -534,13 +534,15 @@ def markdown(report: dict) -> str:
     curve = report.get("rl_curve") or []
     if curve:
         lines += ["", "| GRPO step | mean reward | batch correct | compiled | clipped | "
-                  "groups with one reward | correct, paid 0 | reward wait s | step s |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+                  "groups with one reward | entropy | tasks retired | correct, paid 0 | "
+                  "reward wait s | step s |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for c in curve:
             lines.append(f"| {c['step']} | {c['reward']:.3f} | {_pct(c.get('verify/correct'))} | "
                          f"{_pct(c.get('verify/compiled'))} | "
                          f"{_pct(c.get('completions/clipped_ratio'))} | "
                          f"{_pct(c.get('frac_reward_zero_std'))} | "
+                         f"{_num(c.get('entropy'))} | {_num(c.get('curriculum/retired'), 0)} | "
                          f"{c.get('correct_unpaid', '-')} | "
                          f"{c.get('time/reward_wait_s', '-')} | "
                          f"{c.get('time/step_s', c.get('step_time', '-'))} |")  # fmt: skip
@@ -556,6 +558,10 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {phase}, {key} | {s['n']} | {s['min']} | {s['median']} | "
                              f"{s['max']} | {s['iqr']} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _num(v, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def _pct(v) -> str:
