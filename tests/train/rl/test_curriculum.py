@@ -188,3 +188,13 @@ def test_a_state_written_before_retirement_existed_still_loads():
     cur = _cur(retire_after=2)
     cur.load_state_dict(old)
     assert cur.retired == set() and cur.rolling_correct == 0.75  # 1, 0 and the two pending
+
+
+def test_one_call_draws_distinct_tasks_while_the_pool_lasts():
+    cur = _cur(start=0.0, end=0.0)  # level 1 only: "a" and "b"
+    for _ in range(20):
+        assert sorted(cur.sample(2)) == ["a", "b"]  # never the same task twice in a step
+    assert sorted(cur.sample(4)) in (["a", "a", "b", "b"], ["a", "a", "a", "b"],
+                                     ["a", "b", "b", "b"])  # fmt: skip
+    flat = Curriculum(CurriculumConfig(enabled=False), {t: 1 for t in "abcdefgh"}, seed=3)
+    assert all(len(set(flat.sample(8))) == 8 for _ in range(20))

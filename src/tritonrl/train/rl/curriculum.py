@@ -1,7 +1,7 @@
 """The adaptive curriculum (extension 3): which level the next RL prompt comes from.
 
     cur = Curriculum(config.curriculum, {task_id: level, ...}, seed=0)
-    ids = cur.sample(8)                    # task ids, level 2 with probability cur.share
+    ids = cur.sample(8)                    # distinct task ids, each level 2 at cur.share
     cur.observe(task_id, correct)          # every verified completion
     grew = cur.end_step(step)              # after each optimizer step (or sampling round)
     grew = cur.end_step(step, gather)      # several ranks: every rank's results, the same
@@ -74,11 +74,14 @@ class Curriculum:
                 len(self.hard),
             )
 
-    def _draw(self) -> str:
+    def _draw(self, taken: set[str]) -> str:
         if not self.adaptive:
-            return self.rng.choice(self._live(self.easy + self.hard))
-        pool = self.hard if self.rng.random() < self.share else self.easy
-        return self.rng.choice(self._live(pool))
+            pool = self.easy + self.hard
+        else:
+            pool = self.hard if self.rng.random() < self.share else self.easy
+        live = self._live(pool)
+        fresh = [t for t in live if t not in taken] if taken else live
+        return self.rng.choice(fresh or live)
 
     def _live(self, pool: list[str]) -> list[str]:
         """`pool` less its retired tasks; all of it when every one is retired."""
@@ -86,8 +89,14 @@ class Curriculum:
         return live or pool
 
     def sample(self, n: int) -> list[str]:
-        """`n` task ids, each level 2+ with probability `share` (with replacement)."""
-        return [self._draw() for _ in range(n)]
+        """`n` task ids, each level 2+ with probability `share`; distinct while the pool
+        drawn from has tasks not yet drawn in this call (a call is one step's prompts)."""
+        taken: set[str] = set()
+        ids = []
+        for _ in range(n):
+            ids.append(self._draw(taken))
+            taken.add(ids[-1])
+        return ids
 
     def observe(self, task_id: str, correct: bool) -> None:
         """One verified completion; level-1 ones enter the rolling rate, and every one

@@ -9,8 +9,8 @@
 `tritonrl.train.rl.best_of_n` runs these each round and fine-tunes on what `select` keeps.
 
 Drawing (`draw`): with `curriculum.enabled` the curriculum draws `best_of_n.tasks` task
-ids (with replacement, level 2 at its current share; `best_of_n.level` is then not
-used); otherwise `best_of_n.tasks` distinct tasks of level `best_of_n.level` (null: any
+ids (distinct while its pools last, level 2 at its current share; `best_of_n.level` is
+then not used); otherwise `best_of_n.tasks` distinct tasks of level `best_of_n.level` (null: any
 level), in an order seeded by `run.seed` and the round, all of them when there are fewer
 (said in the log). A task drawn twice has its samples pooled.
 
