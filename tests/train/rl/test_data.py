@@ -103,6 +103,11 @@ def test_the_pass_rate_filter_keeps_the_tasks_solved_sometimes(run, tmp_path):
     assert sorted(rl_prompts(run, load_config(None, wide))[1]) == [
         "builtin:level1/3_Tanh", "builtin:level1/5_LeakyReLU"]  # fmt: skip
 
+    # a later attempt without the filter trains on every task, and the run no longer
+    # says a filter chose them
+    assert len(rl_prompts(run, load_config(None, every))[1]) == 4
+    assert Run.open(run.path).stage("rl")["info"]["pass_rate_filter"] is None
+
 
 def test_the_pass_rate_filter_refuses_what_it_cannot_use(run, tmp_path):
     every = [*BASE, "--data.decontaminate_against", "[]"]
