@@ -5,10 +5,11 @@
     write_report(["runs/demo"], out_dir)           # the same from Python
 
 Every number and every plot comes from files the stages wrote, never typed in: a run's
-manifest (stages, config, versions), `sft/log_history.json` (the loss), `rl/log_history.json`
-(reward, verified-correct rate, curriculum share), `rl/completions.jsonl` (how far each
-completion got), and an eval folder's `summary.json` (metrics per level) and
-`samples.jsonl` (each sample's verdict). A run whose manifest names an eval folder
+manifest (stages, config, versions; the rl stage's info: what the pass-rate filter kept,
+the reward's wall clock, `curriculum.retire_after`), `sft/log_history.json` (the loss),
+`rl/log_history.json` (reward, verified-correct rate, curriculum share, tasks retired),
+`rl/completions.jsonl` (how far each completion got), and an eval folder's
+`summary.json` (metrics per level) and `samples.jsonl` (each sample's verdict). A run whose manifest names an eval folder
 (stage `eval`, artifact `dir`) gets that evaluation's sections too. What a source lacks
 is left out with a line saying so, never drawn empty.
 
