@@ -9,9 +9,10 @@ manifest (stages, config, versions; the rl stage's info: what the pass-rate filt
 the reward's wall clock, `curriculum.retire_after`), `sft/log_history.json` (the loss),
 `rl/log_history.json` (reward, verified-correct rate, curriculum share, tasks retired),
 `rl/completions.jsonl` (how far each completion got), and an eval folder's
-`summary.json` (metrics per level) and `samples.jsonl` (each sample's verdict). A run whose manifest names an eval folder
-(stage `eval`, artifact `dir`) gets that evaluation's sections too. What a source lacks
-is left out with a line saying so, never drawn empty.
+`summary.json` (metrics per level) and `samples.jsonl` (each sample's verdict). A run
+whose manifest names an eval folder (stage `eval`, artifact `dir`) gets that
+evaluation's sections too. What a source lacks is left out with a line saying so, never
+drawn empty.
 
 Plots: the funnel (how many candidates reached each stage of the verifier), the
 verified-correct rate by level (one bar per source when several are compared; when every
