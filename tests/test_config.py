@@ -348,8 +348,19 @@ def test_rl_verifies_under_its_own_wall_clock_when_set():
     assert config.rl.verify_timeout_s is None and config.rl_verify.timeout_s == 120
     config = load_config(None, ["--verify.timeout_s", "120", "--rl.verify_timeout_s", "15"])
     assert config.rl_verify.timeout_s == 15 and config.verify.timeout_s == 120
-    with pytest.raises(ValueError, match="rl.verify_timeout_s must be positive"):
-        load_config(None, ["--rl.verify_timeout_s", "0"])
+    for bad in ("0", "-1", "nan", "inf"):  # a wall clock that never passes is no limit
+        with pytest.raises(ValueError, match=f"rl.verify_timeout_s must be a positive, .*{bad}"):
+            load_config(None, ["--rl.verify_timeout_s", bad])
+        with pytest.raises(ValueError, match=f"verify.timeout_s must be a positive, .*{bad}"):
+            load_config(None, ["--verify.timeout_s", bad])
+
+
+def test_retire_after_is_a_count_of_answers():
+    assert load_config(None, ["--curriculum.retire_after", "16"]).curriculum.retire_after == 16
+    with pytest.raises(ValueError, match="curriculum.retire_after must be >= 0 .*not -1"):
+        load_config(None, ["--curriculum.retire_after", "-1"])
+    with pytest.raises(ValueError, match="curriculum.retire_after must be int, not '1.5'"):
+        load_config(None, ["--curriculum.retire_after", "1.5"])
 
 
 def test_family_tasks_must_be_positive():

@@ -25,6 +25,7 @@ What it does NOT do: it does not start stages or touch a run directory.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 POLICIES = ("strict", "partial")
@@ -164,8 +165,11 @@ class VerifyConfig:
             raise ValueError(
                 "verify.full_max_elements must be 0 (no limit) or a positive element count"
             )
-        if self.timeout_s <= 0:
-            raise ValueError("verify.timeout_s must be positive")
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ValueError(
+                f"verify.timeout_s must be a positive, finite number of seconds, not "
+                f"{self.timeout_s!r}"
+            )
         if self.max_file_mb <= 0:
             raise ValueError("verify.max_file_mb must be positive")
         if not 1 <= self.trials <= self.max_trials:
@@ -557,8 +561,10 @@ class RlConfig:
             f"not {self.reward_scheme!r}",
         )
         _need(
-            self.verify_timeout_s is None or self.verify_timeout_s > 0,
-            "rl.verify_timeout_s must be positive (or null: verify.timeout_s)",
+            self.verify_timeout_s is None
+            or (math.isfinite(self.verify_timeout_s) and self.verify_timeout_s > 0),
+            "rl.verify_timeout_s must be a positive, finite number of seconds (or null: "
+            f"verify.timeout_s), not {self.verify_timeout_s!r}",
         )
         _need(self.num_generations >= 2, "rl.num_generations must be >= 2 (GRPO compares a group)")
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation", "save_steps"):
@@ -651,7 +657,10 @@ class CurriculumConfig:
         _need(0.0 < self.trigger < 1.0, "curriculum.trigger must be in (0, 1)")
         _need(self.window >= 1, "curriculum.window must be >= 1")
         _need(0.0 < self.step <= 1.0, "curriculum.step must be in (0, 1]")
-        _need(self.retire_after >= 0, "curriculum.retire_after must be >= 0 (0: never)")
+        _need(
+            self.retire_after >= 0,
+            f"curriculum.retire_after must be >= 0 (0: never), not {self.retire_after!r}",
+        )
 
 
 @dataclass

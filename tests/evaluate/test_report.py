@@ -93,6 +93,25 @@ def test_a_run_report_has_its_stages_curves_funnel_and_config(tmp_path, verdicts
         assert width > 300 and height > 200
 
 
+def test_a_run_report_says_what_rl_kept_retired_and_waited(tmp_path, verdicts):
+    run = _run(tmp_path, verdicts)
+    assert "tasks retired" not in write_report([run.path]).read_text()  # none recorded
+    config = {"rl": {"verify_timeout_s": 10.0}, "curriculum": {"retire_after": 2}}
+    kept = {"file": "runs/x/pass_rates", "tasks": 144, "kept": 40, "below_min": 90,
+            "above_max": 14, "not_in_file": 0, "range": [0.01, 0.99]}  # fmt: skip
+    run.set_info("rl", config=config, pass_rate_filter=kept)
+    history = json.loads((run.path / "rl" / "log_history.json").read_text())
+    history[-1]["curriculum/retired"] = 3.0
+    (run.path / "rl" / "log_history.json").write_text(json.dumps(history))
+    text = write_report([run.path]).read_text()
+    assert (
+        "- prompts: the pass-rate filter (`runs/x/pass_rates`) kept 40 of 144 tasks "
+        "within [0.01, 0.99]; 90 below, 14 above, 0 not in the file"
+    ) in text
+    assert "- reward wall clock: 10 s a candidate (`rl.verify_timeout_s`)" in text
+    assert "the last 2 answers all correct): 3" in text  # the last step's count
+
+
 def test_several_evaluations_side_by_side(tmp_path, verdicts):
     a = _eval_dir(tmp_path / "base", verdicts, "base-model", 0.0)
     b = _eval_dir(tmp_path / "rl", verdicts, "rl-model", 1 / 3)

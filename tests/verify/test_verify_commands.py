@@ -107,7 +107,7 @@ def test_verify_config_and_overrides_set_the_verifiers_timeout(tmp_path):
     assert result["timed_out"] and result["device"] == "cpu"
     assert "verify.timeout_s = 2 s" in result["error"]
     r = tritonrl("verify", task, str(HANG), "--config", str(config), "--verify.timeout_s", "0")
-    assert r.returncode == 2 and "verify.timeout_s must be positive" in r.stderr
+    assert r.returncode == 2 and "verify.timeout_s must be a positive, finite" in r.stderr
     r = tritonrl("verify", task, str(HANG), "--device", "cpu", "--verify.device", "cpu")
     assert r.returncode == 2 and "--device is short for --verify.device" in r.stderr
     r = tritonrl("verify", task, str(HANG), "extra.py")

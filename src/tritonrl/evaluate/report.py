@@ -5,12 +5,14 @@
     write_report(["runs/demo"], out_dir)           # the same from Python
 
 Every number and every plot comes from files the stages wrote, never typed in: a run's
-manifest (stages, config, versions), `sft/log_history.json` (the loss), `rl/log_history.json`
-(reward, verified-correct rate, curriculum share), `rl/completions.jsonl` (how far each
-completion got), and an eval folder's `summary.json` (metrics per level) and
-`samples.jsonl` (each sample's verdict). A run whose manifest names an eval folder
-(stage `eval`, artifact `dir`) gets that evaluation's sections too. What a source lacks
-is left out with a line saying so, never drawn empty.
+manifest (stages, config, versions; the rl stage's info: what the pass-rate filter kept,
+the reward's wall clock, `curriculum.retire_after`), `sft/log_history.json` (the loss),
+`rl/log_history.json` (reward, verified-correct rate, curriculum share, tasks retired),
+`rl/completions.jsonl` (how far each completion got), and an eval folder's
+`summary.json` (metrics per level) and `samples.jsonl` (each sample's verdict). A run
+whose manifest names an eval folder (stage `eval`, artifact `dir`) gets that
+evaluation's sections too. What a source lacks is left out with a line saying so, never
+drawn empty.
 
 Plots: the funnel (how many candidates reached each stage of the verifier), the
 verified-correct rate by level (one bar per source when several are compared; when every
@@ -238,6 +240,7 @@ def _run_sections(src: Source, plots: _Plots) -> list[str]:
             "level-2 share (curriculum)": _series(rl, "curriculum/level2_share"),
         }, "value")  # fmt: skip
         lines += ["### RL", "", f"![RL curves]({name})", ""]
+    lines += _rl_settings(src.manifest, rl)
     completions = src.path / "rl" / "completions.jsonl"
     if completions.is_file():
         rows = _jsonl(completions)
@@ -247,6 +250,32 @@ def _run_sections(src: Source, plots: _Plots) -> list[str]:
         lines += [f"RL completions verified: {len(rows)}.", ""]
         lines += _table(list(counts), [list(counts.values())]) + ["", f"![RL funnel]({name})", ""]
     return lines
+
+
+def _rl_settings(manifest: dict, history: list[dict]) -> list[str]:
+    """What the rl stage's info and log say of its prompts and reward: the pass-rate
+    filter's counts, the reward's wall clock, the tasks the curriculum retired."""
+    info = (manifest.get("stages", {}).get("rl") or {}).get("info") or {}
+    config = info.get("config") or {}
+    out = []
+    f = info.get("pass_rate_filter")
+    if f:
+        lo, hi = f.get("range") or [None, None]
+        within = f" within [{lo:g}, {hi:g}]" if lo is not None and hi is not None else ""
+        out.append(f"- prompts: the pass-rate filter (`{f['file']}`) kept {f['kept']} of "
+                   f"{f['tasks']} tasks{within}; {f['below_min']} below, {f['above_max']} "
+                   f"above, {f['not_in_file']} not in the file")  # fmt: skip
+    timeout = (config.get("rl") or {}).get("verify_timeout_s")
+    if timeout is not None:
+        shown = f"{timeout:g}" if isinstance(timeout, int | float) else timeout
+        out.append(f"- reward wall clock: {shown} s a candidate (`rl.verify_timeout_s`)")
+    retire = (config.get("curriculum") or {}).get("retire_after")
+    retired = _series(history, "curriculum/retired")[1]
+    if retire:
+        last = f"{retired[-1]:.0f}" if retired else "no count logged"
+        out.append(f"- tasks retired (`curriculum.retire_after` {retire}: the last {retire} "
+                   f"answers all correct): {last}")  # fmt: skip
+    return out + [""] if out else []
 
 
 def _run_files(src: Source) -> list[str]:

@@ -1,6 +1,7 @@
 """RL's prompts leave out the tasks of `data.decontaminate_against`, whatever SFT trained
 on: a run whose config gained a benchmark after SFT does not train on it; with
-`rl.pass_rates`, also the tasks the starting policy never or always solved."""
+`rl.pass_rates`, also the tasks the starting policy never or always solved. The settings
+line the stage logs first names the filter, the reward's wall clock and the retirement."""
 
 import json
 
@@ -10,7 +11,7 @@ from tritonrl.config_loader import config_to_dict, load_config
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
-from tritonrl.train.rl import check_against_run
+from tritonrl.train.rl import check_against_run, settings_line
 from tritonrl.train.rl.data import rl_prompts
 from tritonrl.train.sft.data import write_jsonl
 
@@ -102,6 +103,11 @@ def test_the_pass_rate_filter_keeps_the_tasks_solved_sometimes(run, tmp_path):
     assert sorted(rl_prompts(run, load_config(None, wide))[1]) == [
         "builtin:level1/3_Tanh", "builtin:level1/5_LeakyReLU"]  # fmt: skip
 
+    # a later attempt without the filter trains on every task, and the run no longer
+    # says a filter chose them
+    assert len(rl_prompts(run, load_config(None, every))[1]) == 4
+    assert Run.open(run.path).stage("rl")["info"]["pass_rate_filter"] is None
+
 
 def test_the_pass_rate_filter_refuses_what_it_cannot_use(run, tmp_path):
     every = [*BASE, "--data.decontaminate_against", "[]"]
@@ -121,3 +127,17 @@ def test_the_pass_rate_filter_refuses_what_it_cannot_use(run, tmp_path):
         rl_prompts(run, load_config(None, [*every, "--rl.pass_rates", str(file)]))
     with pytest.raises(ValueError, match=r"rl.pass_rate_min and rl.pass_rate_max must"):
         load_config(None, ["--rl.pass_rate_min", "0.8", "--rl.pass_rate_max", "0.5"])
+
+
+def test_the_settings_line_names_the_reward_clock_retirement_and_filter(tmp_path):
+    line = settings_line(load_config("tiny-cpu", []))
+    assert "reward staged with a 120s wall clock per candidate (verify.timeout_s)" in line
+    assert "curriculum on (no retirement)" in line and "no pass-rate filter" in line
+    chosen = ["--rl.verify_timeout_s", "10", "--curriculum.retire_after", "2",
+              "--rl.pass_rates", str(tmp_path / "rates"), "--rl.pass_rate_max", "0.5"]  # fmt: skip
+    line = settings_line(load_config("tiny-cpu", chosen))
+    assert "a 10s wall clock per candidate (rl.verify_timeout_s)" in line
+    assert "curriculum on (retire_after 2)" in line
+    assert f"pass-rate filter {tmp_path / 'rates'} [0.01, 0.5]" in line
+    off = settings_line(load_config("tiny-cpu", ["--curriculum.enabled", "false"]))
+    assert "curriculum off" in off

@@ -151,6 +151,32 @@ def budget_raised(run: Run, config: Config) -> bool:
     return True
 
 
+def settings_line(config: Config) -> str:
+    """The RL settings a user checks first, in one log line: the algorithm and budget, the
+    reward's scheme and wall clock, the curriculum (with its retirement) and the
+    pass-rate filter."""
+    rl, cur, verify = config.rl, config.curriculum, config.rl_verify
+    own = " (rl.verify_timeout_s)" if rl.verify_timeout_s is not None else " (verify.timeout_s)"
+    rounds = rl.algo not in ("grpo", "rloo")
+    budget = f"{config.best_of_n.rounds} rounds" if rounds else f"{rl.max_steps} steps"
+    parts = [
+        f"--algo {rl.algo}, {budget}, lr {rl.learning_rate:g}",
+        f"reward {config.rl_reward_scheme} with a {verify.timeout_s:g}s wall clock per "
+        f"candidate{own}",
+    ]
+    if not cur.enabled:
+        parts.append("curriculum off")
+    else:
+        retire = f"retire_after {cur.retire_after}" if cur.retire_after else "no retirement"
+        parts.append(f"curriculum on ({retire})")
+    if rl.pass_rates:
+        parts.append(f"pass-rate filter {rl.pass_rates} "
+                     f"[{rl.pass_rate_min:g}, {rl.pass_rate_max:g}]")  # fmt: skip
+    else:
+        parts.append("no pass-rate filter")
+    return "; ".join(parts)
+
+
 def check_ranks(config: Config, ranks: Ranks) -> None:
     """A ValueError for what several processes cannot train: best-of-n and rwsft (rounds
     of generation and fine-tuning in one process)."""
@@ -197,6 +223,7 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
     ):
         # RL's own sections, from the start: what `tritonrl resume` goes on with.
         run.set_info(STAGE, config={k: config_to_dict(config)[k] for k in RL_SECTIONS})
+        log.info("RL settings: %s", settings_line(config))
         result = ALGORITHMS[config.rl.algo](run, config, device, stop)
     log.info(
         "RL (%s) done in %.0fs: %d steps, mean reward %s",

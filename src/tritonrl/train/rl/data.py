@@ -46,6 +46,8 @@ def rl_prompts(run: Run, config: Config):
         keep, summary = pass_rate_filter(config, list(tasks))
         rows = [r for r in rows if r["task_id"] in keep]
         run.set_info("rl", pass_rate_filter=summary)
+    else:  # an earlier attempt's filter does not describe this one's prompts
+        run.set_info("rl", pass_rate_filter=None)
     log.info("RL prompts: %d (%s)", len(rows), source)
     used = {r["task_id"] for r in rows}
     return datasets.Dataset.from_list(rows), {k: tasks[k] for k in used}, source
