@@ -453,3 +453,13 @@ def test_a_record_with_a_moved_key_and_its_new_name_set_apart_is_refused():
     old["sampling"] = None  # an empty section
     assert upgrade_recorded(old)["sampling"] == {"temperature": 0.6, "max_new_tokens": 64,
                                                  "top_p": 1.0, "top_k": 0}  # fmt: skip
+
+
+def test_max_block_elements_is_a_count_up_to_tritons_own_limit():
+    assert VerifyConfig().max_block_elements is None
+    config = load_config(None, ["--verify.max_block_elements", "262144"])
+    assert config.verify.max_block_elements == 262144
+    assert config.rl_verify.max_block_elements == 262144
+    for bad in (0, -4, 1 << 21, 2.5, True):
+        with pytest.raises(ValueError, match=f"verify.max_block_elements must be .*{bad!r}"):
+            VerifyConfig(max_block_elements=bad)

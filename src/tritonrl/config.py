@@ -91,6 +91,11 @@ class VerifyConfig:
     # The strict sandbox.
     sandbox_strict: bool = True  # refuse to run when an isolation mechanism is missing
     timeout_s: float = 120.0  # wall clock for one candidate's whole worker session
+    # The most elements one block (tile) of a candidate's Triton kernel may hold; a
+    # larger one fails to compile at once, with this key named in its error. None:
+    # Triton's own limit (1,048,576). A 1024 x 1024 float32 tile is 16 times an SM's
+    # register file: its compile runs past any sensible wall clock (benchmarks.md).
+    max_block_elements: int | None = None
     memory_mb: int = 8192
     max_procs: int = 64
     # The largest file a worker may write (RLIMIT_FSIZE), in MB: raised to fit the task's
@@ -131,6 +136,14 @@ class VerifyConfig:
     ray_actors: int = 0
 
     def __post_init__(self):
+        limit = self.max_block_elements
+        if limit is not None and not (
+            isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= 1 << 20
+        ):
+            raise ValueError(
+                "verify.max_block_elements must be a whole number of elements from 1 to "
+                f"1048576 (Triton's own limit), or null for Triton's, not {limit!r}"
+            )
         if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
             raise ValueError(
                 f"verify.endpoint must be an http:// or https:// URL (the `tritonrl serve` "

@@ -542,3 +542,31 @@ def test_a_float32_near_miss_gets_its_second_look_against_float64():
     assert low != BLOCKED_TANH
     wrong = verify(task, low, config)
     assert not wrong.correct and "elements differ" in wrong.error, wrong.error
+
+
+def test_a_block_over_max_block_elements_fails_at_once_naming_the_key():
+    # On the GPU a 1024 x 1024 tile compiles past any wall clock; the limit makes Triton
+    # refuse it when the block is made (here the interpreter, at the launch).
+    big = RELU.solution.replace("BLOCK = 1024", "BLOCK = 1 << 17")
+    assert big != RELU.solution
+    assert verify(RELU, big).correct  # Triton's own limit (1 << 20) lets it through
+    r = verify(RELU, big, VerifyConfig(max_block_elements=1 << 16))
+    assert not r.correct and compute_reward(r) < 1.0
+    assert "numel (131072) exceeds" in r.error and "verify.max_block_elements = 65536" in r.error
+    assert verify(RELU, RELU.solution, VerifyConfig(max_block_elements=1 << 16)).correct
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA: the interpreter compiles nothing")
+def test_on_the_gpu_a_tile_over_the_limit_is_not_compiled_and_fails_fast():
+    tile = RELU.solution.replace(
+        "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n",
+        "    offs = pid * BLOCK * BLOCK + tl.arange(0, BLOCK)[:, None] * BLOCK"
+        " + tl.arange(0, BLOCK)[None, :]\n",
+    ).replace("triton.cdiv(n, BLOCK)", "triton.cdiv(n, BLOCK * BLOCK)")
+    assert tile != RELU.solution
+    started = time.monotonic()
+    r = verify(RELU, tile, VerifyConfig(max_block_elements=1 << 18))
+    assert (r.stage, r.compiled) == ("compile", False), (r.stage, r.error)
+    assert "verify.max_block_elements = 262144" in r.error
+    assert time.monotonic() - started < 60

@@ -298,6 +298,7 @@ def _run_in_worker(
                 "device": result.device,
                 "policy": config.policy,
                 "allowed": list(config.allowed_torch_ops),
+                "max_block_elements": config.max_block_elements,
             },
         )
     if not reply.get("ok"):

@@ -74,6 +74,8 @@ from typing import Any
 
 from tritonrl.verify.findings import FINDINGS_NAME, FindingsLog
 
+_BLOCK_LIMIT: list[int] = []  # verify.max_block_elements, once `load` has applied it
+
 
 def _reply(channel, _dumps=json.dumps, **payload: Any) -> None:
     # json.dumps is bound when this module loads, before any candidate code.
@@ -88,7 +90,7 @@ def _short_error(e: BaseException) -> str:
     ]
     where = f" (candidate.py line {frames[-1].lineno})" if frames else ""
     text = _compile_error_text(e) if _kernel_compile_error(e) else str(e)[:300]
-    return f"{type(e).__name__}: {text}{where}"
+    return f"{type(e).__name__}: {_block_hint(text)}{where}"
 
 
 def _compile_error_text(e: BaseException) -> str:
@@ -111,6 +113,30 @@ def _compile_error_text(e: BaseException) -> str:
             reason = f"{type(cause).__name__}: {cause}"
         cause = cause.__cause__
     return " ".join(parts + ([reason[:240]] if reason else []))
+
+
+def _block_hint(text: str) -> str:
+    """Triton's refusal of a block over verify.max_block_elements, with the key named and
+    what to do (the interpreter raises it at the launch, the compiler at compile time)."""
+    if not (_BLOCK_LIMIT and "maximum tensor numel" in text):
+        return text
+    return (
+        f"{text} (verify.max_block_elements = {_BLOCK_LIMIT[0]}: a block this large "
+        "spills registers and compiles for minutes; use smaller tiles and loop)"
+    )
+
+
+def _limit_blocks(limit: int) -> None:
+    """Triton's largest block lowered to `limit` elements for this candidate: every block
+    type Triton makes (an `arange`, a broadcast, a load's tile) checks the module global
+    `triton._utils.TRITON_MAX_TENSOR_NUMEL` when it is made, so a larger tile fails to
+    compile at once instead of compiling past the wall clock. A Triton without that
+    global keeps its own limit."""
+    import triton._utils as tu  # the worker's own Triton (the zygote imported it)
+
+    if isinstance(getattr(tu, "TRITON_MAX_TENSOR_NUMEL", None), int):
+        tu.TRITON_MAX_TENSOR_NUMEL = min(limit, tu.TRITON_MAX_TENSOR_NUMEL)
+        _BLOCK_LIMIT[:] = [tu.TRITON_MAX_TENSOR_NUMEL]
 
 
 def _kernel_compile_error(e: BaseException) -> bool:
@@ -245,6 +271,8 @@ class Worker:
         self.device = cmd.get("device", "cpu")
         self.policy = cmd.get("policy", "strict")
         self.allowed = frozenset(cmd.get("allowed", ()))
+        if cmd.get("max_block_elements"):  # before any kernel of the candidate is made
+            _limit_blocks(int(cmd["max_block_elements"]))
         if self.findings is not None:  # every finding reaches the log as it happens
             guards.SINKS.append(self.findings.write)
         store = os.environ.get("TRITONRL_LAUNCHERS")
