@@ -570,3 +570,22 @@ def test_on_the_gpu_a_tile_over_the_limit_is_not_compiled_and_fails_fast():
     assert (r.stage, r.compiled) == ("compile", False), (r.stage, r.error)
     assert "verify.max_block_elements = 262144" in r.error
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA: the timing phase runs only there")
+def test_on_the_gpu_a_float32_near_miss_is_not_a_timing_phase_cheat():
+    # The timing phase checks the timed output and a call on fresh inputs with the same
+    # second look as the correctness phase: the honest blocked sum that passes correctness
+    # is timed, not flagged `timing_phase`.
+    task = Task("long_sum_tanh", 1, "long_sum_tanh", LONG_SUM_TANH, "mem")
+    config = VerifyConfig(
+        policy="partial",
+        allowed_torch_ops=["matmul", "addmm"],
+        static_checks=False,
+        num_input_sets=3,
+        ref_time_cache="off",
+    )
+    r = verify(task, BLOCKED_TANH, config)
+    assert r.correct and not r.flags and r.stage == "done", (r.stage, r.error, r.flags)
+    assert r.speedup is not None and r.speedup > 0

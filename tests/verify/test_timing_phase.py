@@ -4,6 +4,7 @@ default). The phase against a worker stand-in is in test_gate.py; on the GPU, in
 test_timing.py."""
 
 import pytest
+import torch
 
 from tritonrl.config import VerifyConfig
 
@@ -203,3 +204,97 @@ def test_timed_outputs_wrong_for_want_of_gpu_memory_are_a_limit_not_a_flag(
     else:
         time_phase(worker, task, [main], check, CUDA, result)
         assert result.flags == ["timing_phase"]
+        # the error says which call's output and why, as the correctness phase's do
+        assert result.error.startswith(
+            "timing checks: timing_phase (output of the timed call: output 0: "
+        ), result.error
+        assert "elements differ" in result.error
+
+
+LONG_SUM_TANH = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.tanh(a @ b)
+
+
+def get_inputs():
+    return [torch.randn(64, 65536), torch.randn(65536, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _blocked_tanh(a, b):
+    """tanh(a @ b) with the sum over K taken in blocks of 64 in float32 (a tiled
+    kernel's order): an honest near miss of torch's, exact enough against float64."""
+    return torch.tanh(sum(a[:, k : k + 64] @ b[k : k + 64, :] for k in range(0, a.shape[1], 64)))
+
+
+def test_a_float32_near_miss_of_a_timed_output_gets_the_second_look():
+    # The first look alone refuses the honest blocked sum (what the timing phase did
+    # before it got the float64 reference); with it, it passes, and a wrong element
+    # or lower-precision products are still refused, with the call named.
+    from tritonrl.verify.timing_phase import output_wrong
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 65536, generator=g), torch.randn(65536, 64, generator=g)
+    expected, honest = torch.tanh(a @ b), _blocked_tanh(a, b)
+    wide = torch.tanh(a.double() @ b.double())
+    assert output_wrong("timed", expected, honest, None).startswith(
+        "output of the timed call: output 0: "
+    )
+    assert output_wrong("timed", expected, honest, lambda: wide) is None
+    bf16 = _blocked_tanh(a.bfloat16().float(), b.bfloat16().float())
+    why = output_wrong("timing_check", expected, bf16, lambda: wide)
+    assert why is not None and why.startswith("output of the timing check call: output 0: ")
+    far = honest.clone()
+    far[1, 2] = -far[1, 2] + 0.5
+    assert "elements differ" in output_wrong("graph_check", expected, far, lambda: wide)
+    assert output_wrong("timed", expected, OSError("gone"), None) == (
+        "output of the timed call: unreadable (OSError)"
+    )
+
+
+class _NearMissWorker(_Worker):
+    """The worker stand-in whose outputs are an honest blocked sum of the inputs each
+    call got (the timed buffers' set, then the fresh check set)."""
+
+    def call(self, cmd: dict) -> dict:
+        from tritonrl.verify import tensorfile
+
+        if cmd["op"] != "time_check":
+            return super().call(cmd)
+        self.ops.append(cmd)
+        out = self.workdir / "out"
+        out.mkdir(exist_ok=True)
+        refilled = sum(c["op"] == "time_check" for c in self.ops) > 1
+        timed = self.check if refilled else self.main
+        tensorfile.save(_blocked_tanh(*timed.inputs), out / "timed.pt")
+        tensorfile.save(_blocked_tanh(*self.check.inputs), out / "timing_check.pt")
+        return {"ok": True}
+
+
+def test_an_honest_float32_near_miss_is_not_a_timing_phase_cheat(tmp_path, timed_sets):
+    # tanh after a 65,536-long float32 sum in blocks (a tl.dot kernel's order): the
+    # correctness phase accepts it against the float64 reference; so must the timing
+    # phase's checks of the timed output and the call on fresh inputs. The float64
+    # reference is made on the result's device: the CPU here.
+    from tritonrl.tasks.task import Task
+    from tritonrl.verify.inputs import InputSet, prepare_set, timing_check_set
+    from tritonrl.verify.result import VerifyResult
+    from tritonrl.verify.timing_phase import time_phase
+
+    task = Task("long_sum_tanh", 1, "long_sum_tanh", LONG_SUM_TANH, "test_timing_phase.py")
+    main = prepare_set(task, InputSet("seed_a", "small", 123), "cpu")
+    check = prepare_set(task, timing_check_set(main.spec), "cpu", model_state=main.state_dict)
+    assert _blocked_tanh(*main.inputs).sub(main.expected).abs().max() > 1e-4  # a near miss
+    worker = _NearMissWorker(tmp_path, main, check, ref_ms=0.05, launch_ref_ms=0.07)
+    result = VerifyResult(task=task.id, device="cpu", correct=True)
+    time_phase(worker, task, [main], check, CUDA, result)
+    assert not result.flags and result.error is None, (result.flags, result.error)
+    assert result.correct and result.speedup == pytest.approx(1.0)

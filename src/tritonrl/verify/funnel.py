@@ -35,7 +35,6 @@ import logging
 import shutil
 import sys
 import tempfile
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -53,7 +52,6 @@ from tritonrl.verify.inputs import (
     plan_input_sets,
     prepare_set,
     timing_check_set,
-    widened_reference,
 )
 from tritonrl.verify.job import (
     Staging,
@@ -63,6 +61,7 @@ from tritonrl.verify.job import (
     shared,
     sized_config,
     stage,
+    widened_for,
     write_job,
 )
 from tritonrl.verify.pool.gate import GpuGate, current_gate
@@ -372,15 +371,6 @@ def _check_set(
     pass, the trusted side's, moves the session's deadline). A mismatch under GPU memory
     pressure raises the limit (a WorkerError)."""
 
-    def widened():
-        started = time.monotonic()
-        try:
-            return widened_reference(task, s, result.device)
-        except Exception:  # the task's forward in float64 (an op without it, memory)
-            return None  # no second look: the first verdict stands
-        finally:
-            session.extend_deadline(time.monotonic() - started)
-
     cmd = {
         "op": "run", "set": s.spec.name, "refill_of": s.spec.refill_of, "keep": keep,
         "staged": staged,
@@ -398,7 +388,8 @@ def _check_set(
         # Written by untrusted code: a weights-only header, the raw parts read a chunk at
         # a time as they are compared, never mapped (the worker could truncate them).
         got = tensorfile.load(out_path, lazy=True)
-        reason = compare_outputs(s.expected, got, widened if task is not None else None)
+        widened = widened_for(session, task, s, result.device) if task is not None else None
+        reason = compare_outputs(s.expected, got, widened)
         if reason and stale is not None:
             stale_in = stale_share(stale.expected, s.expected, got)
     except torch.OutOfMemoryError:  # this side's GPU memory: a limit, not the candidate's

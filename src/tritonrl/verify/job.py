@@ -4,10 +4,11 @@ The work dir it is written to (`write_job`: the candidate's code and its input s
 tensor files; `Staging`: the sets written later, one at a time), the worker's limits
 sized to the task's data (`sized_config`, `file_mb_for`), the GPU memory a pool
 reserves for it (`gpu_estimate`), one command to the worker with its flags recorded
-(`call`), the stages a result's seconds are counted under (`stage`), and the shared side
-of a pooled session's GPU gate (`shared`, `gate_shared`). It runs nothing itself: the
-funnel (`tritonrl.verify.funnel`) and the timing phase (`tritonrl.verify.timing_phase`)
-drive the worker through it.
+(`call`), the stages a result's seconds are counted under (`stage`), the shared side
+of a pooled session's GPU gate (`shared`, `gate_shared`), and a set's float64 reference
+for the second look at a float32 near miss (`widened_for`, the same in both phases). It
+runs nothing itself: the funnel (`tritonrl.verify.funnel`) and the timing phase
+(`tritonrl.verify.timing_phase`) drive the worker through it.
 
 Staging: the sets are written before the worker starts, in funnel order, while they
 come to at most `STAGE_AHEAD_BYTES` together (the worker reads them, and deletes their
@@ -25,16 +26,18 @@ import dataclasses
 import errno
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from tritonrl.config import VerifyConfig
+from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
-from tritonrl.verify.inputs import PreparedSet
+from tritonrl.verify.inputs import PreparedSet, widened_reference
 from tritonrl.verify.pool.gate import GpuGate
 from tritonrl.verify.result import VerifyResult
 from tritonrl.verify.session import Session, reply_limit
@@ -73,6 +76,33 @@ def gate_shared(gate: GpuGate | None, config: VerifyConfig, label: str):
     if gate is None or not config.exclusive_timing:
         return nullcontext
     return partial(gate.shared, label)
+
+
+def widened_for(
+    session: Session, task: Task, s: PreparedSet, device: str, gpu=nullcontext
+) -> Callable[[], Any]:
+    """`compare.compare_outputs`' `widened` for set `s`: the reference's outputs for the
+    inputs of `s` computed in float64 (`inputs.widened_reference`), made at the first
+    call and kept for the next (the timing phase compares one set twice). That pass is
+    the trusted side's: its time moves the session's deadline. `gpu`: a context held
+    around it (the gate's shared side, where the caller does not hold it already). A
+    forward that cannot run in float64 (an op without it, memory) gives None: no second
+    look, the first verdict stands."""
+    made: list[Any] = []
+
+    def widened() -> Any:
+        if not made:
+            with gpu():
+                started = time.monotonic()
+                try:
+                    made.append(widened_reference(task, s, device))
+                except Exception:  # noqa: BLE001 - the first verdict stands
+                    made.append(None)
+                finally:
+                    session.extend_deadline(time.monotonic() - started)
+        return made[0]
+
+    return widened
 
 
 STAGE_AHEAD_BYTES = 1 << 30  # the sets written before the worker starts, at most

@@ -12,7 +12,10 @@ measures: a reference slowed beside the candidate, on the GPU or in its launch, 
 replaced by its time alone. It sets the speedup, its 95% interval and the noise-ruled
 `reward_speedup`. A timed output that does not match while the GPU ran out of memory
 (allocations refused in the worker during the measurement or the check call) is the
-limit `gpu_memory`, not the flag `timing_phase`.
+limit `gpu_memory`, not the flag `timing_phase`. A float32 near miss among those
+outputs gets the same second look, against the reference in float64, as in the
+correctness phase (`output_wrong`), and a refusal's error says which call's output
+was wrong and why.
 
 `time_candidate` runs the timing phase alone, with no correctness verdict and no reward,
 for benchmarks of the timer itself (bench/timing_noise.py times copies of the reference).
@@ -26,6 +29,8 @@ import contextlib
 import math
 import shutil
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -44,6 +49,7 @@ from tritonrl.verify.job import (
     shared,
     sized_config,
     stage,
+    widened_for,
     write_job,
 )
 from tritonrl.verify.result import VerifyResult
@@ -139,7 +145,7 @@ def _measure_checked(
         m = _measure(session, result, time_cmd)
         if m is not None and alone is None:
             alone, cached = refcache.reference_time(task, main, options, cache)
-    if m is None or not _check(session, result, check_cmd, timed, check, m, gpu):
+    if m is None or not _check(session, task, result, check_cmd, timed, check, m, gpu):
         return None
     tries = 1
     slowed = _slowed(m, alone)
@@ -149,7 +155,9 @@ def _measure_checked(
         # the check call refilled the buffers with the check set: it is what is timed now
         retimed = check or timed
         check_cmd["staged"] = False  # the worker keeps the check set it took
-        if again is None or not _check(session, result, check_cmd, retimed, check, again, gpu):
+        if again is None or not _check(
+            session, task, result, check_cmd, retimed, check, again, gpu
+        ):
             return None
         m, tries = again, 2
         result.notes.append(
@@ -229,7 +237,16 @@ def _score(result: VerifyResult, config: VerifyConfig, main, options, m: dict) -
     }  # fmt: skip
     if result.cheated:
         result.correct = "timing_phase" not in result.flags and result.correct
-        result.fail("performance", f"timing checks: {', '.join(result.flags)}")
+        result.fail("performance", f"timing checks: {_why(result)}")
+
+
+def _why(result: VerifyResult) -> str:
+    """Each flag with the first reason given for it (`VerifyResult.flag` notes it)."""
+    said = []
+    for name in result.flags:
+        note = next((n for n in result.notes if n.startswith(f"{name}: ")), None)
+        said.append(f"{name} ({note[len(name) + 2 :]})" if note else name)
+    return "; ".join(said)
 
 
 def _set_speedups(result: VerifyResult, config: VerifyConfig, measures: dict) -> str:
@@ -319,13 +336,16 @@ def _pair(reply: dict, key: str) -> tuple[list[float], list[float]]:
 
 
 def _check(
-    session: Session, result: VerifyResult, cmd: dict, timed, check, m: dict, shared
-) -> bool:
+    session: Session, task: Task, result: VerifyResult, cmd: dict, timed, check, m: dict,
+    shared,
+) -> bool:  # fmt: skip
     """The `time_check` call (beside other lanes' checks) and its outputs against the
     trusted references: the last timed output (`timed`: the set whose data the timed
     buffers held), a call on the fresh check set and, in graph mode, the timed graph
-    replayed on it (a kernel can behave while eager and capture something else). False
-    when the call failed."""
+    replayed on it (a kernel can behave while eager and capture something else). A
+    float32 near miss is looked at again against the set's reference in float64 (made
+    once per set, beside other lanes' checks: `job.widened_for`). False when the call
+    failed."""
     with stage(result, "perf_check"), shared():
         reply = call(session, result, cmd)
     if not reply.get("ok"):
@@ -333,18 +353,15 @@ def _check(
         return False
     checks = [("timed", timed), ("timing_check", check)]
     checks += [("graph_check", check)] if "new" in (m["reply"].get("graphed") or []) else []
-    wrong = []
+    wrong, wide = [], {}
     for name, prepared in checks:
         if prepared is None:
             continue
-        got = _load_output(session, name)
-        why = f"unreadable ({type(got).__name__})" if isinstance(got, Exception) else None
-        try:
-            why = why or compare_outputs(prepared.expected, got)
-        except (OSError, ValueError) as e:  # the worker's file changed while it was read
-            why = f"unreadable ({type(e).__name__})"
+        key = prepared.spec.name
+        wide.setdefault(key, widened_for(session, task, prepared, result.device, shared))
+        why = output_wrong(name, prepared.expected, _load_output(session, name), wide[key])
         if why:
-            wrong.append(f"output of the {name.replace('_', ' ')} call: {why}")
+            wrong.append(why)
     # Allocations refused (untrusted counts: they can only turn a flag into a limit,
     # which earns no more): a library that caught one computed another way.
     ooms = m["ooms"] + _count(reply.get("ooms"))
@@ -359,6 +376,21 @@ def _check(
     for why in wrong:
         result.flag("timing_phase", why)
     return True
+
+
+def output_wrong(
+    name: str, expected: Any, got: Any, widened: Callable[[], Any] | None
+) -> str | None:
+    """Why the output of the timing phase's call `name` (`timed`, `timing_check`,
+    `graph_check`) does not match `expected`, or None when it does: `got` is the
+    worker's output (an exception when it could not be read), `widened` the second look
+    at a float32 near miss, as in the correctness phase (`compare.compare_outputs`)."""
+    why = f"unreadable ({type(got).__name__})" if isinstance(got, Exception) else None
+    try:
+        why = why or compare_outputs(expected, got, widened)
+    except (OSError, ValueError) as e:  # the worker's file changed while it was read
+        why = f"unreadable ({type(e).__name__})"
+    return f"output of the {name.replace('_', ' ')} call: {why}" if why else None
 
 
 def _count(x) -> int:
