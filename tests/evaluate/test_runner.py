@@ -66,6 +66,45 @@ def test_an_interrupted_eval_continues_where_it_stopped(server, tmp_path):
         evaluate(ApiModel("other", server), [RELU], 2, out, config)
 
 
+def test_an_eval_interrupted_mid_verification_keeps_what_was_verified(server, tmp_path):
+    """Ctrl-C after the second answer was written, the rest of the batch still being
+    verified: those two rows are in samples.jsonl, and the rerun asks only the four
+    (task, sample) pairs it lacks, writes each as it is verified (the progress moves
+    one answer at a time) and counts every pair once."""
+    config = load_config(None, CPU)
+    out, model, tasks = tmp_path / "ev", ApiModel("teacher", server), [RELU, *OTHERS]
+    seen: list[tuple[int, int]] = []
+
+    def interrupt(done: int, total: int) -> None:
+        seen.append((done, total))
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(model, tasks, 2, out, config, progress=interrupt)
+    assert seen == [(0, 6), (1, 6), (2, 6)]  # one batch of six: written as verified
+    kept = (out / "samples.jsonl").read_text().splitlines()
+    first = [json.loads(x) for x in kept]
+    assert len(first) == 2 and all("stage" in r["verdict"] for r in first)
+    assert not (out / "summary.json").exists()
+    lacking: dict[str, int] = {t.id: 2 for t in tasks}
+    for r in first:
+        lacking[r["task"]] -= 1
+    Teacher.calls, Teacher.bodies, seen[:] = [], [], []
+    summary = evaluate(model, tasks, 2, out, config, progress=lambda *p: seen.append(p))
+    asked = {t.id: sum(t.source.strip() in b["messages"][-1]["content"] for b in Teacher.bodies)
+             for t in tasks}  # fmt: skip
+    assert asked == lacking and len(Teacher.calls) == 4
+    assert seen == [(n, 6) for n in range(2, 7)]
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    assert lines[:2] == kept and len(lines) == 6
+    pairs = {(json.loads(x)["task"], json.loads(x)["sample"]) for x in lines}
+    assert pairs == {(t.id, i) for t in tasks for i in range(2)}
+    o = summary["metrics"]["overall"]
+    assert (o["n"], o["tasks"]) == (6, 3) and o["correct"] == pytest.approx(2 / 6)
+    assert finished(out, eval_identity(model.identity, 2, config), tasks, 2) == summary
+
+
 def test_more_samples_ask_only_the_missing_ones_each_once(server, tmp_path):
     """From 2 samples to 3: one new answer a task, drawn as the first two were (at the
     temperature, not greedy as a lone answer is), and each (task, sample) once in the file
@@ -198,11 +237,13 @@ def test_turns_give_the_model_the_verdict_and_count_correct_by_turn(learner, tmp
 
 def test_an_eval_cut_mid_turn_goes_on_from_the_turns_it_has(learner, tmp_path):
     """Killed after turn 1 was written and while turn 2 was (a cut line): the rerun asks
-    only turn 2 of the conversation that goes on, none of the finished ones again."""
+    only turn 2 of the conversation that goes on, none of the finished ones again. The
+    progress moves an answer at a time through the turns too."""
     config, model = load_config(None, CPU), ApiModel("learner", learner)
-    out, tasks = tmp_path / "ev", [RELU, OTHERS[0]]
-    evaluate(model, tasks, 2, out, config, turns=3)
+    out, tasks, seen = tmp_path / "ev", [RELU, OTHERS[0]], []
+    evaluate(model, tasks, 2, out, config, progress=lambda *p: seen.append(p), turns=3)
     assert len(Learner.bodies) == 6  # 4 first answers, 2 second ones for ReLU's samples
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4), (5, 6), (6, 6)]
     lines = (out / "samples.jsonl").read_text().splitlines()
     rows = [json.loads(x) for x in lines]
     assert sorted((r["task"] == RELU.id, r["turn"]) for r in rows) == [

@@ -143,9 +143,9 @@ class VllmModel(_Answers):
         # the verifier's lanes on the same GPU too little for full-size inputs).
         llm = LLM(model=str(path), gpu_memory_utilization=gpu_memory_utilization)
         self.llm, self.name = llm, name
-        # Tasks asked together: vLLM batches hundreds of answers as cheaply as a few, and
-        # a batch is verified at once, so its slowest answer (one run to the wall clock)
-        # holds fewer of the others back when the batch is larger.
+        # Tasks asked together: vLLM batches hundreds of answers as cheaply as a few. Each
+        # answer is written as it is verified, but the next batch is asked once this one's
+        # slowest answer (one run to the wall clock) is in: larger batches, fewer such waits.
         self.batch_tasks = 64
         self.identity = identity or {"name": name, "backend": "vllm"}
 

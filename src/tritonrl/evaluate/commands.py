@@ -264,8 +264,9 @@ def _fail(e: Exception, code: int):
 
 def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
               backend: str, turns: int = 1) -> dict:  # fmt: skip
-    """Open the model, then ask, verify and write with one progress bar (a line per
-    batch where stderr is no terminal: a log, or the pipeline that shows it)."""
+    """Open the model, then ask, verify and write with one progress bar, moved as each
+    answer is verified and written (a line per answer where stderr is no terminal: a log,
+    or the pipeline that shows it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     try:

@@ -20,11 +20,14 @@ solves there is what `rl.pass_rates` reads).
 Files in `out_dir`: `eval.json` (what the evaluation is of: the model's path and files'
 fingerprint, the generation settings, the tasks; `tritonrl.evaluate.identity`),
 `samples.jsonl` (a line per sample: task, level, sample, prompt, completion, verdict,
-reward), appended as each batch is verified, and `summary.json` (model, its path and
+reward), appended as each answer is verified (in the order verdicts arrive, not the
+tasks'; readers key rows by task, sample and turn), and `summary.json` (model, its path and
 fingerprint, generation, tasks, samples, metrics per level and overall, notes, config:
 the verify and sampling sections, versions). An interrupted eval continues, and more
 --samples or tasks extend it: only the (task, sample) pairs not in the file are asked,
-each once.
+each once. Answers are generated a batch at a time (`BATCH_TASKS` tasks, or the model's
+`batch_tasks`) and verified together, each row written the moment its verdict comes, so
+an eval stopped mid-batch (a lost spot instance, Ctrl-C) keeps every verdict it had.
 
 Turns (`turns` > 1, `tritonrl eval --turns T`): each sample is a conversation. After an
 answer is verified, the next user turn is `tritonrl.data.feedback`'s message on its
@@ -46,10 +49,11 @@ included), in one folder: `evaluate` refuses a folder whose eval.json is another
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tritonrl.config import Config
@@ -139,11 +143,11 @@ def best_row(rows: list[dict]) -> dict:
 
 
 def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
-         config: Config, turns: int = 1) -> list[dict]:  # fmt: skip
+         config: Config, turns: int = 1) -> Iterator[dict]:  # fmt: skip
     """Answers `indices` (sample numbers) to each task of `batch`, verified: the rows
-    samples.jsonl gets. `greedy` is the evaluation's (one sample a task), not the batch's:
-    a third sample added to two is drawn as they were. With `turns` > 1 they are first
-    turns (`turn` 1)."""
+    samples.jsonl gets, each as its verdict arrives. `greedy` is the evaluation's (one
+    sample a task), not the batch's: a third sample added to two is drawn as they were.
+    With `turns` > 1 they are first turns (`turn` 1)."""
     verify, n = config.verify, len(indices)
     prompts = [build_messages(t.source, include_example=config.data.include_example,
                               policy=verify.policy, allowed_torch_ops=verify.allowed_torch_ops)
@@ -155,8 +159,9 @@ def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
 
 
 def _ask_again(model, rows: list[dict], tasks: dict[str, Task], greedy: bool,
-               config: Config) -> list[dict]:  # fmt: skip
-    """The next turn of each conversation whose last row is in `rows`, verified."""
+               config: Config) -> Iterator[dict]:  # fmt: skip
+    """The next turn of each conversation whose last row is in `rows`, verified, each as
+    its verdict arrives."""
     prompts = [next_prompt(r) for r in rows]
     answers = model.generate(prompts, 1, config, greedy=greedy)
     asked = [(tasks[r["task"]], r["sample"], p) for r, p in zip(rows, prompts, strict=True)]
@@ -165,22 +170,27 @@ def _ask_again(model, rows: list[dict], tasks: dict[str, Task], greedy: bool,
 
 
 def _verified(model, asked: list[tuple[Task, int, list[dict]]], answers: list, config: Config,
-              turn: int | None) -> list[dict]:  # fmt: skip
-    """The rows of `answers` to `asked` ((task, sample, prompt) each), verified; `turn`
-    is written when there are turns."""
+              turn: int | None) -> Iterator[dict]:  # fmt: skip
+    """The rows of `answers` to `asked` ((task, sample, prompt) each), verified, yielded
+    as each verdict arrives (not in `asked`'s order); `turn` is written when there are
+    turns. Closed early (an interrupt), the verifier drops the candidates no lane or
+    actor has started."""
     from tritonrl.verify.backend import shared_verifier  # lazy: loads torch
 
     verify = config.verify
     pairs = [(task, a.text) for (task, _, _), a in zip(asked, answers, strict=True)]
-    results = shared_verifier(verify).verify_many(pairs, verify)
-    rows = []
-    for (task, i, prompt), a, r in zip(asked, answers, results, strict=True):
-        row = {"model": model.name, "task": task.id, "level": task.level, "sample": i}
-        if turn is not None:
-            row["turn"] = turn
-        rows.append({**row, "prompt": prompt, "completion": a.text, "truncated": a.truncated,
-                     "verdict": r.to_dict(), "reward": reward_for(r, verify)})  # fmt: skip
-    return rows
+    # Both verifiers `shared_verifier` gives (the local pool, the Ray backend) stream
+    # verdicts as they finish (`Batches.imap_unordered`); eval never verifies through the
+    # service client (`verify.endpoint`), whose one call is the in-order verify_many.
+    results = shared_verifier(verify).imap_unordered(pairs, verify)
+    with contextlib.closing(results):
+        for j, r in results:
+            (task, i, prompt), a = asked[j], answers[j]
+            row = {"model": model.name, "task": task.id, "level": task.level, "sample": i}
+            if turn is not None:
+                row["turn"] = turn
+            yield {**row, "prompt": prompt, "completion": a.text, "truncated": a.truncated,
+                   "verdict": r.to_dict(), "reward": reward_for(r, verify)}  # fmt: skip
 
 
 def _summary(ident: dict, tasks: list[Task], samples: int, rows: list[dict],
@@ -242,11 +252,12 @@ def _open_conversations(done: dict, tasks: list[Task], samples: int, turn: int) 
 def evaluate(model, tasks: list[Task], samples: int, out_dir: str | Path, config: Config,
              progress: Callable[[int, int], None] | None = None,
              turns: int = 1) -> dict:  # fmt: skip
-    """Every (task, sample) not yet in out_dir's samples.jsonl asked, verified, appended
-    batch by batch, then each conversation's further turns up to `turns` (the module
-    docstring); then summary.json. `progress(done, total)` as answers are written (the
-    total grows as conversations go on). A folder that holds another evaluation (model,
-    settings, turns) is a ValueError."""
+    """Every (task, sample) not yet in out_dir's samples.jsonl asked, verified and
+    appended answer by answer as the verdicts come, then each conversation's further turns
+    up to `turns` (the module docstring); then summary.json. `progress(done, total)` as
+    each answer is written (the total grows as conversations go on); an exception it
+    raises stops the eval with every row before it written. A folder that holds another
+    evaluation (model, settings, turns) is a ValueError."""
     if turns < 1:
         raise ValueError(f"turns must be 1 or more (answers per conversation), not {turns}")
     out = Path(out_dir)
@@ -264,25 +275,31 @@ def evaluate(model, tasks: list[Task], samples: int, out_dir: str | Path, config
             missing.setdefault(lacks, []).append(t)
     asked = sum(len(k) * len(ts) for k, ts in missing.items())
     total += sum(1 for (task, i, turn) in done if turn > 1 and task in wanted and i < samples)
+    written = total - asked
     if progress:
-        progress(total - asked, total)
+        progress(written, total)
+
+    def keep(rows: Iterator[dict]) -> None:
+        """Each of `rows` appended the moment it is verified; the rest of its batch
+        dropped when this stops early (Ctrl-C, a `progress` that raises)."""
+        nonlocal written
+        with contextlib.closing(rows):
+            for row in rows:
+                _append(out, [row], done)
+                written += 1
+                if progress:
+                    progress(written, total)
+
     step = getattr(model, "batch_tasks", BATCH_TASKS)
     for indices, todo in missing.items():
         for start in range(0, len(todo), step):
-            rows = _ask(model, todo[start : start + step], indices, samples == 1, config, turns)
-            _append(out, rows, done)
-            asked -= len(rows)
-            if progress:
-                progress(total - asked, total)
+            keep(_ask(model, todo[start : start + step], indices, samples == 1, config, turns))
     by_id = {t.id: t for t in tasks}
     for turn in range(2, turns + 1):
         todo = _open_conversations(done, tasks, samples, turn)
         total += len(todo)
         for start in range(0, len(todo), step):
-            _append(out, _ask_again(model, todo[start : start + step], by_id, samples == 1,
-                                    config), done)  # fmt: skip
-            if progress:
-                progress(total - len(todo) + min(start + step, len(todo)), total)
+            keep(_ask_again(model, todo[start : start + step], by_id, samples == 1, config))
     rows = [r for (task, i, turn), r in done.items()
             if task in wanted and i < samples and turn <= turns]  # fmt: skip
     summary = _summary(ident, tasks, samples, rows, config, turns)
