@@ -61,6 +61,20 @@ def test_async_trl_reward_matches_the_sync_one():
     assert scores[0] >= 0.7
 
 
+def test_the_reward_verifies_each_program_once_whatever_its_comments():
+    commented = GOOD.replace("    def forward", "    # the whole tensor at once\n    def forward")
+    batch = [GOOD, commented, BAD, "Done: " + commented]
+    for asynchronous in (False, True):
+        reward = make_trl_reward([RELU], workers=2, asynchronous=asynchronous)
+        pool = reward.scorer.pool
+        before = dict(pool.stats)
+        call = reward(prompts=["p"] * 4, completions=batch, task_id=[RELU.id] * 4)
+        scores = asyncio.run(call) if asynchronous else call
+        assert scores[0] == scores[1] == scores[3] >= 0.7 and scores[2] == pytest.approx(0.3)
+        assert pool.stats["verified"] - before["verified"] == 2
+        assert pool.stats["deduplicated"] - before["deduplicated"] == 2
+
+
 def test_unknown_task_ids_and_missing_columns_are_clear_errors():
     reward = make_trl_reward([RELU])
     with pytest.raises(KeyError, match="unknown task id"):

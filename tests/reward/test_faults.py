@@ -18,8 +18,9 @@ from tritonrl.verify.pool.pool import close_shared_pools
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 HOSTILE = Path(__file__).parents[1] / "verify" / "hostile"
-# Distinct honest completions (a comment apart), so none is deduplicated into another.
-HONEST = [f"```python\n# variant {i}\n{RELU.solution}```" for i in range(6)]
+# Distinct honest programs (a module constant apart), so none is deduplicated into
+# another: the reward verifies each program once, and a comment does not make one.
+HONEST = [f"```python\n{RELU.solution}\n_VARIANT = {i}\n```" for i in range(6)]
 HANG = f"```python\n{(HOSTILE / 'c24_hang_in_forward.py').read_text()}```"
 BOMB = f"```python\n{(HOSTILE / 'c24_memory_bomb.py').read_text()}```"
 CONFIG = VerifyConfig(device="cpu", timeout_s=8, memory_mb=1024)

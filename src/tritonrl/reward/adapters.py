@@ -30,11 +30,13 @@ that does not answer after the client's tries raises `ServiceError`, naming it.
 Otherwise candidates are verified through a process-wide `VerifierPool` (`pool.shared_pool`:
 warm sandboxed lanes, one per CPU core, on CUDA at most 16 per GPU, each worker then
 holding a CUDA context of its own: pass `workers` for fewer; created on first use and
-closed at exit); identical completions of one batch are verified once. A completion whose
-verification crashes, hangs or meets a sandbox limit scores 0 with the reason in its
-details (the verifier's verdict); a verification that raises instead of answering (the
-pool closed under it) does too, with `verifier error: ...` as its error, and the batch
-goes on.
+closed at exit); the completions of one batch that are one program (the same code but
+for comments and blank lines: `pool.program_key`) are verified once, since a reward
+reads only the verdict (multi-turn RL, which reads the errors, keeps the text). A
+completion whose verification crashes, hangs or meets a sandbox limit scores 0 with the
+reason in its details (the verifier's verdict); a verification that raises instead of
+answering (the pool closed under it) does too, with `verifier error: ...` as its error,
+and the batch goes on.
 
 With `verify.backend: ray` the process-wide verifier is a Ray cluster's instead
 (`tritonrl.verify.ray_backend`: an actor per GPU, each with its own pool; `workers` is then
@@ -110,12 +112,15 @@ class _Scorer:
         ids = kwargs[self.task_key]
         return [(self._task(i), completion_text(c)) for i, c in zip(ids, completions, strict=True)]
 
-    def verify(self, jobs: list[tuple[Task, str]]) -> list[VerifyResult]:
+    def verify(
+        self, jobs: list[tuple[Task, str]], same_program: bool = False
+    ) -> list[VerifyResult]:
         """The verdicts of `jobs` ((task, completion) each), waited for: through the
-        service when there is one, else the shared pool (identical jobs once)."""
+        service when there is one, else the shared pool (identical jobs once; with
+        `same_program`, each program once: the reward reads no error text)."""
         if self.client is not None:
             return self.client.verify_many(jobs)
-        futures = self.pool.submit_many(jobs, self.config)
+        futures = self.pool.submit_many(jobs, self.config, same_program)
         results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
         return unshared(results, futures)
 
@@ -155,7 +160,7 @@ def make_trl_reward(
             if scorer.client is not None:
                 results = await asyncio.to_thread(scorer.client.verify_many, jobs)
                 return scorer.report(results, kwargs)
-            futures = scorer.pool.submit_many(jobs, scorer.config)
+            futures = scorer.pool.submit_many(jobs, scorer.config, same_program=True)
             results = await asyncio.gather(
                 *map(asyncio.wrap_future, futures), return_exceptions=True
             )
@@ -169,7 +174,8 @@ def make_trl_reward(
     else:
 
         def with_details(prompts, completions, **kwargs):
-            return scorer.report(scorer.verify(scorer.jobs(completions, kwargs)), kwargs)
+            jobs = scorer.jobs(completions, kwargs)
+            return scorer.report(scorer.verify(jobs, same_program=True), kwargs)
 
         def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
             return with_details(prompts, completions, **kwargs)[0]

@@ -21,7 +21,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.reward import SCHEMES, compute_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import verify
-from tritonrl.verify.pool.pool import VerifierPool
+from tritonrl.verify.pool.pool import VerifierPool, program_key
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -160,6 +160,33 @@ def test_identical_cases_are_verified_once(pool):
     assert pool.stats["verified"] - before["verified"] == 2
     assert pool.stats["deduplicated"] - before["deduplicated"] == 1
     assert results[0] is not results[2] and results[0].to_dict() == results[2].to_dict()
+
+
+def test_a_program_is_its_code_as_python_reads_it_not_its_text():
+    commented = GOOD.replace(
+        "        x = x.contiguous()", "        # one contiguous copy\n\n        x = x.contiguous()"
+    )
+    fenced = f"Here is the kernel.\n\n```python\n{commented}```\nIt is fast."
+    assert commented != GOOD and program_key(fenced) == program_key(GOOD)
+    assert program_key(WRONG) != program_key(GOOD)
+    renamed = GOOD.replace("relu_kernel", "relu")
+    assert program_key(renamed) != program_key(GOOD)  # names are part of the program
+    assert program_key("no code here") == "no code here"  # taken as its text
+    broken = "```python\nclass ModelNew(:\n```"
+    assert program_key(broken) == broken
+
+
+def test_with_same_program_one_program_is_verified_once(pool):
+    variant = GOOD.replace("        super().__init__()", "        super().__init__()  # base")
+    pairs = [(RELU, GOOD), (RELU, variant), (RELU, WRONG)]
+    before = dict(pool.stats)
+    results = [f.result() for f in pool.submit_many(pairs, None, same_program=True)]
+    assert [r.correct for r in results] == [True, True, False]
+    assert pool.stats["verified"] - before["verified"] == 2
+    assert pool.stats["deduplicated"] - before["deduplicated"] == 1
+    before = dict(pool.stats)
+    assert [r.correct for r in pool.verify_many(pairs)] == [True, True, False]
+    assert pool.stats["verified"] - before["verified"] == 3  # by default, each text
 
 
 def test_results_stream_as_they_finish(pool):

@@ -27,7 +27,8 @@ have it alone. On CUDA the lanes share Triton's C modules (driver utilities, lau
 built by trusted code (`shared_launchers`, `tritonrl.verify.pool.launchers`), not each job's
 gcc, and each zygote compiles one trusted kernel for its GPU first, so that jobs start
 past Triton's first-compile cost (`warm_compiler`). Identical (task, candidate) pairs in
-one batch are verified once and each gets its own copy of the result. A lane is
+one batch are verified once and each gets its own copy of the result (with
+`same_program`, pairs whose code is one program: `program_key`). A lane is
 recycled (a fresh sandbox) after a timeout, a crash or `recycle_jobs` jobs
 (`VerifyConfig.pool_recycle_jobs`, 256). Shared pools for the trainer adapters:
 `shared_pool(config, workers)`, created on first use and closed at exit.
@@ -43,6 +44,7 @@ keep the compile cache after `close()`, or deduplicate across batches.
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import copy
@@ -58,7 +60,9 @@ from concurrent.futures import Future, as_completed
 from contextlib import nullcontext
 from pathlib import Path
 
+from tritonrl.astlock import AST_LOCK
 from tritonrl.config import VerifyConfig
+from tritonrl.extract import try_extract
 from tritonrl.tasks.task import Task
 from tritonrl.verify.compare import resolve_device
 from tritonrl.verify.funnel import finish, prepare
@@ -85,13 +89,20 @@ class Batches:
     (and its `_count` of statistics): the local pool's and the Ray backend's alike."""
 
     def submit_many(
-        self, pairs: Iterable[tuple[Task, str | bytes]], config: VerifyConfig | None = None
+        self,
+        pairs: Iterable[tuple[Task, str | bytes]],
+        config: VerifyConfig | None = None,
+        same_program: bool = False,
     ) -> list[Future]:
-        """One future per pair, in order; identical pairs share one future (one job)."""
+        """One future per pair, in order; identical pairs share one future (one job).
+        `same_program`: so do pairs whose code is one program (`program_key`), for a
+        caller that reads only the verdict and reward (an error's line numbers are the
+        first text's)."""
         seen: dict[tuple, Future] = {}
         futures = []
         for task, candidate in pairs:
-            key = (task.id, hashlib.sha256(task.source.encode()).hexdigest(), candidate)
+            what = program_key(candidate) if same_program else candidate
+            key = (task.id, hashlib.sha256(task.source.encode()).hexdigest(), what)
             if key in seen:
                 self._count("deduplicated")
             else:
@@ -378,6 +389,22 @@ def ahead_for(lanes: int) -> int:
     gets: one per four lanes (preparing is mostly waiting on the trusted side's lock and
     the GPU gate; each waiting job holds its input sets in memory)."""
     return max(1, (lanes + 3) // 4)
+
+
+def program_key(candidate: str | bytes) -> str | bytes:
+    """What makes two completions one program: the code the verifier would take from
+    them, as Python's AST (comments, blank lines and the prose around the code aside;
+    docstrings and every name kept). A completion whose code cannot be taken or parsed
+    is its own text. The verdict of a program does not depend on which of its texts
+    was verified, but for an error's line numbers and the timing noise."""
+    code, _ = try_extract(candidate)
+    if code is None:
+        return candidate
+    try:
+        with AST_LOCK:
+            return "ast:" + ast.dump(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return candidate
 
 
 def unshared(results: list[VerifyResult], futures: list[Future]) -> list[VerifyResult]:
