@@ -477,22 +477,7 @@ def test_on_the_gpu_a_refill_set_computed_another_way_for_want_of_memory_is_a_li
     assert "refused allocations" in r.error and compute_reward(r) == 0.0
 
 
-LONG_SUM_TANH = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, a, b):
-        return torch.tanh(a @ b)
-
-
-def get_inputs():
-    return [torch.randn(64, 65536), torch.randn(65536, 64)]
-
-
-def get_init_inputs():
-    return []
-"""
+LONG_SUM_TANH = (FIXTURES / "long_sum_tanh.py").read_text()
 
 BLOCKED_TANH = """import torch
 import torch.nn as nn
@@ -519,19 +504,25 @@ class ModelNew(nn.Module):
 """
 
 
+def _long_sum_tanh(**config) -> tuple[Task, VerifyConfig]:
+    """The long sum left in torch and its verify settings (the partial policy)."""
+    task = Task("long_sum_tanh", 1, "long_sum_tanh", LONG_SUM_TANH, "mem")
+    return task, VerifyConfig(
+        policy="partial",
+        allowed_torch_ops=["matmul", "addmm"],
+        static_checks=False,
+        num_input_sets=3,
+        **config,
+    )
+
+
 def test_a_float32_near_miss_gets_its_second_look_against_float64():
     # A long sum left in torch (the partial policy) taken in blocks, then tanh in a
     # Triton kernel. Where the sum cancels, its rounding passes through tanh whole and
     # misses the first look; the funnel then computes the reference in float64 and the
     # candidate passes within 4x the float32 reference's own error there. The same
     # kernel with its products rounded to bfloat16 still fails.
-    task = Task("long_sum_tanh", 1, "long_sum_tanh", LONG_SUM_TANH, "mem")
-    config = VerifyConfig(
-        policy="partial",
-        allowed_torch_ops=["matmul", "addmm"],
-        static_checks=False,
-        num_input_sets=3,
-    )
+    task, config = _long_sum_tanh()
     r = verify(task, BLOCKED_TANH, config)
     assert r.correct, r.error
     low = BLOCKED_TANH.replace(
@@ -578,14 +569,7 @@ def test_on_the_gpu_a_float32_near_miss_is_not_a_timing_phase_cheat():
     # The timing phase checks the timed output and a call on fresh inputs with the same
     # second look as the correctness phase: the honest blocked sum that passes correctness
     # is timed, not flagged `timing_phase`.
-    task = Task("long_sum_tanh", 1, "long_sum_tanh", LONG_SUM_TANH, "mem")
-    config = VerifyConfig(
-        policy="partial",
-        allowed_torch_ops=["matmul", "addmm"],
-        static_checks=False,
-        num_input_sets=3,
-        ref_time_cache="off",
-    )
+    task, config = _long_sum_tanh(ref_time_cache="off")
     r = verify(task, BLOCKED_TANH, config)
     assert r.correct and not r.flags and r.stage == "done", (r.stage, r.error, r.flags)
     assert r.speedup is not None and r.speedup > 0

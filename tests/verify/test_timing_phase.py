@@ -3,6 +3,8 @@ result, and the reward uses the one `verify.speedup_measure` picks (the lower by
 default). The phase against a worker stand-in is in test_gate.py; on the GPU, in
 test_timing.py."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -211,22 +213,7 @@ def test_timed_outputs_wrong_for_want_of_gpu_memory_are_a_limit_not_a_flag(
         assert "elements differ" in result.error
 
 
-LONG_SUM_TANH = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, a, b):
-        return torch.tanh(a @ b)
-
-
-def get_inputs():
-    return [torch.randn(64, 65536), torch.randn(65536, 64)]
-
-
-def get_init_inputs():
-    return []
-"""
+LONG_SUM_TANH = (Path(__file__).parent / "fixtures" / "long_sum_tanh.py").read_text()
 
 
 def _blocked_tanh(a, b):
