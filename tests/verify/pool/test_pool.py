@@ -171,9 +171,11 @@ def test_a_program_is_its_code_as_python_reads_it_not_its_text():
     assert program_key(WRONG) != program_key(GOOD)
     renamed = GOOD.replace("relu_kernel", "relu")
     assert program_key(renamed) != program_key(GOOD)  # names are part of the program
-    assert program_key("no code here") == "no code here"  # taken as its text
+    assert program_key("no code here") == ("text", "no code here")
     broken = "```python\nclass ModelNew(:\n```"
-    assert program_key(broken) == broken
+    assert program_key(broken) == ("text", broken)
+    # a text that spells out a program's key is still only a text
+    assert program_key(program_key(GOOD)[1]) != program_key(GOOD)
 
 
 def test_with_same_program_one_program_is_verified_once(pool):

@@ -391,20 +391,21 @@ def ahead_for(lanes: int) -> int:
     return max(1, (lanes + 3) // 4)
 
 
-def program_key(candidate: str | bytes) -> str | bytes:
+def program_key(candidate: str | bytes) -> tuple[str, str | bytes]:
     """What makes two completions one program: the code the verifier would take from
     them, as Python's AST (comments, blank lines and the prose around the code aside;
-    docstrings and every name kept). A completion whose code cannot be taken or parsed
-    is its own text. The verdict of a program does not depend on which of its texts
-    was verified, but for an error's line numbers and the timing noise."""
+    docstrings and every name kept), as `("program", dump)`. A completion whose code
+    cannot be taken or parsed is its own text, `("text", candidate)`: no text can pass
+    for a program. The verdict of a program does not depend on which of its texts was
+    verified, but for an error's line numbers and the timing noise."""
     code, _ = try_extract(candidate)
     if code is None:
-        return candidate
+        return ("text", candidate)
     try:
         with AST_LOCK:
-            return "ast:" + ast.dump(ast.parse(code))
+            return ("program", ast.dump(ast.parse(code)))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return candidate
+        return ("text", candidate)
 
 
 def unshared(results: list[VerifyResult], futures: list[Future]) -> list[VerifyResult]:
