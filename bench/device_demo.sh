@@ -11,6 +11,7 @@
 #                                                # on NAME converted to bf16, in the
 #                                                # background (/tmp/side), results to OUT
 #   bash bench/device_demo.sh side families N    # bench/families_check.py, N a family
+#                                                # (FAMILIES="matmul norms": those only)
 #   bash bench/device_demo.sh start ARGS...      # bench/learning_demo.py ARGS under setsid
 #                                                # nohup, its output in /tmp/demo-out
 #   bash bench/device_demo.sh poll [SECONDS]     # wait up to SECONDS (default 540) or until
@@ -72,8 +73,9 @@ side() {  # GPU work that may run while parts are still being carried, in /tmp/s
         > "$RESULTS/side_bf16.log" 2>&1 < /dev/null & ;;
     families)  # every family's solutions verified, N of each (its tables: after each family)
       code /tmp/side && cd /tmp/side
+      # shellcheck disable=SC2086  # FAMILIES: names split on spaces
       setsid nohup python3 bench/families_check.py --per-family "${2:-30}" --workers 8 \
-        --out "$RESULTS" > "$RESULTS/side_families.log" 2>&1 < /dev/null & ;;
+        ${FAMILIES:+--families $FAMILIES} --out "$RESULTS" > "$RESULTS/side_families.log" 2>&1 < /dev/null & ;;
   esac
   echo "side $1 started"
 }

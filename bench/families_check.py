@@ -11,8 +11,11 @@ config's verify section under the family's policy (the fused family's torch ops 
 as its prompts allow them). Per family: tasks, correct, the first failures (id, stage,
 error), and over the correct timed ones the median of `reward_speedup` (the noise rule:
 1.0 while the 95% interval contains 1), the share at or above 1.0 and fast_1 (above 1.0
-outside the noise). Writes OUT/families_check.json and OUT/families_check.md after each
-family. Measures; asserts nothing.
+outside the noise). Each task's row (`rows` in the JSON) keeps its signature, its input
+sizes, and both measures (device: the launch hidden; launch: the launch inside) with
+their medians, so a slow family shows whether its kernels or their launch lose. Writes
+OUT/families_check.json and OUT/families_check.md after each family. Measures; asserts
+nothing.
 
 What it does NOT do: tune the solutions, or check programs against KernelBench
 (`tritonrl tasks decontaminate` does).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -31,6 +35,8 @@ from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import PARTIAL_TORCH_OPS
 from tritonrl.tasks import families
 from tritonrl.verify.pool.pool import VerifierPool
+
+SIZE = re.compile(r"^(\w+) = (\d+)$", re.M)  # a reference's module-level sizes
 
 
 def family_config(base, name: str):
@@ -74,6 +80,7 @@ def summarize(tasks, results, seconds: float) -> dict:
         if not r.correct
     ]
     speedups = [r.reward_speedup for r in results if r.correct and r.reward_speedup is not None]
+    rows = [row(t, r) for t, r in zip(tasks, results, strict=True) if r.correct]
 
     def share(keep) -> float | None:
         return round(sum(map(keep, speedups)) / len(speedups), 3) if speedups else None
@@ -88,7 +95,19 @@ def summarize(tasks, results, seconds: float) -> dict:
         "at_least_1": share(lambda x: x >= 1.0),
         "fast_1": share(lambda x: x > 1.0),
         "seconds": round(seconds, 1),
+        "rows": rows,
     }
+
+
+def row(task, result) -> dict:
+    """One correct task: its signature, sizes and each measure's speedup and medians."""
+    measures = {
+        name: {k: m.get(k) for k in ("speedup", "median_ms", "ref_median_ms")}
+        for name, m in result.speedups.items()
+    }
+    return {"task": task.id, "signature": families.signature(task.id),
+            "sizes": {k: int(v) for k, v in SIZE.findall(task.source)},
+            "reward_speedup": result.reward_speedup, "measures": measures}  # fmt: skip
 
 
 def markdown(report: dict) -> str:
