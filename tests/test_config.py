@@ -343,6 +343,28 @@ def test_rl_trains_on_its_own_reward_scheme_else_the_verifiers():
     assert config.rl_verify.reward_scheme == "tritonrl" and config.verify.reward_scheme == "kevin"
 
 
+def test_rl_times_rewards_under_its_own_timing_when_set():
+    config = load_config(None, [])
+    assert (config.rl_verify.trials, config.rl_verify.max_trials) == (50, 500)  # verify's
+    keys = ["--rl.timing_trials", "20", "--rl.timing_max_trials", "60",
+            "--rl.timing_target_rse", "0.03", "--rl.timing_max_seconds", "3"]  # fmt: skip
+    config = load_config(None, keys)
+    v = config.rl_verify
+    assert (v.trials, v.max_trials, v.target_rse, v.timing_max_seconds) == (20, 60, 0.03, 3.0)
+    assert (config.verify.trials, config.verify.max_trials) == (50, 500)  # eval keeps these
+    for bad in ("0", "-2", "nan"):
+        with pytest.raises(ValueError, match=f"rl.timing_target_rse must be positive.*{bad}"):
+            load_config(None, ["--rl.timing_target_rse", bad])
+    with pytest.raises(ValueError, match="takes 600 trials at least but 500 at most"):
+        load_config(None, ["--rl.timing_trials", "600"])  # beyond verify.max_trials
+
+
+def test_the_qwen_config_times_rewards_lighter_than_eval():
+    config = load_config("qwen-coder-1.5b-1gpu", [], cuda_available=True)
+    assert config.rl_verify.max_trials < config.verify.max_trials
+    assert config.rl_verify.target_rse > config.verify.target_rse
+
+
 def test_rl_verifies_under_its_own_wall_clock_when_set():
     config = load_config(None, ["--verify.timeout_s", "120"])
     assert config.rl.verify_timeout_s is None and config.rl_verify.timeout_s == 120

@@ -32,6 +32,9 @@ POLICIES = ("strict", "partial")
 SPEEDUP_MEASURES = ("min", "device", "launch")
 REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
 VERIFY_BACKENDS = ("local", "ray")
+# rl.timing_<name> -> the verify field it stands in for in the reward (Config.rl_verify)
+TIMING_KEYS = {"trials": "trials", "max_trials": "max_trials", "target_rse": "target_rse",
+               "max_seconds": "timing_max_seconds"}  # fmt: skip
 
 
 @dataclass
@@ -482,6 +485,14 @@ class RlConfig:
     # The reward's wall clock for one candidate (None: verify.timeout_s). A kernel that
     # hangs holds its whole step until it is killed, so RL wants less than eval's limit.
     verify_timeout_s: float | None = None
+    # The reward's timing of a correct answer (None: the verify section's value). Timing
+    # holds the GPU alone, one answer at a time, while the step waits; a reward weighs
+    # the speedup lightly (tritonrl: 0.1 a unit), so RL can take fewer trials and a
+    # looser relative-standard-error target than eval, which keeps verify's.
+    timing_trials: int | None = None  # verify.trials: the minimum
+    timing_max_trials: int | None = None  # verify.max_trials
+    timing_target_rse: float | None = None  # verify.target_rse
+    timing_max_seconds: float | None = None  # verify.timing_max_seconds
     per_device_batch_size: int = 8
     gradient_accumulation: int = 1
     bf16: bool = True
@@ -579,6 +590,13 @@ class RlConfig:
             "rl.verify_timeout_s must be a positive, finite number of seconds (or null: "
             f"verify.timeout_s), not {self.verify_timeout_s!r}",
         )
+        for name in TIMING_KEYS:
+            value = getattr(self, f"timing_{name}")
+            _need(
+                value is None or (math.isfinite(value) and value > 0),
+                f"rl.timing_{name} must be positive (or null: verify.{TIMING_KEYS[name]}), "
+                f"not {value!r}",
+            )
         _need(self.num_generations >= 2, "rl.num_generations must be >= 2 (GRPO compares a group)")
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation", "save_steps"):
             _need(getattr(self, name) >= 1, f"rl.{name} must be >= 1")
@@ -729,13 +747,24 @@ class Config:
 
     @property
     def rl_verify(self) -> VerifyConfig:
-        """The `verify` section with RL's own reward scheme and wall clock in it, where
-        `rl.reward_scheme` and `rl.verify_timeout_s` set them."""
+        """The `verify` section with RL's own reward scheme, wall clock and timing in it,
+        where `rl.reward_scheme`, `rl.verify_timeout_s` and `rl.timing_*` set them."""
         changes: dict = {}
         if self.rl.reward_scheme:
             changes["reward_scheme"] = self.rl.reward_scheme
         if self.rl.verify_timeout_s is not None:
             changes["timeout_s"] = self.rl.verify_timeout_s
+        for name, key in TIMING_KEYS.items():
+            if getattr(self.rl, f"timing_{name}") is not None:
+                changes[key] = getattr(self.rl, f"timing_{name}")
+        if changes.get("max_trials", self.verify.max_trials) < changes.get(
+            "trials", self.verify.trials
+        ):
+            raise ValueError(
+                f"config: RL's timing takes {changes.get('trials', self.verify.trials)} trials "
+                f"at least but {changes.get('max_trials', self.verify.max_trials)} at most; "
+                "set rl.timing_max_trials >= rl.timing_trials (or verify.max_trials)"
+            )
         return dataclasses.replace(self.verify, **changes) if changes else self.verify
 
     @property
@@ -791,6 +820,8 @@ def check_config(
         _check_sft(config, cuda_available)
     if stage == "rl":  # not for None: a file written for SFT alone leaves rl's GPU defaults
         _check_rl(config, cuda_available)
+    if stage in (None, "rl"):
+        _ = config.rl_verify  # RL's timing against verify's: raises on a clash
     if "none" in config.run.report_to and len(config.run.report_to) > 1:
         raise ValueError("run.report_to lists 'none' together with other reporters")
 

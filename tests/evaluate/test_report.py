@@ -96,7 +96,9 @@ def test_a_run_report_has_its_stages_curves_funnel_and_config(tmp_path, verdicts
 def test_a_run_report_says_what_rl_kept_retired_and_waited(tmp_path, verdicts):
     run = _run(tmp_path, verdicts)
     assert "tasks retired" not in write_report([run.path]).read_text()  # none recorded
-    config = {"rl": {"verify_timeout_s": 10.0}, "curriculum": {"retire_after": 2}}
+    config = {"rl": {"verify_timeout_s": 10.0, "timing_trials": 20, "timing_max_trials": 60,
+                     "timing_target_rse": 0.03, "timing_max_seconds": None},
+              "curriculum": {"retire_after": 2}}  # fmt: skip
     kept = {"file": "runs/x/pass_rates", "tasks": 144, "kept": 40, "below_min": 90,
             "above_max": 14, "not_in_file": 0, "range": [0.01, 0.99]}  # fmt: skip
     run.set_info("rl", config=config, pass_rate_filter=kept)
@@ -109,6 +111,7 @@ def test_a_run_report_says_what_rl_kept_retired_and_waited(tmp_path, verdicts):
         "within [0.01, 0.99]; 90 below, 14 above, 0 not in the file"
     ) in text
     assert "- reward wall clock: 10 s a candidate (`rl.verify_timeout_s`)" in text
+    assert "- reward timing: trials 20, max_trials 60, target_rse 0.03 (`rl.timing_*`" in text
     assert "the last 2 answers all correct): 3" in text  # the last step's count
 
 

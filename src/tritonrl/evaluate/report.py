@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from tritonrl.config import TIMING_KEYS
 from tritonrl.evaluate.identity import token_limit
 from tritonrl.runs import Run
 from tritonrl.verify.result import STAGES
@@ -269,6 +270,10 @@ def _rl_settings(manifest: dict, history: list[dict]) -> list[str]:
     if timeout is not None:
         shown = f"{timeout:g}" if isinstance(timeout, int | float) else timeout
         out.append(f"- reward wall clock: {shown} s a candidate (`rl.verify_timeout_s`)")
+    timing = {k: (config.get("rl") or {}).get(f"timing_{k}") for k in TIMING_KEYS}
+    if any(v is not None for v in timing.values()):
+        said = ", ".join(f"{k} {v:g}" for k, v in timing.items() if isinstance(v, int | float))
+        out.append(f"- reward timing: {said} (`rl.timing_*`; eval times under `verify`)")
     retire = (config.get("curriculum") or {}).get("retire_after")
     retired = _series(history, "curriculum/retired")[1]
     if retire:

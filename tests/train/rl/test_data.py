@@ -129,14 +129,17 @@ def test_the_pass_rate_filter_refuses_what_it_cannot_use(run, tmp_path):
         load_config(None, ["--rl.pass_rate_min", "0.8", "--rl.pass_rate_max", "0.5"])
 
 
-def test_the_settings_line_names_the_reward_clock_retirement_and_filter(tmp_path):
+def test_the_settings_line_names_the_reward_clock_timing_retirement_and_filter(tmp_path):
     line = settings_line(load_config("tiny-cpu", []))
     assert "reward staged with a 120s wall clock per candidate (verify.timeout_s)" in line
     assert "curriculum on (no retirement)" in line and "no pass-rate filter" in line
+    assert "timed in 50-500 trials to an RSE of 0.01 within 20s" in line  # verify's
     chosen = ["--rl.verify_timeout_s", "10", "--curriculum.retire_after", "2",
-              "--rl.pass_rates", str(tmp_path / "rates"), "--rl.pass_rate_max", "0.5"]  # fmt: skip
+              "--rl.pass_rates", str(tmp_path / "rates"), "--rl.pass_rate_max", "0.5",
+              "--rl.timing_trials", "20", "--rl.timing_max_trials", "60"]  # fmt: skip
     line = settings_line(load_config("tiny-cpu", chosen))
     assert "a 10s wall clock per candidate (rl.verify_timeout_s)" in line
+    assert "timed in 20-60 trials" in line
     assert "curriculum on (retire_after 2)" in line
     assert f"pass-rate filter {tmp_path / 'rates'} [0.01, 0.5]" in line
     off = settings_line(load_config("tiny-cpu", ["--curriculum.enabled", "false"]))

@@ -153,7 +153,7 @@ def budget_raised(run: Run, config: Config) -> bool:
 
 def settings_line(config: Config) -> str:
     """The RL settings a user checks first, in one log line: the algorithm and budget, the
-    reward's scheme and wall clock, the curriculum (with its retirement) and the
+    reward's scheme, wall clock and timing, the curriculum (with its retirement) and the
     pass-rate filter."""
     rl, cur, verify = config.rl, config.curriculum, config.rl_verify
     own = " (rl.verify_timeout_s)" if rl.verify_timeout_s is not None else " (verify.timeout_s)"
@@ -162,7 +162,8 @@ def settings_line(config: Config) -> str:
     parts = [
         f"--algo {rl.algo}, {budget}, lr {rl.learning_rate:g}",
         f"reward {config.rl_reward_scheme} with a {verify.timeout_s:g}s wall clock per "
-        f"candidate{own}",
+        f"candidate{own}, timed in {verify.trials}-{verify.max_trials} trials to an RSE of "
+        f"{verify.target_rse:g} within {verify.timing_max_seconds:g}s",
     ]
     if not cur.enabled:
         parts.append("curriculum off")
