@@ -359,6 +359,13 @@ def test_rl_times_rewards_under_its_own_timing_when_set():
         load_config(None, ["--rl.timing_trials", "600"])  # beyond verify.max_trials
 
 
+def test_the_reward_memo_is_a_count_of_programs():
+    assert load_config(None, []).rl.reward_memo == 4096
+    assert load_config(None, ["--rl.reward_memo", "0"]).rl.reward_memo == 0
+    with pytest.raises(ValueError, match="rl.reward_memo must be >= 0 .*-1"):
+        load_config(None, ["--rl.reward_memo", "-1"])
+
+
 def test_the_qwen_config_times_rewards_lighter_than_eval():
     config = load_config("qwen-coder-1.5b-1gpu", [], cuda_available=True)
     assert config.rl_verify.max_trials < config.verify.max_trials

@@ -493,6 +493,10 @@ class RlConfig:
     timing_max_trials: int | None = None  # verify.max_trials
     timing_target_rse: float | None = None  # verify.target_rse
     timing_max_seconds: float | None = None  # verify.timing_max_seconds
+    # GRPO/RLOO: the verdicts of the last N programs the reward verified, each under its
+    # task, kept for later steps (a policy whose entropy has fallen samples the same
+    # programs again; tritonrl.reward.adapters); 0: every step verifies afresh
+    reward_memo: int = 4096
     per_device_batch_size: int = 8
     gradient_accumulation: int = 1
     bf16: bool = True
@@ -597,6 +601,10 @@ class RlConfig:
                 f"rl.timing_{name} must be positive (or null: verify.{TIMING_KEYS[name]}), "
                 f"not {value!r}",
             )
+        _need(
+            self.reward_memo >= 0,
+            f"rl.reward_memo must be >= 0 (0: no memo), not {self.reward_memo!r}",
+        )
         _need(self.num_generations >= 2, "rl.num_generations must be >= 2 (GRPO compares a group)")
         for name in ("max_steps", "per_device_batch_size", "gradient_accumulation", "save_steps"):
             _need(getattr(self, name) >= 1, f"rl.{name} must be >= 1")

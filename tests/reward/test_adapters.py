@@ -9,6 +9,7 @@ from tritonrl.reward.adapters import compute_score, make_trl_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify.client import ServiceError
 from tritonrl.verify.pool.pool import VerifierPool, close_shared_pools
+from tritonrl.verify.result import VerifyResult
 from tritonrl.verify.service import VerifyService
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
@@ -73,6 +74,47 @@ def test_the_reward_verifies_each_program_once_whatever_its_comments():
         assert scores[0] == scores[1] == scores[3] >= 0.7 and scores[2] == pytest.approx(0.3)
         assert pool.stats["verified"] - before["verified"] == 2
         assert pool.stats["deduplicated"] - before["deduplicated"] == 2
+
+
+def _batch(reward, batch, asynchronous):
+    """Scores, details, jobs the pool verified and the metrics logged, of one batch."""
+    extra, metrics, log_extra, log_metric = _logs()
+    pool = reward.scorer.pool
+    before = pool.stats["verified"]
+    call = reward.with_details(prompts=["p"] * len(batch), completions=batch,
+                               task_id=[RELU.id] * len(batch), log_extra=log_extra,
+                               log_metric=log_metric)  # fmt: skip
+    scores, details = asyncio.run(call) if asynchronous else call
+    return scores, details, pool.stats["verified"] - before, metrics
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_memo_answers_a_program_a_later_batch_samples_again(asynchronous):
+    commented = GOOD.replace("    def forward", "    # again\n    def forward")
+    reward = make_trl_reward([RELU], workers=2, asynchronous=asynchronous, memo=2)
+    first, details, verified, metrics = _batch(reward, [GOOD, BAD], asynchronous)
+    assert verified == 2 and metrics["verify/memo_hits"] == [0.0]
+    again, details2, verified, metrics = _batch(reward, [commented, BAD, CHEAT], asynchronous)
+    assert verified == 1  # the cheat alone: the other two programs were verified before
+    assert again[:2] == first and again[2] == 0.0
+    assert metrics["verify/memo_hits"] == [pytest.approx(2 / 3)]
+    assert details2[0] == details[0] and details2[0] is not details[0]
+    # two programs kept, the least recently used out: GOOD went when CHEAT came, BAD stays
+    assert _batch(reward, [BAD], asynchronous)[2] == 0
+    assert _batch(reward, [GOOD], asynchronous)[2] == 1
+
+
+def test_the_memo_is_off_by_default_and_keeps_no_verifier_error():
+    reward = make_trl_reward([RELU], workers=2)
+    pool = reward.scorer.pool
+    before = pool.stats["verified"]
+    reward(prompts=["p"], completions=[GOOD], task_id=[RELU.id])
+    reward(prompts=["p"], completions=[GOOD], task_id=[RELU.id])
+    assert pool.stats["verified"] - before == 2
+    memo = make_trl_reward([RELU], memo=8).scorer.memo
+    keys, known = memo.split([(RELU, GOOD)])
+    failed = VerifyResult(RELU.id, "cpu").fail("extract", "verifier error: RuntimeError()")
+    assert memo.merge(keys, known, [failed]) == [failed] and not memo.kept
 
 
 def test_unknown_task_ids_and_missing_columns_are_clear_errors():

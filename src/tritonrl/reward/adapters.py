@@ -36,7 +36,11 @@ reads only the verdict (multi-turn RL, which reads the errors, keeps the text). 
 completion whose verification crashes, hangs or meets a sandbox limit scores 0 with the
 reason in its details (the verifier's verdict); a verification that raises instead of
 answering (the pool closed under it) does too, with `verifier error: ...` as its error,
-and the batch goes on.
+and the batch goes on. With `memo` N > 0 (GRPO and RLOO: `rl.reward_memo`) the reward
+also keeps the verdicts of the last N programs it verified, each under its task: a
+program a later step samples again takes its verdict (a copy) instead of a second
+verification, as the same program within a batch does (a policy whose entropy has fallen
+samples its answers again and again). Verifier errors are not kept.
 
 With `verify.backend: ray` the process-wide verifier is a Ray cluster's instead
 (`tritonrl.verify.ray_backend`: an actor per GPU, each with its own pool; `workers` is then
@@ -46,10 +50,12 @@ each actor's lanes), with the same verdicts and the same calls.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import hashlib
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
@@ -61,7 +67,7 @@ from tritonrl.tasks.difficulty import label_level
 from tritonrl.verify.backend import Verifier, shared_verifier
 from tritonrl.verify.client import ENDPOINT_ENV, TOKEN_ENV, VerifyClient, client_for
 from tritonrl.verify.inputs import TRUSTED_LOCK
-from tritonrl.verify.pool.pool import unshared
+from tritonrl.verify.pool.pool import program_key, unshared
 from tritonrl.verify.result import VerifyResult
 
 log = logging.getLogger(__name__)
@@ -82,13 +88,50 @@ def _details(r: VerifyResult, reward: float) -> dict[str, Any]:
             "reward_speedup": r.reward_speedup}  # fmt: skip
 
 
+class _Memo:
+    """The verdicts of the last `size` (task, program) pairs verified, least recently used
+    out; a hit is a copy. 0: keeps nothing."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.kept: OrderedDict[tuple, VerifyResult] = OrderedDict()
+
+    def split(self, jobs: list[tuple[Task, str]]) -> tuple[list, dict[int, VerifyResult]]:
+        """Each job's key, and the verdicts known already by job index."""
+        keys = [(t.id, program_key(c)) for t, c in jobs] if self.size else [None] * len(jobs)
+        known = {}
+        for i, key in enumerate(keys):
+            if key in self.kept:
+                self.kept.move_to_end(key)
+                known[i] = copy.deepcopy(self.kept[key])
+        return keys, known
+
+    def merge(self, keys, known: dict[int, VerifyResult], fresh: list[VerifyResult]):
+        """Every job's verdict, the known ones and the `fresh` ones (the other jobs', in
+        order), the fresh ones kept (not a verifier error: the pool's failure, not the
+        candidate's)."""
+        fresh_iter = iter(fresh)
+        out = [known[i] if i in known else next(fresh_iter) for i in range(len(keys))]
+        for i, (key, r) in enumerate(zip(keys, out, strict=True)):
+            if i in known or not self.size or (r.error or "").startswith("verifier error"):
+                continue
+            self.kept[key] = copy.deepcopy(r)
+            self.kept.move_to_end(key)
+            while len(self.kept) > self.size:
+                self.kept.popitem(last=False)
+        return out
+
+
 class _Scorer:
-    def __init__(self, tasks: Iterable[Task] | dict[str, Task], config, task_key, workers):
+    def __init__(
+        self, tasks: Iterable[Task] | dict[str, Task], config, task_key, workers, memo: int = 0
+    ):
         self.tasks = dict(tasks) if isinstance(tasks, dict) else {t.id: t for t in tasks}
         self.config = config or VerifyConfig()
         self.task_key = task_key
         self.workers = workers  # the shared verifier's lanes (None: its default)
         self.client = client_for(self.config)  # None: verify in this process
+        self.memo = _Memo(memo)
 
     @property
     def pool(self) -> Verifier:
@@ -117,14 +160,29 @@ class _Scorer:
     ) -> list[VerifyResult]:
         """The verdicts of `jobs` ((task, completion) each), waited for: through the
         service when there is one, else the shared pool (identical jobs once; with
-        `same_program`, each program once: the reward reads no error text)."""
-        if self.client is not None:
-            return self.client.verify_many(jobs)
-        futures = self.pool.submit_many(jobs, self.config, same_program)
-        results = [_as_result(_outcome(f), job) for f, job in zip(futures, jobs, strict=True)]
-        return unshared(results, futures)
+        `same_program`, each program once, and the memo's programs not again: the
+        reward reads no error text)."""
+        return self.verify_counted(jobs, same_program)[0]
 
-    def report(self, results: list[VerifyResult], kwargs) -> tuple[list[float], list[dict]]:
+    def verify_counted(
+        self, jobs: list[tuple[Task, str]], same_program: bool = False
+    ) -> tuple[list[VerifyResult], int]:
+        """`verify`'s verdicts and how many of them came from the memo."""
+        keys, known = self.memo.split(jobs) if same_program else ([None] * len(jobs), {})
+        todo = [job for i, job in enumerate(jobs) if i not in known]
+        if self.client is not None:
+            fresh = self.client.verify_many(todo) if todo else []
+        else:
+            futures = self.pool.submit_many(todo, self.config, same_program)
+            results = [_as_result(_outcome(f), job) for f, job in zip(futures, todo, strict=True)]
+            fresh = unshared(results, futures)
+        return (self.memo.merge(keys, known, fresh) if same_program else fresh), len(known)
+
+    def report(
+        self, results: list[VerifyResult], hits: int, kwargs
+    ) -> tuple[list[float], list[dict]]:
+        """Rewards and details of `results`, logged through TRL's hooks when given;
+        `hits`: how many came from the memo."""
         rewards = [reward_for(r, self.config) for r in results]
         details = [_details(r, x) for r, x in zip(results, rewards, strict=True)]
         log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
@@ -139,6 +197,8 @@ class _Scorer:
             log_metric("verify/correct", sum(r.correct for r in results) / n)
             log_metric("verify/compiled", sum(r.compiled for r in results) / n)
             log_metric("verify/cheated", sum(r.cheated for r in results) / n)
+            if self.memo.size:
+                log_metric("verify/memo_hits", hits / n)
         return rewards, details
 
 
@@ -148,24 +208,30 @@ def make_trl_reward(
     task_key: str = "task_id",
     workers: int | None = None,
     asynchronous: bool = False,
+    memo: int = 0,
 ):
     """A TRL reward function `(prompts, completions, **kwargs) -> list[float]`; its
-    `with_details` attribute returns `(rewards, details)` for the same call."""
-    scorer = _Scorer(tasks, config, task_key, workers)
+    `with_details` attribute returns `(rewards, details)` for the same call. `memo`: the
+    programs whose verdicts are kept for later batches (0: none)."""
+    scorer = _Scorer(tasks, config, task_key, workers, memo)
 
     if asynchronous:
 
         async def with_details(prompts, completions, **kwargs):
             jobs = scorer.jobs(completions, kwargs)
+            keys, known = scorer.memo.split(jobs)
+            todo = [job for i, job in enumerate(jobs) if i not in known]
             if scorer.client is not None:
-                results = await asyncio.to_thread(scorer.client.verify_many, jobs)
-                return scorer.report(results, kwargs)
-            futures = scorer.pool.submit_many(jobs, scorer.config, same_program=True)
-            results = await asyncio.gather(
-                *map(asyncio.wrap_future, futures), return_exceptions=True
-            )
-            results = [_as_result(r, job) for r, job in zip(results, jobs, strict=True)]
-            return scorer.report(unshared(results, futures), kwargs)
+                fresh = await asyncio.to_thread(scorer.client.verify_many, todo) if todo else []
+            else:
+                futures = scorer.pool.submit_many(todo, scorer.config, same_program=True)
+                results = await asyncio.gather(
+                    *map(asyncio.wrap_future, futures), return_exceptions=True
+                )
+                results = [_as_result(r, job) for r, job in zip(results, todo, strict=True)]
+                fresh = unshared(results, futures)
+            merged = scorer.memo.merge(keys, known, fresh)
+            return scorer.report(merged, len(known), kwargs)
 
         async def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
             return (await with_details(prompts, completions, **kwargs))[0]
@@ -175,7 +241,7 @@ def make_trl_reward(
 
         def with_details(prompts, completions, **kwargs):
             jobs = scorer.jobs(completions, kwargs)
-            return scorer.report(scorer.verify(jobs, same_program=True), kwargs)
+            return scorer.report(*scorer.verify_counted(jobs, same_program=True), kwargs)
 
         def tritonrl_verifier(prompts, completions, **kwargs) -> list[float]:
             return with_details(prompts, completions, **kwargs)[0]

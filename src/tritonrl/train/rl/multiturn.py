@@ -197,7 +197,7 @@ class MultiTurn:
                     for (i, _), t in zip(asked, texts, strict=True)]  # fmt: skip
             with _verifying(trainer):
                 results = self.scorer.verify(jobs)
-            rewards, details = self.scorer.report(results, {})
+            rewards, details = self.scorer.report(results, 0, {})
             self.verdicts += [(r.compiled, r.cheated) for r in results]
             for k, (i, _) in enumerate(asked):
                 c = conversations[i]
