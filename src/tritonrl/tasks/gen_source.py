@@ -164,11 +164,11 @@ def solution_source(p: Program) -> str:
     args = "x: torch.Tensor, y: torch.Tensor" if p.y_shape else "x: torch.Tensor"
     if p.reduce:
         out = "torch.empty(n_rows, device=x.device, dtype=x.dtype)"
-        grid = "(triton.cdiv(n_rows, BLOCK_R),)"
+        grid = "((n_rows + BLOCK_R - 1) // BLOCK_R,)"
         what = f"{p.name.replace('_', ' -> ')}, one tile of rows per program, looping over columns"
     else:
         out = "torch.empty_like(x)"
-        grid = "(triton.cdiv(n_rows, BLOCK_R), triton.cdiv(n_cols, BLOCK_C))"
+        grid = "((n_rows + BLOCK_R - 1) // BLOCK_R, (n_cols + BLOCK_C - 1) // BLOCK_C)"
         what = f"{p.name.replace('_', ' -> ')} over 2-D tiles"
     lines = [
         f'"""Triton solution (generated): {what}, fused into one masked kernel."""',
@@ -180,8 +180,8 @@ def solution_source(p: Program) -> str:
         *_module_head(args, bool(p.y_shape)),
         "        n_rows, n_cols = x.shape",
         f"        out = {out}",
-        "        BLOCK_C = min(triton.next_power_of_2(n_cols), 1024)",
-        "        BLOCK_R = max(1, min(triton.next_power_of_2(n_rows), 4096 // BLOCK_C))",
+        "        BLOCK_C = min(1 << (n_cols - 1).bit_length(), 1024)",
+        "        BLOCK_R = max(1, min(1 << (n_rows - 1).bit_length(), 4096 // BLOCK_C))",
         f"        grid = {grid}",
         f"        {kernel}[grid]({tensors}, n_rows, n_cols, BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)",
         "        return out",
@@ -233,7 +233,7 @@ def flat_solution_source(p: Program) -> str:
         "        out = torch.empty_like(x)",
         "        n = x.numel()",
         "        BLOCK = 4096",
-        f"        {kernel}[(triton.cdiv(n, BLOCK),)]({tensors}, n, BLOCK=BLOCK, num_warps=8)",
+        f"        {kernel}[((n + BLOCK - 1) // BLOCK,)]({tensors}, n, BLOCK=BLOCK, num_warps=8)",
         "        return out",
         "",
     ]

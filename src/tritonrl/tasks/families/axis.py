@@ -36,12 +36,12 @@ def launch_lines(dim: str, tile: int = 2048) -> list[str]:
         f"inner = x.stride({dim})  # elements after the dim: 1 for the last one",
         "n_other = x.numel() // R",
         "if inner == 1:  # along the contiguous dim: wide tiles along it",
-        f"    BLOCK_R = min(triton.next_power_of_2(R), {tile})",
+        f"    BLOCK_R = min(1 << (R - 1).bit_length(), {tile})",
         f"    BLOCK_O = max(1, min(16, {tile} // BLOCK_R))",
         "else:  # along a strided dim: wide tiles across the contiguous one",
-        "    BLOCK_O = min(triton.next_power_of_2(n_other), 128)",
-        f"    BLOCK_R = max(1, min(triton.next_power_of_2(R), {tile} // BLOCK_O))",
-        "grid = (triton.cdiv(n_other, BLOCK_O),)",
+        "    BLOCK_O = min(1 << (n_other - 1).bit_length(), 128)",
+        f"    BLOCK_R = max(1, min(1 << (R - 1).bit_length(), {tile} // BLOCK_O))",
+        "grid = ((n_other + BLOCK_O - 1) // BLOCK_O,)",
     ]
 
 

@@ -128,7 +128,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         "BLOCK = 1024",
         "# In place: the layer's output is ours, and one buffer less is read back.",
         *launch(
-            "epilogue_kernel[(triton.cdiv(n, BLOCK),)]",
+            "epilogue_kernel[((n + BLOCK - 1) // BLOCK,)]",
             ("x, self.bias, " if has_bias else "x, ")
             + "x, n, C, inner, "
             + "".join(f"self.{s}, " for s in scalars)

@@ -230,9 +230,9 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "inner = 1",
             "n_other = n_partials = p.shape[0]",
             "# whole rows of up to 8192 in one tile: a second pass re-reads them from cache",
-            "BLOCK_R = min(triton.next_power_of_2(R), 8192)",
+            "BLOCK_R = min(1 << (R - 1).bit_length(), 8192)",
             "BLOCK_O = max(1, min(16, 4096 // BLOCK_R))",
-            "grid = (triton.cdiv(n_other, BLOCK_O),)",
+            "grid = ((n_other + BLOCK_O - 1) // BLOCK_O,)",
             "partials = torch.empty(n_partials, device=p.device, dtype=torch.float32)",
             "warps = 8 if BLOCK_O * BLOCK_R >= 4096 else 4",
             *launch(f"{kind}_row_kernel[grid]", f"p, t, partials, {axis.ARGS}, num_warps=warps"),
@@ -242,7 +242,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         *launch(
             "finish_kernel[(1,)]",
             f"partials, out, n_partials, {scale}, "
-            "BLOCK=min(4096, triton.next_power_of_2(n_partials)), num_warps=4",
+            "BLOCK=min(4096, 1 << (n_partials - 1).bit_length()), num_warps=4",
         ),
         "return out",
     ]

@@ -12,16 +12,23 @@ precision: TF32 would miss the verifier's 1e-4 tolerance), the epilogue on the
 accumulator, one store. Tiles are picked from the shape in Python, no autotuning: 128 x
 128 with 8 warps where that still gives about one tile an SM (more multiply-adds per
 shared-memory read), 128 x 64, else 64 x 64. Transposed operands are read through their
-strides, never copied. The matrix-vector kernel takes a few rows a program (4096-element
-tiles, so even 2048 rows give hundreds of programs) and sums a tile accumulator once.
+strides, never copied. The fp32 `tl.dot` reads B from shared memory along N (consecutive
+lanes, consecutive columns): a B tile stored K-major there puts every read of a warp in
+one bank. Triton stores a tile in the order it sees as contiguous in global memory, so
+the transposed-B kernel leaves B's K stride (1) unspecialised (`do_not_specialize`): its
+tiles are stored N-major, at the price of global loads that are not coalesced along K.
+The matrix-vector kernel takes a few rows a program (4096-element tiles, so even 2048
+rows give hundreds of programs) and sums a tile accumulator once. Forward sizes tiles
+and grids with integer arithmetic (calling `triton.cdiv` or `triton.next_power_of_2`
+costs more than the expression), one launch.
 
 Where it cannot reach eager PyTorch: the plain products. In IEEE fp32 neither side uses
 tensor cores; both run fp32 multiply-adds on the CUDA cores, and eager's cuBLAS SGEMM
 picks a kernel tuned per shape (register blocking, double-buffered shared memory, split-K
 for thin shapes) that a fixed family of Triton tiles, whose fp32 `tl.dot` lowers to a
-generic FMA loop, matches at best. Measured before this tiling: median 0.63 on an H200.
-The gain is in the fused epilogues, which save eager's extra passes over the output;
-the family's median stays below 1.0 unless most of its draws carry one.
+generic FMA loop, matches at best. The gain is in the fused epilogues, which save
+eager's extra passes over the output; the family's median stays below 1.0 unless most
+of its draws carry one.
 """
 
 from __future__ import annotations
@@ -125,7 +132,7 @@ def _reference(variant, ops, sizes, seed) -> str:
 
 
 _TILED = """
-@triton.jit
+{decorator}
 def matmul_kernel(
     a_ptr, b_ptr, c_ptr{extra_ptrs}, M, N, K,{batch_strides}
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,{scalars}
@@ -163,6 +170,12 @@ def matmul_kernel(
 {epilogue}
     tl.store(c_ptr + out_offs, v, mask=out_mask)
 """
+
+# B^T's K stride (1) left a runtime int, so that Triton does not see the tile as
+# contiguous along K: it then keeps it contiguous along N in shared memory, the order the
+# fp32 `tl.dot` reads it in (consecutive lanes, consecutive columns). Specialised, the tile
+# is stored K-major and every read of a warp falls in one shared-memory bank.
+_TRANS_B_JIT = '@triton.jit(do_not_specialize=["stride_bk"])'
 
 _MATVEC = """
 @triton.jit
@@ -216,9 +229,9 @@ def _solution(variant, ops) -> str:
             "M, K = A.shape",
             "C = torch.empty((M, 1), device=A.device, dtype=A.dtype)",
             "# few rows a program (4096-element tiles): enough programs for every SM",
-            "BLOCK_K = min(512, max(16, triton.next_power_of_2(K)))",
-            "BLOCK_M = max(1, min(64, triton.next_power_of_2(M), 4096 // BLOCK_K))",
-            "grid = (triton.cdiv(M, BLOCK_M),)",
+            "BLOCK_K = min(512, max(16, 1 << (K - 1).bit_length()))",
+            "BLOCK_M = max(1, min(64, 1 << (M - 1).bit_length(), 4096 // BLOCK_K))",
+            "grid = ((M + BLOCK_M - 1) // BLOCK_M,)",
             *launch(
                 "matvec_kernel[grid]",
                 f"A, B, C{launch_extra}, M, K, A.stride(0), A.stride(1), B.stride(0),"
@@ -234,6 +247,7 @@ def _solution(variant, ops) -> str:
         residual="tl.load(r_ptr + out_offs, mask=out_mask, other=0.0)",
     )  # fmt: skip
     kernel = _TILED.format(
+        decorator=_TRANS_B_JIT if variant == "trans_b" else "@triton.jit",
         extra_ptrs=extra,
         batch_strides=" stride_ab, stride_bb, stride_cb," if batched else "",
         scalars=scalar_args,
@@ -254,27 +268,27 @@ def _solution(variant, ops) -> str:
                  "C = torch.empty((batch, M, N), device=A.device, dtype=A.dtype)"]  # fmt: skip
         strides = "A.stride(0), B.stride(0), C.stride(0), A.stride(1), A.stride(2), " \
                   "B.stride(1), B.stride(2), C.stride(1), C.stride(2),"  # fmt: skip
-        grid = "grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), batch)"
+        grid = "grid = (((M + BLOCK_M - 1) // BLOCK_M) * ((N + BLOCK_N - 1) // BLOCK_N), batch)"
     else:
         shape = ["M, K = A.shape", "N = B.shape[1]",
                  "C = torch.empty((M, N), device=A.device, dtype=A.dtype)"]  # fmt: skip
         strides = "A.stride(0), A.stride(1), B.stride(0), B.stride(1), C.stride(0), C.stride(1),"
-        grid = "grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)"
+        grid = "grid = (((M + BLOCK_M - 1) // BLOCK_M) * ((N + BLOCK_N - 1) // BLOCK_N),)"
     forward = [
         *prep,
         *view,
         *shape,
         "# the widest tiles (more FMAs per shared-memory read) that still fill the SMs",
-        "tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)" + (" * batch" if batched else ""),
+        "tiles = ((M + 127) // 128) * ((N + 127) // 128)" + (" * batch" if batched else ""),
         "if tiles >= 128:",
         "    BLOCK_M, BLOCK_N, warps = 128, 128, 8",
         "elif 2 * tiles >= 128:",
         "    BLOCK_M, BLOCK_N, warps = 128, 64, 4",
         "else:",
-        "    BLOCK_M = min(64, max(16, triton.next_power_of_2(M)))",
-        "    BLOCK_N = min(64, max(16, triton.next_power_of_2(N)))",
+        "    BLOCK_M = min(64, max(16, 1 << (M - 1).bit_length()))",
+        "    BLOCK_N = min(64, max(16, 1 << (N - 1).bit_length()))",
         "    warps = 4",
-        "BLOCK_K = min(32, max(16, triton.next_power_of_2(K)))",
+        "BLOCK_K = min(32, max(16, 1 << (K - 1).bit_length()))",
         grid,
         *launch(
             "matmul_kernel[grid]",

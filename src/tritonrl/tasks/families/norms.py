@@ -229,7 +229,7 @@ def _grouped(kind, rng, seed, small) -> tuple[str, str]:
         "N, C, H, W = x.shape",
         "y = torch.empty_like(x)",
         f"n_groups = {groups_expr}",
-        "BLOCK = min(4096, triton.next_power_of_2((C // n_groups) * H * W))",
+        "BLOCK = min(4096, 1 << ((C // n_groups) * H * W - 1).bit_length())",
         "grid = (N * n_groups,)",
         *launch(
             "group_norm_kernel[grid]",
@@ -262,11 +262,11 @@ def _fro(rng, seed, small) -> tuple[str, str]:
         "x = x.contiguous()",
         "n = x.numel()",
         "BLOCK = 4096",
-        "n_partials = triton.cdiv(n, BLOCK)",
+        "n_partials = (n + BLOCK - 1) // BLOCK",
         "partials = torch.empty(n_partials, device=x.device, dtype=torch.float32)",
         "y = torch.empty_like(x)",
         "sum_squares_kernel[(n_partials,)](x, partials, n, BLOCK=BLOCK)",
-        "BLOCK_P = min(1024, triton.next_power_of_2(n_partials))",
+        "BLOCK_P = min(1024, 1 << (n_partials - 1).bit_length())",
         *launch(
             "fro_scale_kernel[(n_partials,)]",
             "x, partials, y, n, n_partials, BLOCK=BLOCK, BLOCK_P=BLOCK_P",

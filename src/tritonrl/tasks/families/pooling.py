@@ -144,9 +144,9 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "N, C, L = x.shape",
             "L_out = (L + 2 * pad - ks) // stride + 1",
             "y = torch.empty((N, C, L_out), device=x.device, dtype=x.dtype)",
-            "BLOCK_L = min(256, triton.next_power_of_2(L_out))",
-            "BLOCK_R = max(1, min(triton.next_power_of_2(N * C), 2048 // BLOCK_L))",
-            "grid = (triton.cdiv(N * C, BLOCK_R), triton.cdiv(L_out, BLOCK_L))",
+            "BLOCK_L = min(256, 1 << (L_out - 1).bit_length())",
+            "BLOCK_R = max(1, min(1 << (N * C - 1).bit_length(), 2048 // BLOCK_L))",
+            "grid = ((N * C + BLOCK_R - 1) // BLOCK_R, (L_out + BLOCK_L - 1) // BLOCK_L)",
             *launch(
                 f"{op}_pool1d_kernel[grid]",
                 "x, y, N * C, L, L_out, KS=ks, STRIDE=stride, PAD=pad, BLOCK_R=BLOCK_R, "
@@ -162,10 +162,10 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
             "H_out = (H + 2 * pad - ks) // stride + 1",
             "W_out = (W + 2 * pad - ks) // stride + 1",
             "y = torch.empty((N, C, H_out, W_out), device=x.device, dtype=x.dtype)",
-            "BLOCK_W = min(64, triton.next_power_of_2(W_out))",
-            "BLOCK_H = min(1024 // BLOCK_W, triton.next_power_of_2(H_out))",
-            "n_w_blocks = triton.cdiv(W_out, BLOCK_W)",
-            "grid = (N * C, triton.cdiv(H_out, BLOCK_H) * n_w_blocks)",
+            "BLOCK_W = min(64, 1 << (W_out - 1).bit_length())",
+            "BLOCK_H = min(1024 // BLOCK_W, 1 << (H_out - 1).bit_length())",
+            "n_w_blocks = (W_out + BLOCK_W - 1) // BLOCK_W",
+            "grid = (N * C, (H_out + BLOCK_H - 1) // BLOCK_H * n_w_blocks)",
             *launch(
                 f"{op}_pool2d_kernel[grid]",
                 "x, y, H, W, H_out, W_out, n_w_blocks, KS=ks, STRIDE=stride, PAD=pad, "

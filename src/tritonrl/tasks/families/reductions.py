@@ -12,6 +12,9 @@ strided dim its lines are `BLOCK_O` neighbours of one outer slice, so a tile's c
 are consecutive addresses (`base` is a scalar plus an `arange`, with no per-lane `//`
 or `%` that would hide that from Triton's coalescing and leave each lane a scattered
 load). Line blocks shrink (to 32) while the grid has fewer than ~8 programs an SM.
+Forward is plain integer arithmetic before the one launch (no `triton.cdiv` or
+`triton.next_power_of_2` calls, which cost more than the expressions); the kernel
+works out its own block count along a strided dim.
 PyTorch's reductions are also single-pass: expect parity, with gains where a strided
 dim defeats eager's layout.
 """
@@ -68,7 +71,7 @@ def _multiply(a, b):
 
 _KERNEL = """
 @triton.jit
-def {op}_kernel(x_ptr, out_ptr, R, inner, n_other, n_blocks,
+def {op}_kernel(x_ptr, out_ptr, R, inner, n_other,
 {pad}BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr, LAST: tl.constexpr):
     pid = tl.program_id(0)
     if LAST:  # rows of R contiguous elements: line o starts at o * R
@@ -76,6 +79,7 @@ def {op}_kernel(x_ptr, out_ptr, R, inner, n_other, n_blocks,
         o_ok = o < n_other
         base = o.to(tl.int64) * R
     else:  # BLOCK_O neighbouring lines of one outer slice: consecutive addresses
+        n_blocks = tl.cdiv(inner, BLOCK_O)
         outer = pid // n_blocks
         i = (pid % n_blocks) * BLOCK_O + tl.arange(0, BLOCK_O)
         o_ok = i < inner
@@ -104,18 +108,16 @@ _LAUNCH = [
     "n_other = x.numel() // R",
     "LAST = inner == 1",
     "if LAST:  # whole rows, wide along them",
-    "    BLOCK_R = min(triton.next_power_of_2(R), 2048)",
+    "    BLOCK_R = min(1 << (R - 1).bit_length(), 2048)",
     "    BLOCK_O = max(1, min(16, 2048 // BLOCK_R))",
-    "    n_blocks = triton.cdiv(n_other, BLOCK_O)",
-    "    grid = (n_blocks,)",
+    "    grid = ((n_other + BLOCK_O - 1) // BLOCK_O,)",
     "else:  # lines of one outer slice, wide across them (the contiguous dim)",
     "    outer = n_other // inner",
-    "    BLOCK_O = min(triton.next_power_of_2(inner), 256)",
-    "    while BLOCK_O > 32 and outer * triton.cdiv(inner, BLOCK_O) < 1024:",
+    "    BLOCK_O = min(1 << (inner - 1).bit_length(), 256)",
+    "    while BLOCK_O > 32 and outer * ((inner + BLOCK_O - 1) // BLOCK_O) < 1024:",
     "        BLOCK_O //= 2  # more programs: the SMs stay busy",
-    "    BLOCK_R = max(1, min(triton.next_power_of_2(R), 4096 // BLOCK_O))",
-    "    n_blocks = triton.cdiv(inner, BLOCK_O)",
-    "    grid = (outer * n_blocks,)",
+    "    BLOCK_R = max(1, min(1 << (R - 1).bit_length(), 4096 // BLOCK_O))",
+    "    grid = (outer * ((inner + BLOCK_O - 1) // BLOCK_O),)",
 ]
 
 
@@ -163,7 +165,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         "shape = list(x.shape)",
         "shape[self.dim] = 1" if keepdim else "del shape[self.dim]",
         f"out = torch.empty(shape, device=x.device, dtype={out_dtype})",
-        f"{op}_kernel[grid](x, out, R, inner, n_other, n_blocks, BLOCK_O=BLOCK_O,",
+        f"{op}_kernel[grid](x, out, R, inner, n_other, BLOCK_O=BLOCK_O,",
         "    BLOCK_R=BLOCK_R, LAST=LAST, num_warps=8 if BLOCK_O * BLOCK_R >= 4096 else 4)",
         "return out",
     ]
