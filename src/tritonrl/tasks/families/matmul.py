@@ -12,13 +12,9 @@ precision: TF32 would miss the verifier's 1e-4 tolerance), the epilogue on the
 accumulator, one store. Tiles are picked from the shape in Python, no autotuning: 128 x
 128 with 8 warps where that still gives about one tile an SM (more multiply-adds per
 shared-memory read), 128 x 64, else 64 x 64. Transposed operands are read through their
-strides, never copied. The fp32 `tl.dot` reads B from shared memory along N (consecutive
-lanes, consecutive columns): a B tile stored K-major there puts every read of a warp in
-one bank. Triton stores a tile in the order it sees as contiguous in global memory, so
-the transposed-B kernel leaves B's K stride (1) unspecialised (`do_not_specialize`): its
-tiles are stored N-major, at the price of global loads that are not coalesced along K.
-The matrix-vector kernel takes a few rows a program (4096-element tiles, so even 2048
-rows give hundreds of programs) and sums a tile accumulator once. Forward sizes tiles
+strides, never copied. The matrix-vector kernel takes a few rows a program (4096-element
+tiles, so even 2048 rows give hundreds of programs) and sums a tile accumulator once.
+Forward sizes tiles
 and grids with integer arithmetic (calling `triton.cdiv` or `triton.next_power_of_2`
 costs more than the expression), one launch.
 
@@ -132,7 +128,7 @@ def _reference(variant, ops, sizes, seed) -> str:
 
 
 _TILED = """
-{decorator}
+@triton.jit
 def matmul_kernel(
     a_ptr, b_ptr, c_ptr{extra_ptrs}, M, N, K,{batch_strides}
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,{scalars}
@@ -170,12 +166,6 @@ def matmul_kernel(
 {epilogue}
     tl.store(c_ptr + out_offs, v, mask=out_mask)
 """
-
-# B^T's K stride (1) left a runtime int, so that Triton does not see the tile as
-# contiguous along K: it then keeps it contiguous along N in shared memory, the order the
-# fp32 `tl.dot` reads it in (consecutive lanes, consecutive columns). Specialised, the tile
-# is stored K-major and every read of a warp falls in one shared-memory bank.
-_TRANS_B_JIT = '@triton.jit(do_not_specialize=["stride_bk"])'
 
 _MATVEC = """
 @triton.jit
@@ -247,7 +237,6 @@ def _solution(variant, ops) -> str:
         residual="tl.load(r_ptr + out_offs, mask=out_mask, other=0.0)",
     )  # fmt: skip
     kernel = _TILED.format(
-        decorator=_TRANS_B_JIT if variant == "trans_b" else "@triton.jit",
         extra_ptrs=extra,
         batch_strides=" stride_ab, stride_bb, stride_cb," if batched else "",
         scalars=scalar_args,
