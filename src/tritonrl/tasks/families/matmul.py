@@ -14,9 +14,8 @@ accumulator, one store. Tiles are picked from the shape in Python, no autotuning
 shared-memory read), 128 x 64, else 64 x 64. Transposed operands are read through their
 strides, never copied. The matrix-vector kernel takes a few rows a program (4096-element
 tiles, so even 2048 rows give hundreds of programs) and sums a tile accumulator once.
-Forward sizes tiles
-and grids with integer arithmetic (calling `triton.cdiv` or `triton.next_power_of_2`
-costs more than the expression), one launch.
+Forward sizes tiles and grids with integer arithmetic (calling `triton.cdiv` or
+`triton.next_power_of_2` costs more than the expression), one launch.
 
 Where it cannot reach eager PyTorch: the plain products. In IEEE fp32 neither side uses
 tensor cores; both run fp32 multiply-adds on the CUDA cores, and eager's cuBLAS SGEMM
