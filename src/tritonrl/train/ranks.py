@@ -33,6 +33,7 @@ the last checkpoint as after any stop.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from collections.abc import Callable
@@ -96,6 +97,9 @@ class Ranks:
             from accelerate import PartialState
 
             PartialState(cpu=device == "cpu")
+            # Left up at exit, gloo's threads can abort the process ("terminate called
+            # without an active exception", exit status -6) after its work is done.
+            atexit.register(_leave_group)
 
     def barrier(self, device: str | None = None) -> None:
         if self.many:
@@ -163,3 +167,11 @@ class Ranks:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         agreed = int(flag.item())
         return None if agreed == 0 else STOPS[agreed - 1]
+
+
+def _leave_group() -> None:
+    """Take this process out of its process group at exit, if it is still in one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
