@@ -15,7 +15,8 @@ times, as a run does after its first step; then the variants take turns step by 
 drift hits them alike. Per variant: the wall clock of each step's batch (what the trainer
 waits for), the distinct programs and correct ones, and the median seconds per stage of
 the correct ones (`VerifyResult.stage_times`: the timing's exclusive hold is
-`performance`, its queue `gpu_wait`). Task ids are the run's: `builtin:...` and
+`performance`, its queue `gpu_wait`; `gate_wait` is the wait for the shared side, inside
+`perf_prep`, `perf_check` and the correctness stages). Task ids are the run's: `builtin:...` and
 `generated:sN[:lL]`. Writes OUT/reward_replay.json and .md. Measures; asserts nothing;
 does not time training beside it (bench/timing_beside_training.py does).
 """
@@ -36,7 +37,7 @@ from tritonrl.tasks.generator import generate_task
 from tritonrl.verify.pool.pool import close_shared_pools, program_key
 
 GENERATED = re.compile(r"generated:s(\d+)(?::l(\d+))?$")
-STAGES = ("correctness", "perf_prep", "gpu_wait", "performance", "perf_check")
+STAGES = ("correctness", "perf_prep", "gpu_wait", "performance", "perf_check", "gate_wait")
 
 
 def task_for(task_id: str):
@@ -116,14 +117,15 @@ def main() -> None:
 
 def markdown(report: dict) -> str:
     lines = ["| variant | step | wall s | programs | correct | performance s (median) "
-             "| gpu_wait s | perf_check s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "| gpu_wait s | perf_check s | gate_wait s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, by_step in report["variants"].items():
         for step, r in by_step.items():
             m = r["stage_median_s"]
             lines.append(f"| {name} | {step} | {r['wall_s']} | {r['programs']} | "
                          f"{r['correct_programs']} | {m.get('performance', '-')} | "
-                         f"{m.get('gpu_wait', '-')} | {m.get('perf_check', '-')} |")  # fmt: skip
+                         f"{m.get('gpu_wait', '-')} | {m.get('perf_check', '-')} | "
+                         f"{m.get('gate_wait', '-')} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -287,10 +287,12 @@ def test_a_fresh_worker_and_a_pool_lanes_job_are_both_sessions(tmp_path) -> None
 def test_waiting_for_the_gpu_gate_does_not_count_against_the_wall_clock_limit(tmp_path):
     """The trusted side waits for the gate (another lane's timing has the GPU alone) with
     the worker idle: that queue moves the deadline, so a candidate is never timed out
-    for the verifier's own wait, and it still has its whole limit once let in."""
+    for the verifier's own wait, and it still has its whole limit once let in. The wait
+    is the result's stage `gate_wait`, so a reader tells the queue from the work."""
     from tritonrl.tasks import load_builtin
     from tritonrl.verify.job import shared
     from tritonrl.verify.pool.gate import GpuGate
+    from tritonrl.verify.result import VerifyResult
 
     task = load_builtin("level1/1_ReLU").tasks[0]
     config = VerifyConfig(device="cpu", timeout_s=10)
@@ -301,11 +303,15 @@ def test_waiting_for_the_gpu_gate_does_not_count_against_the_wall_clock_limit(tm
     session.gpu_gate = gate
     release.start()
     try:
-        with session, shared(session, config, "run")():
+        result = VerifyResult(task=task.id, device="cpu")
+        with session, shared(session, config, "run", result)():
             waited = time.monotonic() - session.child.started
             reply = session.call(LOAD)
+        with shared(session, config, "run", result)():  # the GPU is free now: no wait
+            pass
     finally:
         release.cancel()
     assert waited >= 11.5, waited
+    assert 11.5 <= result.stage_times["gate_wait"] <= waited + 1, result.stage_times
     assert reply.get("ok"), reply
     assert session.deadline - session.child.started >= config.timeout_s + 11

@@ -232,7 +232,7 @@ def _run_prepared(prepared: Prepared, sessions: SessionFactory | None = None) ->
             _run_in_worker(session, task, sets, config, result, check, staging)
         finally:
             # The worker's CUDA context is torn down as it exits: GPU work as well.
-            with stage(result, "teardown"), shared(session, config, "teardown")():
+            with stage(result, "teardown"), shared(session, config, "teardown", result)():
                 session.__exit__(*sys.exc_info())
     except WorkerError as e:
         # The worker is dead (killed by now): what its guards saw before it died is in
@@ -284,7 +284,7 @@ def _run_in_worker(
     result.stage = "compile"
 
     def gpu(label: str):  # the gate's shared side, its holds named `label`
-        return shared(session, config, label)()
+        return shared(session, config, label, result)()
 
     # `load` makes the worker's CUDA context and runs the candidate's module code, both
     # of which may use the GPU: beside other lanes' checks, never while one times.

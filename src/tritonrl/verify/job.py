@@ -53,11 +53,14 @@ def stage(result: VerifyResult, name: str):
         result.stage_times[name] = result.stage_times.get(name, 0.0) + time.perf_counter() - start
 
 
-def shared(session: Session, config: VerifyConfig, label: str):
+def shared(
+    session: Session, config: VerifyConfig, label: str, result: VerifyResult | None = None
+):  # fmt: skip
     """The shared side of a pooled session's GPU gate (a no-op without one, or when the
     job does not ask for exclusive timing); `label` names the holds in `gate.stats()`.
     The wait to enter is the verifier's queue, not the candidate's time: it moves the
-    session's deadline (`Session.extend_deadline`)."""
+    session's deadline (`Session.extend_deadline`) and is added to `result`'s stage
+    `gate_wait` (inside whichever stage holds it: a reader tells the queue from the work)."""
     gate = gate_shared(session.gpu_gate, config, label)
     if gate is nullcontext:
         return nullcontext
@@ -66,6 +69,9 @@ def shared(session: Session, config: VerifyConfig, label: str):
     def hold() -> Iterator[None]:
         with gate() as waited:
             session.extend_deadline(waited)
+            if result is not None:
+                times = result.stage_times
+                times["gate_wait"] = times.get("gate_wait", 0.0) + waited
             yield
 
     return hold

@@ -73,6 +73,8 @@ class VerifyResult:
     # and "launch" (the launch inside, as an eager call costs), each {speedup, ci,
     # median_ms, ref_median_ms}; `speedup` is the one `verify.speedup_measure` picks.
     speedups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # seconds per stage; `gate_wait` (the wait for the GPU gate's shared side) lies
+    # inside the stages that waited, so it is not added to them
     stage_times: dict[str, float] = field(default_factory=dict)
     input_sets: list[InputSetOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

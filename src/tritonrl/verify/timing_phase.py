@@ -108,7 +108,7 @@ def _ready(session: Session, task: Task, main, config: VerifyConfig, result: Ver
         "op": "time_prep", "set": "seed_a",
         "reference": {"path": "reference.py", "overrides": main.overrides, "origin": task.origin},
     }  # fmt: skip
-    with stage(result, "perf_prep"), shared(session, config, "perf_prep")():
+    with stage(result, "perf_prep"), shared(session, config, "perf_prep", result)():
         reply = call(session, result, prep)
     if not reply.get("ok"):
         result.notes.append(f"timing failed: {reply.get('error')}")
@@ -130,7 +130,7 @@ def _measure_checked(
     main = next(s for s in sets if s.spec.name == "seed_a")
     time_cmd = {"op": "time", "options": options.to_dict()}
     check_cmd = {"op": "time_check", "check": check and check.spec.name, "staged": False}
-    gpu = shared(session, config, "perf_check")
+    gpu = shared(session, config, "perf_check", result)
     with stage(result, "write"):  # the check set, written now unless it was ahead
         check_cmd["staged"] = staging.stage(check and check.spec.name)
     # The timed buffers hold the data of the last set refilled into them (seed_b).
