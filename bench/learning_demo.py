@@ -31,7 +31,9 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    with `--deadline-s`, when what is left of the deadline is what the GRPO evals will
    take (each as long as the SFT model's eval took, and a tenth more);
    With `--turns-eval T`, `tritonrl eval --turns T` (no timing) of the SFT model runs
-   beside that, and of the last GRPO point after its eval when the deadline leaves time;
+   beside that (not with `--turns-rl-only`, when its figures come from an earlier run),
+   and of the last GRPO point after its eval when the deadline leaves time (the GRPO
+   budget then keeps half as much again as one eval for it);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
    extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
@@ -74,6 +76,7 @@ from tritonrl.tasks.loaders import HELDOUT_BUILTIN  # the builtin tasks kept out
 log = logging.getLogger("learning_demo")
 
 HELDOUT_SEED = 1_000_000  # the generator's seeds for held-out tasks (training: from 0)
+TURNS_COST = 1.5  # a --turns eval's seconds, in single-answer evals of the same model
 BUILTIN_FROM, GENERATED_FROM, FAMILIES_FROM = 201, 301, 401  # held-out file numbers;
 # below 201: KernelBench
 PROBE_TASK = (
@@ -370,6 +373,8 @@ def rl_budget(ctx: dict) -> float | None:
         return a.rl_budget_s or None
     one_eval = ctx["seconds"].get("eval_sft", a.eval_estimate_s)
     evals = 1.1 * one_eval * max(1, a.rl_evals) + 30
+    if a.turns_eval and a.turns_rl_only:  # the last point's --turns eval, after its eval
+        evals += TURNS_COST * one_eval
     left = a.deadline_s - (time.monotonic() - ctx["started"]) - evals
     log.info("GRPO budget: %.0f s (%.0f s to the deadline, %.0f s for its evals)",
              left, left + evals, evals)  # fmt: skip
@@ -637,6 +642,9 @@ def parse(argv):
     ap.add_argument("--turns-eval", type=int, default=0,
                     help="also evaluate the SFT model (and the last GRPO point, when the "
                     "deadline leaves time) with eval --turns T, no timing")  # fmt: skip
+    ap.add_argument("--turns-rl-only", action="store_true",
+                    help="with --turns-eval: the last GRPO point's only, not the SFT "
+                    "model's")  # fmt: skip
     ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
     ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
@@ -719,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", *device[2:],
                       "--verify.device", args.device, *rl_extra)  # fmt: skip
     sft_turns = None  # the SFT model's multi-turn eval, beside the pass rates' (no timing)
-    if args.turns_eval:
+    if args.turns_eval and not args.turns_rl_only:
         sft_turns = Background(turns_eval, "sft", run / "sft" / "final", ctx)
     if args.pass_rates:  # measured before, of this recipe's SFT model
         rl_cmd += ["--rl.pass_rates", str(args.pass_rates.resolve())]
@@ -746,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "figures": point_figures(folder, args.samples)})  # fmt: skip
     points = rl_points(run, args.rl_evals)
     if args.turns_eval and points:  # the last GRPO point's, if the deadline leaves time
-        need = 1.1 * ctx["seconds"].get("eval_sft_turns", 0)
+        one_eval = ctx["seconds"].get("eval_sft", args.eval_estimate_s)
+        need = 1.1 * ctx["seconds"].get("eval_sft_turns", TURNS_COST * one_eval)
         left = args.deadline_s - (time.monotonic() - started) if args.deadline_s else need
         if left >= need:
             turn_folders.append((points[-1][0], turns_eval(*points[-1], ctx)))
