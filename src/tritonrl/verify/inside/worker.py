@@ -423,7 +423,7 @@ class Worker:
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         finally:
-            _release()
+            _release(_nbytes(inputs) >= BIG_BYTES)  # the timing windows wait for this side
         self.timed, self.measured = {"set": name, "reference": reference}, None
         return {"ok": True, "flags": self._common_flags()}
 
@@ -456,7 +456,9 @@ class Worker:
         # candidate's graph is replayed on the check set (`time_check`).
         m["graphed"] = {k: v for k, v in m["graphed"].items() if k == "new"}
         fns = ref_inputs = None  # noqa: F841 - the closures' copies are freed now
-        _release()
+        # Still inside the GPU's timing window: a collection (tens of ms) only where the
+        # copies were large enough for the reference's time alone to need their memory.
+        _release(_nbytes(inputs) >= BIG_BYTES)
         self.measured = m
         series = {
             k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"], "lag_us": v["lag_us"]}
@@ -520,7 +522,7 @@ class Worker:
         except BaseException as e:  # noqa: BLE001 - a failure while checking is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         finally:
-            _release()
+            _release(_nbytes(self.cache[timed["set"]][1]) >= BIG_BYTES)
         flags.update(self._common_flags())
         return {"ok": True, "flags": flags}
 
