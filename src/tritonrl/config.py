@@ -546,6 +546,12 @@ class RlConfig:
     pass_rates: str | None = None
     pass_rate_min: float = 0.01  # the defaults keep "sometimes but not always" for up
     pass_rate_max: float = 0.99  # to 99 answers a task
+    # Fresh generator tasks for RL alone (SFT never sees them; tritonrl.train.rl.data): N
+    # tasks from `generator_seed` (null: past the seeds data.generated_tasks can use), none
+    # equal to a training task, a task of data.decontaminate_against or one the run holds
+    # out. The pass-rate filter keeps those its file does not name (it filters the others).
+    generated_tasks: int = 0
+    generator_seed: int | None = None
 
     def __post_init__(self):
         _need(
@@ -554,6 +560,15 @@ class RlConfig:
             f"(shares of correct answers), not {self.pass_rate_min} and {self.pass_rate_max}",
         )
         _need(self.algo in RL_ALGOS, f"rl.algo must be one of {RL_ALGOS}, not {self.algo!r}")
+        _need(
+            isinstance(self.generated_tasks, int) and self.generated_tasks >= 0,
+            f"rl.generated_tasks must be >= 0 (fresh generator tasks for RL; 0: none), not "
+            f"{self.generated_tasks!r}",
+        )
+        _need(
+            self.generator_seed is None or self.generator_seed >= 0,
+            f"rl.generator_seed must be >= 0 or null, not {self.generator_seed!r}",
+        )
         _need(
             isinstance(self.turns, int) and self.turns >= 1,
             f"rl.turns must be 1 or more (answers per conversation), not {self.turns!r}",
@@ -676,7 +691,8 @@ class CurriculumConfig:
     time the rolling verified-correct rate of level-1 completions (the last `window`)
     passes `trigger` (then the window starts afresh, so each growth is earned at the new
     mix). `retire_after` > 0 sets aside a task once its last that many completions were
-    all verified correct. Feeds every RL algorithm when enabled."""
+    all verified correct, `retire_unsolved_after` > 0 once they were all wrong. Feeds
+    every RL algorithm when enabled."""
 
     enabled: bool = True
     start: float = 0.1  # initial share of level-2 prompts
@@ -687,6 +703,9 @@ class CurriculumConfig:
     # a task whose last `retire_after` completions were all verified correct is drawn no
     # more (its groups would carry no signal); 0: never
     retire_after: int = 0
+    # the same for a task whose last `retire_unsolved_after` completions were all wrong
+    # (a large pool of fresh tasks, `rl.generated_tasks`, has many); 0: never
+    retire_unsolved_after: int = 0
 
     def __post_init__(self):
         _need(
@@ -699,6 +718,11 @@ class CurriculumConfig:
         _need(
             self.retire_after >= 0,
             f"curriculum.retire_after must be >= 0 (0: never), not {self.retire_after!r}",
+        )
+        _need(
+            self.retire_unsolved_after >= 0,
+            "curriculum.retire_unsolved_after must be >= 0 (0: never), not "
+            f"{self.retire_unsolved_after!r}",
         )
 
 

@@ -116,6 +116,8 @@ def test_bad_settings_are_refused_by_name():
         CurriculumConfig(trigger=1.0)
     with pytest.raises(ValueError, match="curriculum.retire_after"):
         CurriculumConfig(retire_after=-1)
+    with pytest.raises(ValueError, match="curriculum.retire_unsolved_after"):
+        CurriculumConfig(retire_unsolved_after=-2)
     with pytest.raises(ValueError, match="no tasks"):
         Curriculum(CurriculumConfig(), {})
 
@@ -151,11 +153,48 @@ def test_a_task_all_correct_in_its_last_n_completions_is_drawn_no_more():
     assert set(cur.sample(200)) == {"a", "b"}  # every level-1 task retired: all again
 
 
+def test_a_task_all_wrong_in_its_last_m_completions_is_drawn_no_more():
+    cur = _cur(start=0.0, end=0.0, retire_after=4, retire_unsolved_after=2)
+    _feed(cur, "0")  # a: one miss, not yet M
+    _feed(cur, "011", task="b")  # b: a right answer after the miss resets it
+    cur.end_step(1)
+    assert cur.retired == set() and cur.metrics()["curriculum/retired_unsolved"] == 0.0
+    _feed(cur, "0")  # a's last 2: both wrong
+    _feed(cur, "0", task="b")  # b's last 2: 1, 0
+    cur.end_step(2)
+    assert cur.retired == cur.unsolved == {"a"}
+    assert cur.metrics()["curriculum/retired"] == 1.0
+    assert cur.metrics()["curriculum/retired_unsolved"] == 1.0
+    assert set(cur.sample(100)) == {"b"}
+    _feed(cur, "1111", task="b")  # b's last 4 right: retired as solved, counted once
+    cur.end_step(3)
+    assert cur.retired == {"a", "b"} and cur.unsolved == {"a"}
+    assert cur.metrics()["curriculum/retired"] == 2.0
+    state = json.loads(json.dumps(cur.state_dict()))
+    again = _cur(start=0.0, end=0.0, retire_after=4, retire_unsolved_after=2)
+    again.load_state_dict(state)
+    assert again.retired == {"a", "b"} and again.unsolved == {"a"}
+
+
+def test_unsolved_retirement_keeps_as_many_results_as_it_needs():
+    # the longer count decides how many results a task keeps: 3 wrong after 2 right
+    cur = _cur(start=0.0, end=0.0, retire_after=2, retire_unsolved_after=3)
+    _feed(cur, "10000")
+    cur.end_step(1)
+    assert cur.retired == cur.unsolved == {"a"}
+    only_wrong = _cur(start=0.0, end=0.0, retire_unsolved_after=3)
+    _feed(only_wrong, "1" * 10, task="b")  # never retired as solved: that count is off
+    _feed(only_wrong, "00")
+    only_wrong.end_step(1)
+    assert only_wrong.retired == set() and "curriculum/retired" in only_wrong.metrics()
+
+
 def test_retirement_is_off_by_default_and_other_levels_keep_their_pools():
     cur = _cur()
     _feed(cur, "1" * 20)
     cur.end_step(1)
     assert cur.retired == set() and "curriculum/retired" not in cur.metrics()
+    assert "curriculum/retired_unsolved" not in cur.metrics()
     hard = _cur(start=1.0, end=1.0, retire_after=2)
     _feed(hard, "11", task="c")
     hard.end_step(1)

@@ -1,7 +1,9 @@
 """RL's prompts leave out the tasks of `data.decontaminate_against`, whatever SFT trained
 on: a run whose config gained a benchmark after SFT does not train on it; with
-`rl.pass_rates`, also the tasks the starting policy never or always solved. The settings
-line the stage logs first names the filter, the reward's wall clock and the retirement."""
+`rl.pass_rates`, also the tasks the starting policy never or always solved. Fresh
+generator tasks (`rl.generated_tasks`) join them, never one the run holds out. The
+settings line the stage logs first names the filter, the reward's wall clock and the
+retirement."""
 
 import json
 
@@ -11,6 +13,7 @@ from tritonrl.config_loader import config_to_dict, load_config
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
+from tritonrl.tasks.generator import generate_tasks
 from tritonrl.train.rl import check_against_run, settings_line
 from tritonrl.train.rl.data import rl_prompts
 from tritonrl.train.sft.data import write_jsonl
@@ -129,6 +132,62 @@ def test_the_pass_rate_filter_refuses_what_it_cannot_use(run, tmp_path):
         load_config(None, ["--rl.pass_rate_min", "0.8", "--rl.pass_rate_max", "0.5"])
 
 
+def _fresh_run(run, tmp_path):
+    """The run of `run` holding out one of four generator tasks from seed 1000 (its SFT
+    validation row), a benchmark folder with a copy of another; the config that asks RL
+    for those four as fresh tasks."""
+    fresh = generate_tasks(4, seed=1000)
+    held = fresh[1]
+    val = [{"task_id": held.id, **sft_example(held.source, held.solution)}]
+    run.add_artifact("sft", "validation_data",
+                     write_jsonl(run.stage_dir("sft") / "validation.jsonl", val))  # fmt: skip
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    (tmp_path / "kb" / "level1" / "7_Copy.py").write_text(fresh[2].source)
+    args = ["--data.tasks", "builtin:all", "--data.generated_tasks", "2",
+            "--data.generator_seed", "1000", "--data.decontaminate_against",
+            f"[builtin:heldout, {tmp_path / 'kb'}]", "--rl.generated_tasks", "4",
+            "--rl.generator_seed", "1000"]  # fmt: skip
+    return fresh, args
+
+
+def test_fresh_generator_tasks_join_the_prompts_but_never_a_held_out_one(run, tmp_path):
+    fresh, args = _fresh_run(run, tmp_path)
+    config = load_config(None, args)
+    prompts, tasks, _ = rl_prompts(run, config)
+    ids = {t.id for t in fresh}
+    got = sorted(i for i in tasks if i in ids)
+    assert fresh[1].id not in got  # the run holds it out: RL never trains on it
+    assert fresh[2].id not in got  # equal to a task of data.decontaminate_against
+    assert fresh[0].id in got and fresh[3].id in got
+    assert "builtin:level1/3_Tanh" in tasks  # the SFT tasks stay
+    kw = {"include_example": config.data.include_example, "policy": config.verify.policy,
+          "allowed_torch_ops": config.verify.allowed_torch_ops or None}  # fmt: skip
+    row = next(r for r in prompts if r["task_id"] == fresh[3].id)
+    assert row["prompt"] == sft_example(fresh[3].source, fresh[3].solution, **kw)["prompt"]
+
+    # none unless asked; the default seed starts past those SFT's generator tasks use
+    assert not set(rl_prompts(run, load_config(None, args[:-4]))[1]) & ids
+    later = load_config(None, args[:-2])  # rl.generated_tasks 4, the seed left null
+    assert not set(rl_prompts(run, later)[1]) & ids
+    with pytest.raises(ValueError, match=r"rl.generated_tasks must be >= 0"):
+        load_config(None, ["--rl.generated_tasks", "-1"])
+
+
+def test_the_pass_rate_filter_filters_the_fresh_tasks_it_names_and_keeps_the_rest(
+    run, tmp_path
+):  # fmt: skip
+    fresh, args = _fresh_run(run, tmp_path)
+    rows = [_answer("level1/3_Tanh", 0, True), _answer("level1/3_Tanh", 1, False)]
+    rows += [json.dumps({"task": fresh[0].id, "sample": i, "completion": "...",
+                         "verdict": {"correct": True}}) for i in range(2)]  # fmt: skip
+    (tmp_path / "samples.jsonl").write_text("\n".join(rows) + "\n")
+    config = load_config(None, [*args, "--rl.pass_rates", str(tmp_path / "samples.jsonl")])
+    prompts, tasks, _ = rl_prompts(run, config)
+    assert sorted(tasks) == sorted(["builtin:level1/3_Tanh", fresh[3].id])  # fresh[0]: 2 of 2
+    info = Run.open(run.path).stage("rl")["info"]["pass_rate_filter"]
+    assert (info["fresh"], info["fresh_unmeasured"], info["above_max"]) == (2, 1, 1)
+
+
 def test_the_settings_line_names_the_reward_clock_timing_retirement_and_filter(tmp_path):
     line = settings_line(load_config("tiny-cpu", []))
     assert "reward staged with a 120s wall clock per candidate (verify.timeout_s)" in line
@@ -140,7 +199,12 @@ def test_the_settings_line_names_the_reward_clock_timing_retirement_and_filter(t
     line = settings_line(load_config("tiny-cpu", chosen))
     assert "a 10s wall clock per candidate (rl.verify_timeout_s)" in line
     assert "timed in 20-60 trials" in line
-    assert "curriculum on (retire_after 2)" in line
+    assert "curriculum on (retire_after 2)" in line and "fresh generator" not in line
+    both = ["--curriculum.retire_after", "16", "--curriculum.retire_unsolved_after", "8",
+            "--rl.generated_tasks", "400"]  # fmt: skip
+    fresh = settings_line(load_config("tiny-cpu", both))
+    assert "curriculum on (retire_after 16, retire_unsolved_after 8)" in fresh
+    assert "400 fresh generator tasks (rl.generated_tasks)" in fresh
     assert f"pass-rate filter {tmp_path / 'rates'} [0.01, 0.5]" in line
     off = settings_line(load_config("tiny-cpu", ["--curriculum.enabled", "false"]))
     assert "curriculum off" in off

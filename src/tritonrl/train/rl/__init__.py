@@ -153,8 +153,8 @@ def budget_raised(run: Run, config: Config) -> bool:
 
 def settings_line(config: Config) -> str:
     """The RL settings a user checks first, in one log line: the algorithm and budget, the
-    reward's scheme, wall clock and timing, the curriculum (with its retirement) and the
-    pass-rate filter."""
+    reward's scheme, wall clock and timing, the curriculum (with its retirement), RL's own
+    generator tasks and the pass-rate filter."""
     rl, cur, verify = config.rl, config.curriculum, config.rl_verify
     own = " (rl.verify_timeout_s)" if rl.verify_timeout_s is not None else " (verify.timeout_s)"
     rounds = rl.algo not in ("grpo", "rloo")
@@ -168,8 +168,13 @@ def settings_line(config: Config) -> str:
     if not cur.enabled:
         parts.append("curriculum off")
     else:
-        retire = f"retire_after {cur.retire_after}" if cur.retire_after else "no retirement"
-        parts.append(f"curriculum on ({retire})")
+        retire = [f"retire_after {cur.retire_after}"] if cur.retire_after else []
+        retire += [f"retire_unsolved_after {cur.retire_unsolved_after}"] * bool(
+            cur.retire_unsolved_after
+        )
+        parts.append(f"curriculum on ({', '.join(retire) or 'no retirement'})")
+    if rl.generated_tasks:
+        parts.append(f"{rl.generated_tasks} fresh generator tasks (rl.generated_tasks)")
     if rl.pass_rates:
         parts.append(f"pass-rate filter {rl.pass_rates} "
                      f"[{rl.pass_rate_min:g}, {rl.pass_rate_max:g}]")  # fmt: skip

@@ -18,9 +18,11 @@ it has, uniformly, and never grows (said once in the log).
 
 Retirement (`curriculum.retire_after` N > 0): a task whose last N verified completions
 were all correct is drawn no more, since its groups would all earn one reward and carry
-no signal (the static `rl.pass_rates` filter is outgrown as the policy learns its tasks).
-A pool whose every task is retired draws from all of them again. Joined at `end_step`,
-like the rate, so every rank retires the same tasks.
+no signal (the static `rl.pass_rates` filter is outgrown as the policy learns its tasks);
+with `curriculum.retire_unsolved_after` M > 0, a task whose last M were all wrong is
+drawn no more either (a pool of fresh tasks no pass rate was measured for holds such
+tasks). A pool whose every task is retired draws from all of them again. Joined at
+`end_step`, like the rate, so every rank retires the same tasks.
 
 `CurriculumSampler` is the curriculum as a torch `Sampler` for TRL's trainers: the same
 layout as TRL's `RepeatSampler` (each drawn prompt repeated `mini_repeat_count` times for
@@ -60,8 +62,10 @@ class Curriculum:
         self.window: deque[bool] = deque(maxlen=config.window)
         # (task id, correct) since the last end_step, not yet joined
         self.pending: list[tuple[str, bool]] = []
-        self.recent: dict[str, deque[bool]] = {}  # each task's last retire_after results
+        # each task's last results, as many as the longer retirement count needs
+        self.recent: dict[str, deque[bool]] = {}
         self.retired: set[str] = set()
+        self.unsolved: set[str] = set()  # those of `retired` retired as never right
         self.transitions: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
         self.adaptive = config.enabled and bool(self.easy) and bool(self.hard)
@@ -143,21 +147,33 @@ class Curriculum:
         )
         return True
 
+    def _keep(self) -> int:
+        """The results kept per task: the longer of the two retirement counts (0: none)."""
+        return max(self.config.retire_after, self.config.retire_unsolved_after)
+
     def _count(self, results: list[tuple[str, bool]], step: int) -> None:
-        """Each task's last `retire_after` results; retire those all correct."""
-        n = self.config.retire_after
-        if not n:
+        """Each task's last results; retire those whose last `retire_after` were all
+        correct or whose last `retire_unsolved_after` were all wrong."""
+        right, wrong = self.config.retire_after, self.config.retire_unsolved_after
+        if not (right or wrong):
             return
         for task, ok in results:
             if task not in self.levels or task in self.retired:
                 continue
-            recent = self.recent.setdefault(task, deque(maxlen=n))
+            recent = self.recent.setdefault(task, deque(maxlen=self._keep()))
             recent.append(ok)
-            if len(recent) == n and all(recent):
-                self.retired.add(task)
-                del self.recent[task]
-                log.info("curriculum: %s retired at step %d: its last %d completions were "
-                         "correct (%d retired)", task, step, n, len(self.retired))  # fmt: skip
+            last = list(recent)
+            if right and len(last) >= right and all(last[-right:]):
+                why = f"its last {right} completions were correct"
+            elif wrong and len(last) >= wrong and not any(last[-wrong:]):
+                why = f"its last {wrong} completions were wrong"
+                self.unsolved.add(task)
+            else:
+                continue
+            self.retired.add(task)
+            del self.recent[task]
+            log.info("curriculum: %s retired at step %d: %s (%d retired)",
+                     task, step, why, len(self.retired))  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
         """What is logged every step (the rolling rate is -1 before any level-1 result)."""
@@ -167,8 +183,10 @@ class Curriculum:
             "curriculum/level1_correct": -1.0 if rate is None else rate,
             "curriculum/transitions": float(len(self.transitions)),
         }
-        if self.config.retire_after:
+        if self.config.retire_after or self.config.retire_unsolved_after:
             out["curriculum/retired"] = float(len(self.retired))
+        if self.config.retire_unsolved_after:
+            out["curriculum/retired_unsolved"] = float(len(self.unsolved))
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -180,6 +198,7 @@ class Curriculum:
             "transitions": list(self.transitions),
             "recent": {task: [int(x) for x in r] for task, r in sorted(self.recent.items())},
             "retired": sorted(self.retired),
+            "unsolved": sorted(self.unsolved),
             "rng": [state[0], list(state[1]), state[2]],
         }
 
@@ -190,10 +209,11 @@ class Curriculum:
         self.pending = [(x[0], bool(x[1])) if isinstance(x, list) else ("", bool(x))
                         for x in state.get("pending", [])]  # fmt: skip
         self.transitions = list(state["transitions"])
-        n = self.config.retire_after or None
+        n = self._keep() or None
         self.recent = {task: deque((bool(x) for x in r), maxlen=n)
                        for task, r in state.get("recent", {}).items()}  # fmt: skip
         self.retired = set(state.get("retired", []))
+        self.unsolved = set(state.get("unsolved", []))
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
 

@@ -18,6 +18,16 @@ at almost every draw. With `rl.pass_rates` (an eval folder of the starting polic
 there lies within [`rl.pass_rate_min`, `rl.pass_rate_max`] are kept; the counts are in
 the log and the stage info (`pass_rate_filter`).
 
+Fresh tasks (`rl.generated_tasks` N > 0): N generator tasks for RL alone, from seeds past
+those SFT's generator tasks can use (`rl.generator_seed` overrides), prompted as SFT's
+builtin rows are; a task whose source is a training task's, or that equals (in
+`data.decontaminate_form`) a task of `data.decontaminate_against` or one of the run's
+held-out tasks, is left out, so RL never trains on what the run is evaluated on. A policy
+that has learnt its few filtered tasks by heart keeps meeting prompts it has not seen.
+The pass-rate filter filters those its file names (`tritonrl eval --tasks gen:N:SEED`
+measures them) and keeps the others: the curriculum's retirement
+(`curriculum.retire_after`, `retire_unsolved_after`) sets aside those with no signal.
+
 What it does NOT do: choose the level mix (the curriculum's sampler does), no validation prompts
 (RL trains on the training split only; `tritonrl.data.heldout` gives evaluation the
 held-out tasks); it does not sample or verify anything itself (the eval did).
@@ -30,8 +40,12 @@ import logging
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.data.heldout import training_prompts
-from tritonrl.runs import Run
+from tritonrl.data.heldout import decontaminate, heldout_tasks, training_prompts
+from tritonrl.data.prompts import build_messages
+from tritonrl.runs import Run, RunError
+from tritonrl.tasks import Task
+from tritonrl.tasks.decontaminate import describe, drop_matches
+from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
 SAMPLES = "samples.jsonl"  # an eval folder's answers (tritonrl.evaluate.runner)
@@ -42,15 +56,54 @@ def rl_prompts(run: Run, config: Config):
     import datasets  # lazy: a heavy optional dependency
 
     rows, tasks, source = training_prompts(run, config)
+    fresh = fresh_tasks(run, config, tasks)
     if config.rl.pass_rates:
-        keep, summary = pass_rate_filter(config, list(tasks))
+        keep, summary = pass_rate_filter(config, list(tasks), [t.id for t in fresh])
         rows = [r for r in rows if r["task_id"] in keep]
+        fresh = [t for t in fresh if t.id in keep]
         run.set_info("rl", pass_rate_filter=summary)
     else:  # an earlier attempt's filter does not describe this one's prompts
         run.set_info("rl", pass_rate_filter=None)
-    log.info("RL prompts: %d (%s)", len(rows), source)
+    rows += fresh_rows(fresh, config)
+    tasks = {**tasks, **{t.id: t for t in fresh}}
+    log.info("RL prompts: %d (%s, %d of them fresh generator tasks)", len(rows), source,
+             len(fresh))  # fmt: skip
     used = {r["task_id"] for r in rows}
     return datasets.Dataset.from_list(rows), {k: tasks[k] for k in used}, source
+
+
+def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Task]:
+    """`rl.generated_tasks` generator tasks for RL alone (see the module docstring): none
+    a training task, none equal to a task of `data.decontaminate_against` or to one the
+    run holds out."""
+    rl, data = config.rl, config.data
+    if not rl.generated_tasks:
+        return []
+    seed = rl.generator_seed
+    if seed is None:  # past every seed generate_tasks may use for data.generated_tasks
+        seed = data.generator_seed + 20 * data.generated_tasks + 20
+    sources = {t.source for t in training.values()}
+    tasks = [t for t in generate_tasks(rl.generated_tasks, seed=seed)
+             if t.id not in training and t.source not in sources]  # fmt: skip
+    tasks = decontaminate(tasks, config, "rl.generated_tasks")
+    try:
+        held = heldout_tasks(run, config)
+    except RunError:  # the run records no held-out prompts: nothing more to keep out
+        held = []
+    if held:
+        tasks, matches = drop_matches(tasks, held, data.decontaminate_form)
+        if matches:
+            log.warning("rl.generated_tasks: dropped %s, equal to a task the run holds out",
+                        describe(matches))  # fmt: skip
+    log.info("rl.generated_tasks: %d fresh generator tasks from seed %d", len(tasks), seed)
+    return tasks
+
+
+def fresh_rows(tasks: list[Task], config: Config) -> list[dict]:
+    """Prompt rows of `tasks`, built as SFT builds its rows from tasks."""
+    kw = {"include_example": config.data.include_example, "policy": config.verify.policy,
+          "allowed_torch_ops": config.verify.allowed_torch_ops or None}  # fmt: skip
+    return [{"prompt": build_messages(t.source, **kw), "task_id": t.id} for t in tasks]
 
 
 def pass_rates(path: str | Path) -> dict[str, tuple[int, int]]:
@@ -86,31 +139,38 @@ def pass_rates(path: str | Path) -> dict[str, tuple[int, int]]:
     return {t: (c[0], c[1]) for t, c in counts.items()}
 
 
-def pass_rate_filter(config: Config, task_ids: list[str]) -> tuple[set[str], dict]:
-    """The ids of `task_ids` whose pass rate in `rl.pass_rates` lies within
-    [rl.pass_rate_min, rl.pass_rate_max], and a summary (kept, never solved, always
-    solved, not in the file). A ValueError when none is kept, saying what was found."""
+def pass_rate_filter(
+    config: Config, task_ids: list[str], fresh: list[str] | None = None
+) -> tuple[set[str], dict]:
+    """The ids of `task_ids` (and of `fresh`, RL's own generator tasks) whose pass rate in
+    `rl.pass_rates` lies within [rl.pass_rate_min, rl.pass_rate_max], with the `fresh`
+    ones the file does not name, and a summary (kept, never solved, always solved, not in
+    the file, fresh). A ValueError when none is kept, saying what was found."""
     rl = config.rl
     rates = pass_rates(rl.pass_rates)
     keep: set[str] = set()
-    below, above, absent = [], [], []
-    for task in task_ids:
+    below, above, absent, unmeasured = [], [], [], []
+    for task in [*task_ids, *(fresh or [])]:
         if task not in rates:
-            absent.append(task)
+            (unmeasured if task not in task_ids else absent).append(task)
             continue
         correct, n = rates[task]
         p = correct / n
         (keep.add(task) if rl.pass_rate_min <= p <= rl.pass_rate_max else
          (below if p < rl.pass_rate_min else above).append(task))  # fmt: skip
+    keep.update(unmeasured)
     summary = {"file": str(rl.pass_rates), "tasks": len(task_ids), "kept": len(keep),
                "below_min": len(below), "above_max": len(above), "not_in_file": len(absent),
+               "fresh": len(fresh or []), "fresh_unmeasured": len(unmeasured),
                "range": [rl.pass_rate_min, rl.pass_rate_max]}  # fmt: skip
     log.info(
         "RL pass-rate filter (%s): %d of %d tasks kept; %d below %.2f, %d above %.2f, "
-        "%d not in the file", rl.pass_rates, len(keep), len(task_ids), len(below),
-        rl.pass_rate_min, len(above), rl.pass_rate_max, len(absent),
+        "%d not in the file; %d fresh generator tasks, %d of them not in it (kept)",
+        rl.pass_rates, len(keep), len(task_ids) + len(fresh or []), len(below),
+        rl.pass_rate_min, len(above), rl.pass_rate_max, len(absent), len(fresh or []),
+        len(unmeasured),
     )  # fmt: skip
-    if absent and len(absent) == len(task_ids):
+    if absent and len(absent) == len(task_ids) and not fresh:
         raise ValueError(
             f"rl.pass_rates {rl.pass_rates}: none of the run's {len(task_ids)} training "
             f"tasks is in it (e.g. {task_ids[0]!r}); evaluate with --tasks train:RUN"
