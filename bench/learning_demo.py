@@ -22,7 +22,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    tasks plus the config's generator tasks (seeds from 0), or, with `--family-tasks N`,
    N training tasks of each strict task family instead; every training task equal to a
    held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
-   `builtin:heldout`) is left out unless `--no-decontaminate`;
+   `builtin:heldout`) is left out unless `--no-decontaminate`, and so is every fresh
+   generator task GRPO is given (`-- --rl.generated_tasks N`);
 4. with `--filter-samples N`, `tritonrl eval` of the SFT model on the run's training
    tasks (`--tasks train:work/run`, N answers each, no timing), whose folder GRPO takes
    as `rl.pass_rates` (only tasks it solved sometimes but not always);
