@@ -205,6 +205,13 @@ def build_messages(
     ]
 
 
+def prompt_settings(config) -> dict:
+    """`build_messages`' settings from a run's `Config`: `data.include_example` and the
+    verifier's policy, so SFT's rows and RL's own prompts ask alike."""
+    return {"include_example": config.data.include_example, "policy": config.verify.policy,
+            "allowed_torch_ops": config.verify.allowed_torch_ops or None}  # fmt: skip
+
+
 def render_plain(messages: list[dict]) -> str:
     """Plain-text rendering for models without a chat template; ends ready for the answer."""
     turns = [f"{m['role'].capitalize()}:\n{m['content']}" for m in messages]

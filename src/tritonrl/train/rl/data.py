@@ -41,7 +41,7 @@ from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.data.heldout import decontaminate, heldout_tasks, training_prompts
-from tritonrl.data.prompts import build_messages
+from tritonrl.data.prompts import build_messages, prompt_settings
 from tritonrl.runs import Run, RunError
 from tritonrl.tasks import Task
 from tritonrl.tasks.decontaminate import describe, drop_matches
@@ -101,8 +101,7 @@ def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Tas
 
 def fresh_rows(tasks: list[Task], config: Config) -> list[dict]:
     """Prompt rows of `tasks`, built as SFT builds its rows from tasks."""
-    kw = {"include_example": config.data.include_example, "policy": config.verify.policy,
-          "allowed_torch_ops": config.verify.allowed_torch_ops or None}  # fmt: skip
+    kw = prompt_settings(config)
     return [{"prompt": build_messages(t.source, **kw), "task_id": t.id} for t in tasks]
 
 
@@ -149,10 +148,11 @@ def pass_rate_filter(
     rl = config.rl
     rates = pass_rates(rl.pass_rates)
     keep: set[str] = set()
-    below, above, absent, unmeasured = [], [], [], []
+    absent = [t for t in task_ids if t not in rates]
+    unmeasured = [t for t in fresh or [] if t not in rates]  # kept: nothing says otherwise
+    below, above = [], []
     for task in [*task_ids, *(fresh or [])]:
         if task not in rates:
-            (unmeasured if task not in task_ids else absent).append(task)
             continue
         correct, n = rates[task]
         p = correct / n

@@ -29,7 +29,7 @@ from pathlib import Path
 from tritonrl.config import Config
 from tritonrl.data.heldout import builtin_tasks, decontaminate
 from tritonrl.data.kernelbook import split_groups
-from tritonrl.data.prompts import sft_example
+from tritonrl.data.prompts import prompt_settings, sft_example
 from tritonrl.runs import Run, atomic_write_bytes
 from tritonrl.tasks import Task
 
@@ -48,13 +48,9 @@ def training_tasks(config: Config) -> list[Task]:
 def builtin_examples(config: Config, tasks: list[Task] | None = None) -> list[dict]:
     """One example per task with a solution (`tasks`, by default `training_tasks`), prompts
     built with the verifier's policy."""
-    data, verify = config.data, config.verify
+    data = config.data
     tasks = training_tasks(config) if tasks is None else tasks
-    prompt_kw = {
-        "include_example": data.include_example,
-        "policy": verify.policy,
-        "allowed_torch_ops": verify.allowed_torch_ops or None,
-    }
+    prompt_kw = prompt_settings(config)
     rows = []
     for task in tasks:
         if not task.solution:

@@ -244,6 +244,11 @@ def _release(big: bool = True) -> None:
 BIG_BYTES = 64 << 20  # a set whose inputs are this large is worth a collection when dropped
 
 
+def _big(inputs: Any) -> bool:
+    """Whether a set's `inputs` are large enough to be worth a collection when dropped."""
+    return _nbytes(inputs) >= BIG_BYTES
+
+
 def _copies(inputs: list) -> list:
     """The reference's own copy of the candidate's inputs (tensors cloned)."""
     import torch
@@ -322,7 +327,7 @@ class Worker:
         except Exception as e:  # noqa: BLE001 - a set file that cannot be read: a verdict
             return {"ok": False, "error": f"input set {name}: {_short_error(e)}"}
         keep = cmd.get("keep", True)  # a later set is refilled into it, or it is timed
-        big = _nbytes(data.get("inputs")) >= BIG_BYTES
+        big = _big(data.get("inputs"))
         try:
             return self._run(name, data, cmd.get("refill_of"), keep)
         finally:
@@ -423,7 +428,7 @@ class Worker:
         except BaseException as e:  # noqa: BLE001 - a failure while timing is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         finally:
-            _release(_nbytes(inputs) >= BIG_BYTES)  # the timing windows wait for this side
+            _release(_big(inputs))  # the timing windows wait for this side
         self.timed, self.measured = {"set": name, "reference": reference}, None
         return {"ok": True, "flags": self._common_flags()}
 
@@ -458,7 +463,7 @@ class Worker:
         fns = ref_inputs = None  # noqa: F841 - the closures' copies are freed now
         # Still inside the GPU's timing window: a collection (tens of ms) only where the
         # copies were large enough for the reference's time alone to need their memory.
-        _release(_nbytes(inputs) >= BIG_BYTES)
+        _release(_big(inputs))
         self.measured = m
         series = {
             k: {"times_ms": v["times_ms"], "off_stream": v["off_stream"], "lag_us": v["lag_us"]}
@@ -522,7 +527,7 @@ class Worker:
         except BaseException as e:  # noqa: BLE001 - a failure while checking is a verdict
             return {"ok": False, "error": _short_error(e), "flags": self._common_flags()}
         finally:
-            _release(_nbytes(self.cache[timed["set"]][1]) >= BIG_BYTES)
+            _release(_big(self.cache[timed["set"]][1]))
         flags.update(self._common_flags())
         return {"ok": True, "flags": flags}
 
