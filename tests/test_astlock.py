@@ -6,12 +6,14 @@ import threading
 import pytest
 
 from tritonrl.astlock import AST_LOCK
+from tritonrl.data.convert import code_key
 from tritonrl.extract.common import parse
 from tritonrl.tasks import load_builtin
 from tritonrl.tasks.difficulty import analyze
 from tritonrl.tasks.shapes import build_module
 from tritonrl.tasks.task import parse_source
 from tritonrl.verify.inputs import _declared_dtypes
+from tritonrl.verify.static import static_check
 
 TASK = load_builtin("level1/1_ReLU").tasks[0]
 
@@ -24,9 +26,11 @@ TASK = load_builtin("level1/1_ReLU").tasks[0]
         lambda: analyze(TASK.source),
         lambda: build_module(TASK.source),
         lambda: _declared_dtypes(TASK),
+        lambda: static_check("x = 1\n"),
+        lambda: code_key("x = 1\n"),
     ],
     ids=["extract.parse", "task.parse_source", "difficulty.analyze", "shapes.build_module",
-         "inputs._declared_dtypes"],
+         "inputs._declared_dtypes", "static.static_check", "convert.code_key"],
 )  # fmt: skip
 def test_a_conversion_waits_while_the_lock_is_held(convert):
     done = threading.Event()

@@ -27,6 +27,7 @@ import hashlib
 import io
 import tokenize
 
+from tritonrl.astlock import AST_LOCK
 from tritonrl.data.prompts import sft_example
 from tritonrl.tasks.task import Task, TaskLoadError
 
@@ -96,7 +97,8 @@ def _splice(source: str, node: ast.AST, text: str) -> str:
 
 def _parse(source: str, reason: str) -> ast.Module:
     try:
-        return ast.parse(source)
+        with AST_LOCK:
+            return ast.parse(source)
     except (SyntaxError, ValueError) as e:
         where = f"line {e.lineno}: " if getattr(e, "lineno", None) else ""
         raise RowDropped(reason, f"{where}{getattr(e, 'msg', e)}") from None
@@ -215,7 +217,8 @@ def convert_solution(triton_code: str, entry: str) -> str:
 def code_key(source: str) -> str:
     """Hash of the code's AST without docstrings: equal for code that differs only in
     formatting, comments or docstrings."""
-    tree = ast.parse(source)
+    with AST_LOCK:
+        tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (

@@ -56,6 +56,7 @@ from __future__ import annotations
 import ast
 import logging
 
+from tritonrl.astlock import AST_LOCK
 from tritonrl.verify.static.checker import Checker
 from tritonrl.verify.static.rules import (
     ALLOWED_IMPORTS,
@@ -96,7 +97,8 @@ def static_check(
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; use one of {POLICIES}")
     try:
-        tree = ast.parse(source)
+        with AST_LOCK:  # gh-106905: CPython 3.11's parser is not thread-safe
+            tree = ast.parse(source)
     except SyntaxError as e:
         return [Finding("syntax_error", e.lineno or 0, str(e.msg))]
     allowed = frozenset(op_key(a) for a in allowed_torch_ops) if policy == "partial" else None
