@@ -31,8 +31,8 @@ import statistics
 import time
 from pathlib import Path
 
+from tritonrl.config import PARTIAL_TORCH_OPS
 from tritonrl.config_loader import load_config
-from tritonrl.data.prompts import PARTIAL_TORCH_OPS
 from tritonrl.tasks import families
 from tritonrl.verify.pool.pool import VerifierPool
 

@@ -492,3 +492,21 @@ def test_max_block_elements_is_a_count_up_to_tritons_own_limit():
     for bad in (0, -4, 1 << 21, 2.5, True):
         with pytest.raises(ValueError, match=f"verify.max_block_elements must be .*{bad!r}"):
             VerifyConfig(max_block_elements=bad)
+
+
+def test_partial_with_no_ops_named_allows_the_ops_every_prompt_names():
+    from tritonrl.config import PARTIAL_TORCH_OPS
+    from tritonrl.data.prompts import build_messages, prompt_settings
+
+    config = load_config(None, ["--verify.policy", "partial"])
+    assert config.verify.allowed_torch_ops == list(PARTIAL_TORCH_OPS)
+    assert config.rl_verify.allowed_torch_ops == list(PARTIAL_TORCH_OPS)
+    text = build_messages("x = 1\n", **prompt_settings(config))[-1]["content"]
+    assert all(f"`{op}`" in text for op in PARTIAL_TORCH_OPS)  # what the verifier allows
+    named = load_config(None, ["--verify.policy", "partial", "--verify.allowed_torch_ops", "mm"])
+    assert named.verify.allowed_torch_ops == ["mm"]  # a list given is kept as it is
+    assert VerifyConfig().allowed_torch_ops == []  # strict allows none
+    # A run recorded partial with an empty list resumes without a difference.
+    old = asdict(config)
+    old["verify"]["allowed_torch_ops"] = []
+    assert diff_configs(old, asdict(config_from_dict(old, "run r"))) == []

@@ -29,6 +29,10 @@ import math
 from dataclasses import dataclass, field
 
 POLICIES = ("strict", "partial")
+# Under the partial policy, the torch ops allowed when `verify.allowed_torch_ops` names none
+# (in the names that key takes: "matmul", "F.linear", "aten::mm"). Prompts name the same
+# list, so a prompt promises what the verifier allows.
+PARTIAL_TORCH_OPS = ("matmul", "mm", "bmm", "addmm", "linear", "conv1d", "conv2d", "conv3d")
 SPEEDUP_MEASURES = ("min", "device", "launch")
 REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
 VERIFY_BACKENDS = ("local", "ray")
@@ -170,6 +174,8 @@ class VerifyConfig:
             )
         if self.policy not in POLICIES:
             raise ValueError(f"verify.policy must be one of {POLICIES}, not {self.policy!r}")
+        if self.policy == "partial" and not self.allowed_torch_ops:
+            self.allowed_torch_ops = list(PARTIAL_TORCH_OPS)
         if self.allowed_torch_ops and self.policy == "strict":
             raise ValueError(
                 "verify.allowed_torch_ops is set but verify.policy is 'strict': "

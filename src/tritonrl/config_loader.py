@@ -30,7 +30,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
 
-from tritonrl.config import Config, check_config
+from tritonrl.config import PARTIAL_TORCH_OPS, Config, check_config
 
 # Shipped in the package (the repository's top-level configs/ links here), so a name
 # resolves in any install, editable or not.
@@ -217,7 +217,8 @@ def config_path(name: str | Path | None) -> Path:
 
 
 def upgrade_recorded(data: dict[str, dict], source: str = "config") -> dict[str, dict]:
-    """`{section: {key: value}}` with every key that moved (`MOVED`) at its new name, for
+    """`{section: {key: value}}` with every key that moved (`MOVED`) at its new name (and a
+    partial policy's empty `verify.allowed_torch_ops` at `PARTIAL_TORCH_OPS`), for
     a config a run recorded before the move (a copy; `data` is not changed). A ValueError
     when the old and the new name both hold a value and they differ."""
     out = {section: dict(values) if isinstance(values, dict) else values
@@ -239,6 +240,11 @@ def upgrade_recorded(data: dict[str, dict], source: str = "config") -> dict[str,
             section, _, key = name.partition(".")
             out[section] = out.get(section) or {}
             out[section].setdefault(key, implied)
+    verify = out.get("verify")
+    if isinstance(verify, dict) and verify.get("policy") == "partial":
+        # Recorded before an empty list meant PARTIAL_TORCH_OPS: those are what its
+        # prompts named, and what the verifier allows now.
+        verify["allowed_torch_ops"] = verify.get("allowed_torch_ops") or list(PARTIAL_TORCH_OPS)
     return out
 
 

@@ -352,7 +352,7 @@ def distill(
     for sub in ("cache", "verdicts"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     summary = DistillSummary(model=model, out_dir=str(out), tasks=len(tasks), variations=variations)
-    prompt_kw = {"policy": config.policy, "allowed_torch_ops": config.allowed_torch_ops or None}
+    prompt_kw = {"policy": config.policy, "allowed_torch_ops": config.allowed_torch_ops}
     params = {**chat_sampling(sampling or SamplingConfig()), "max_tokens": max_tokens}
     rows: list[dict] = []
     try:

@@ -19,15 +19,11 @@ import logging
 import re
 from collections.abc import Sequence
 
+from tritonrl.config import PARTIAL_TORCH_OPS, POLICIES
 from tritonrl.extract import ExtractError, extract_code, normalise_code
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("strict", "partial")
-# Under the partial policy, the torch ops a prompt names when the caller names none. The
-# names are those `VerifyConfig.allowed_torch_ops` takes ("matmul", "F.linear", "aten::mm"):
-# pass the same list to both so the prompt promises what the verifier allows.
-PARTIAL_TORCH_OPS = ("matmul", "mm", "bmm", "addmm", "linear", "conv1d", "conv2d", "conv3d")
 
 SYSTEM_PROMPT = (
     "You are an expert GPU kernel engineer. You rewrite PyTorch modules as correct, fast "
@@ -209,7 +205,7 @@ def prompt_settings(config) -> dict:
     """`build_messages`' settings from a run's `Config`: `data.include_example` and the
     verifier's policy, so SFT's rows and RL's own prompts ask alike."""
     return {"include_example": config.data.include_example, "policy": config.verify.policy,
-            "allowed_torch_ops": config.verify.allowed_torch_ops or None}  # fmt: skip
+            "allowed_torch_ops": config.verify.allowed_torch_ops}  # fmt: skip
 
 
 def render_plain(messages: list[dict]) -> str:

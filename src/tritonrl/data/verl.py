@@ -36,7 +36,7 @@ def verl_rows(tasks: list[Task], split: str, config: VerifyConfig | None = None)
         {
             "data_source": DATA_SOURCE,
             "prompt": build_messages(
-                t.source, policy=config.policy, allowed_torch_ops=config.allowed_torch_ops or None
+                t.source, policy=config.policy, allowed_torch_ops=config.allowed_torch_ops
             ),
             "ability": ABILITY,
             "reward_model": {"style": "rule", "ground_truth": ground_truth(t)},

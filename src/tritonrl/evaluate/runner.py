@@ -60,7 +60,7 @@ from tritonrl.config import Config
 from tritonrl.config_loader import config_from_dict
 from tritonrl.data.feedback import feedback_message, goes_on
 from tritonrl.data.heldout import heldout_tasks, training_prompts
-from tritonrl.data.prompts import build_messages
+from tritonrl.data.prompts import build_messages, prompt_settings
 from tritonrl.evaluate.identity import check_folder, eval_identity, record
 from tritonrl.evaluate.metrics import k_values, summarize, turn_metrics
 from tritonrl.reward.schemes import reward_for
@@ -148,10 +148,8 @@ def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
     samples.jsonl gets, each as its verdict arrives. `greedy` is the evaluation's (one
     sample a task), not the batch's: a third sample added to two is drawn as they were.
     With `turns` > 1 they are first turns (`turn` 1)."""
-    verify, n = config.verify, len(indices)
-    prompts = [build_messages(t.source, include_example=config.data.include_example,
-                              policy=verify.policy, allowed_torch_ops=verify.allowed_torch_ops)
-               for t in batch]  # fmt: skip
+    n = len(indices)
+    prompts = [build_messages(t.source, **prompt_settings(config)) for t in batch]
     answers = model.generate(prompts, n, config, greedy=greedy)
     asked = [(t, indices[j], prompts[i]) for i, t in enumerate(batch) for j in range(n)]
     return _verified(model, asked, [a for per in answers for a in per], config,

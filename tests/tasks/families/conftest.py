@@ -5,8 +5,7 @@ in-process solution check for covering every kind of program."""
 
 import pytest
 
-from tritonrl.config import VerifyConfig
-from tritonrl.data.prompts import PARTIAL_TORCH_OPS
+from tritonrl.config import PARTIAL_TORCH_OPS, VerifyConfig
 from tritonrl.tasks import families
 from tritonrl.verify.funnel import verify
 from tritonrl.verify.solution_check import check_task

@@ -87,7 +87,7 @@ def signature(task_id: str) -> str:
 
 def policy(family: str) -> str:
     """The verifier policy a family's solutions need: strict, or partial (torch for the
-    named ops of `tritonrl.data.prompts.PARTIAL_TORCH_OPS`)."""
+    named ops of `tritonrl.config.PARTIAL_TORCH_OPS`)."""
     return _family(family).POLICY
 
 

@@ -4,8 +4,9 @@ fused into one Triton kernel.
 
 Under the partial policy (`verify.policy: partial`) the candidate may call the torch ops
 named in `verify.allowed_torch_ops`; these solutions need `conv1d`, `conv2d` and
-`linear` among them (`tritonrl.data.prompts.PARTIAL_TORCH_OPS` has them). Under the
-strict policy they are flagged, rightly: prompts for these tasks must say partial.
+`linear` among them (`tritonrl.config.PARTIAL_TORCH_OPS`, the partial policy's default,
+has them). Under the strict policy they are flagged, rightly: prompts for these tasks
+must say partial.
 
 Signature: `fused:<conv1d|conv2d|linear>:<epilogue tags>`. Held out (`HELDOUT`): 2-D
 convolutions with a tanh, and linear layers with both a scale and a clamp.
