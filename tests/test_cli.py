@@ -21,3 +21,27 @@ def test_every_stage_command_takes_config_and_overrides():
                     ["tiny-model"], ["sft"], ["serve"], ["export-verl"]):  # fmt: skip
         r = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
         assert r.exit_code == 0 and "--config" in r.output and "FILE|NAME" in r.output, command
+
+
+def test_no_help_text_has_a_bracket_that_rich_would_eat():
+    """Help is Rich markup: an unescaped `[word]` (an extra's name, `tritonrl[ray]`) is read
+    as a style tag and vanishes from `--help`."""
+    import re
+
+    import typer
+
+    from tritonrl.cli import app
+
+    def commands(command, path):
+        yield path, command
+        if hasattr(command, "commands"):  # a group
+            for name, sub in command.commands.items():
+                yield from commands(sub, [*path, name])
+
+    eaten = [(" ".join(path), text)
+             for path, command in commands(typer.main.get_command(app), [])
+             for text in [command.help or "", *(getattr(p, "help", None) or ""
+                                                for p in command.params)]
+             if re.search(r"(?<!\\)\[[a-z][a-z_-]*\]", text)]  # fmt: skip
+    assert not eaten, eaten
+    assert len(list(commands(typer.main.get_command(app), []))) > 20  # every command seen

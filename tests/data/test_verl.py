@@ -37,10 +37,30 @@ def test_rows_read_back_with_every_field(tmp_path):
 
 
 def test_export_verl_command_writes_the_split_and_refuses_to_overwrite(tmp_path):
-    r = tritonrl("export-verl", "--tasks", "builtin:level1/1_ReLU", "--out", str(tmp_path))
+    r = tritonrl("export-verl", "--tasks", "builtin:level1/3_Tanh", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     table = pq.read_table(tmp_path / "train.parquet")
     assert table.num_rows == 1 and set(table.column_names) == {
         "data_source", "prompt", "ability", "reward_model", "extra_info"}  # fmt: skip
-    r = tritonrl("export-verl", "--tasks", "builtin:level1/1_ReLU", "--out", str(tmp_path))
+    r = tritonrl("export-verl", "--tasks", "builtin:level1/3_Tanh", "--out", str(tmp_path))
     assert r.returncode == 2 and "--force" in r.stderr
+
+
+def test_export_verl_keeps_held_out_tasks_out_of_the_train_split(tmp_path):
+    held = {t.id for t in load_builtin("heldout").tasks if t.level == 1}
+    r = tritonrl("export-verl", "--tasks", "builtin:level1", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    train = {row["task_id"] for row in pq.read_table(tmp_path / "train.parquet")
+             .column("extra_info").to_pylist()}  # fmt: skip
+    assert len(held) == 8 and not train & held
+    assert train | held == {t.id for t in load_builtin("level1").tasks}
+    assert f"8 of {len(train) + 8} tasks dropped" in r.stderr and "builtin:heldout" in r.stderr
+    # The validation split is the held-out tasks themselves: written whole.
+    r = tritonrl("export-verl", "--tasks", "builtin:heldout", "--out", str(tmp_path),
+                 "--split", "validation")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(tmp_path / "validation.parquet").num_rows == 12
+    # Every task held out: nothing to train on, and nothing written.
+    r = tritonrl("export-verl", "--tasks", "builtin:level1/1_ReLU", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "nothing to train on" in r.stderr
+    assert not (tmp_path / "x").exists()

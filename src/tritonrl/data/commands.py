@@ -43,6 +43,7 @@ from rich.table import Table
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.config_loader import moved_message
 from tritonrl.data.distill import DistillError, distill
+from tritonrl.data.heldout import decontaminate
 from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks, prepare
 from tritonrl.data.verl import verl_rows, write_parquet
 from tritonrl.runs import Run, RunError
@@ -74,13 +75,29 @@ def export_verl_command(
 ):
     """Write the tasks as verl's RL dataset (one row per task: the chat prompt, the
     ground truth `tritonrl.reward.compute_score` resolves). The prompts state the
-    config's verify.policy."""
+    config's verify.policy. The train split drops the tasks equal to one of
+    data.decontaminate_against (builtin:heldout by default), as prepare does."""
     cfg, _ = command_config(ctx, config, "prepare")
     task_list = [t for spec in tasks for t in _load_tasks(spec, None)]
     if not task_list:
         _fail(f"--tasks {' '.join(tasks)}: no tasks loaded")
     if not split or "/" in split:
         _fail(f"--split {split!r}: give a plain name such as train or validation")
+    if split == "train":
+        try:
+            kept = decontaminate(task_list, cfg, "export-verl --tasks")
+        except ValueError as e:
+            _fail(str(e))
+        if len(kept) < len(task_list):
+            err.print(
+                f"{len(task_list) - len(kept)} of {len(task_list)} tasks dropped: equal to a "
+                f"task of data.decontaminate_against {cfg.data.decontaminate_against} "
+                f"({cfg.data.decontaminate_form} form), which verl must not train on",
+                markup=False, highlight=False,
+            )  # fmt: skip
+        if not kept:
+            _fail("every task equals one of data.decontaminate_against: nothing to train on")
+        task_list = kept
     path = out / f"{split}.parquet"
     if path.exists() and not force:
         _fail(f"{path} exists; pass --force to overwrite it")

@@ -106,7 +106,7 @@ def verify_cmd(
     backend: str | None = typer.Option(
         None,
         help="Short for --verify.backend: local (this machine's pool) or ray (the actors of "
-        "the Ray cluster at --verify.ray_address; pip install 'tritonrl[ray]').",
+        "the Ray cluster at --verify.ray_address; pip install 'tritonrl\\[ray]').",
     ),
     force: bool = typer.Option(False, "--force", help="--batch: overwrite an existing --out."),
 ):
