@@ -45,7 +45,9 @@ TIMING_KEYS = {"trials": "trials", "max_trials": "max_trials", "target_rse": "ta
 class VerifyConfig:
     device: str = "auto"  # auto | cpu (Triton interpreter) | cuda
     # Cheating policy: strict = all computation in Triton; partial = torch allowed for
-    # the ops named in allowed_torch_ops (aten names, e.g. "aten::mm" or "mm").
+    # the ops named in allowed_torch_ops (aten names, e.g. "aten::mm" or "mm"; none named:
+    # PARTIAL_TORCH_OPS). A task family whose solutions need partial (fused) gets it where
+    # this says strict, as its prompts do (`tasks.families.verify_config_for`).
     policy: str = "strict"
     allowed_torch_ops: list[str] = field(default_factory=list)
     # Static (AST) cheating checks. Off only to test or ablate the run-time layer: every

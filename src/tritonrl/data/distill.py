@@ -49,7 +49,7 @@ from pathlib import Path
 
 from tritonrl.config import SamplingConfig, VerifyConfig
 from tritonrl.data.kernelbook import progress, write_json, write_jsonl
-from tritonrl.data.prompts import build_messages, sft_example
+from tritonrl.data.prompts import build_messages, policy_settings, sft_example
 from tritonrl.extract import normalise_code, try_extract
 from tritonrl.reward import reward_for
 from tritonrl.tasks.task import Task
@@ -352,11 +352,11 @@ def distill(
     for sub in ("cache", "verdicts"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     summary = DistillSummary(model=model, out_dir=str(out), tasks=len(tasks), variations=variations)
-    prompt_kw = {"policy": config.policy, "allowed_torch_ops": config.allowed_torch_ops}
     params = {**chat_sampling(sampling or SamplingConfig()), "max_tokens": max_tokens}
     rows: list[dict] = []
     try:
         for task in progress(tasks, "distilling"):
+            prompt_kw = policy_settings(config, task.id)
             messages = build_messages(task.source, **prompt_kw)
             seen: set[str] = set()
             for v in range(variations):

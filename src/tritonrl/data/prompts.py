@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from tritonrl.config import PARTIAL_TORCH_OPS, POLICIES
 from tritonrl.extract import ExtractError, extract_code, normalise_code
+from tritonrl.tasks.families import verify_config_for
 
 log = logging.getLogger(__name__)
 
@@ -201,11 +202,19 @@ def build_messages(
     ]
 
 
-def prompt_settings(config) -> dict:
-    """`build_messages`' settings from a run's `Config`: `data.include_example` and the
-    verifier's policy, so SFT's rows and RL's own prompts ask alike."""
-    return {"include_example": config.data.include_example, "policy": config.verify.policy,
-            "allowed_torch_ops": config.verify.allowed_torch_ops}  # fmt: skip
+def policy_settings(verify, task_id: str = "") -> dict:
+    """`build_messages`' policy and allowed torch ops for a task under a `VerifyConfig`:
+    those it is verified under (`verify_config_for`), so the prompt promises what the
+    verifier allows."""
+    verify = verify_config_for(verify, task_id)
+    return {"policy": verify.policy, "allowed_torch_ops": verify.allowed_torch_ops}
+
+
+def prompt_settings(config, task_id: str = "") -> dict:
+    """`build_messages`' settings from a run's `Config` for a task: `data.include_example`
+    and `policy_settings`, so SFT's rows, RL's own prompts and eval's ask alike."""
+    return {"include_example": config.data.include_example,
+            **policy_settings(config.verify, task_id)}  # fmt: skip
 
 
 def render_plain(messages: list[dict]) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonrl.config import VerifyConfig
-from tritonrl.data.prompts import build_messages
+from tritonrl.data.prompts import build_messages, policy_settings
 from tritonrl.tasks import Task
 
 DATA_SOURCE = "tritonrl"
@@ -35,9 +35,7 @@ def verl_rows(tasks: list[Task], split: str, config: VerifyConfig | None = None)
     return [
         {
             "data_source": DATA_SOURCE,
-            "prompt": build_messages(
-                t.source, policy=config.policy, allowed_torch_ops=config.allowed_torch_ops
-            ),
+            "prompt": build_messages(t.source, **policy_settings(config, t.id)),
             "ability": ABILITY,
             "reward_model": {"style": "rule", "ground_truth": ground_truth(t)},
             "extra_info": {"task_id": t.id, "level": t.level, "split": split, "index": i},

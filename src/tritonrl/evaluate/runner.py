@@ -149,7 +149,7 @@ def _ask(model, batch: list[Task], indices: tuple[int, ...], greedy: bool,
     sample a task), not the batch's: a third sample added to two is drawn as they were.
     With `turns` > 1 they are first turns (`turn` 1)."""
     n = len(indices)
-    prompts = [build_messages(t.source, **prompt_settings(config)) for t in batch]
+    prompts = [build_messages(t.source, **prompt_settings(config, t.id)) for t in batch]
     answers = model.generate(prompts, n, config, greedy=greedy)
     asked = [(t, indices[j], prompts[i]) for i, t in enumerate(batch) for j in range(n)]
     return _verified(model, asked, [a for per in answers for a in per], config,

@@ -42,6 +42,7 @@ import torch
 
 from tritonrl.config import VerifyConfig
 from tritonrl.extract import try_extract
+from tritonrl.tasks.families import verify_config_for
 from tritonrl.tasks.task import Task
 from tritonrl.verify import tensorfile
 from tritonrl.verify.compare import compare_outputs, resolve_device, stale_share
@@ -114,7 +115,7 @@ def prepare(
     the lanes (`tritonrl.verify.pool.pool`). `gpu_gate`: the GPU gate whose shared side the
     reference's passes hold (`tritonrl.verify.pool.gate`; None: on CUDA, `current_gate()`).
     Never raises."""
-    config = config or VerifyConfig()
+    config = verify_config_for(config or VerifyConfig(), task.id)
     result = VerifyResult(task=task.id, device=resolve_device(config.device))
     prepared = Prepared(task, config, result)
     try:

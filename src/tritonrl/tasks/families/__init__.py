@@ -25,8 +25,10 @@ programs are KernelBench-like by design).
 
 from __future__ import annotations
 
+import dataclasses
 from types import ModuleType
 
+from tritonrl.config import PARTIAL_TORCH_OPS, VerifyConfig
 from tritonrl.tasks.families import (
     elementwise,
     fused,
@@ -89,6 +91,24 @@ def policy(family: str) -> str:
     """The verifier policy a family's solutions need: strict, or partial (torch for the
     named ops of `tritonrl.config.PARTIAL_TORCH_OPS`)."""
     return _family(family).POLICY
+
+
+def task_policy(task_id: str) -> str | None:
+    """The policy the solution of the family task `task_id` needs; None for a task of no
+    family."""
+    name = task_id.removeprefix(PREFIX).split(":", 1)[0] if task_id.startswith(PREFIX) else ""
+    return FAMILIES[name].POLICY if name in FAMILIES else None
+
+
+def verify_config_for(config: VerifyConfig, task_id: str) -> VerifyConfig:
+    """`config` as the task `task_id` is prompted and verified under: where `config` is
+    strict, a family task whose solution needs the partial policy (the fused family's
+    layer left to torch) gets it, with `PARTIAL_TORCH_OPS`, as its prepared prompts say;
+    every other task gets `config` itself."""
+    if config.policy == "strict" and task_policy(task_id) == "partial":
+        return dataclasses.replace(config, policy="partial",
+                                   allowed_torch_ops=list(PARTIAL_TORCH_OPS))  # fmt: skip
+    return config
 
 
 def draw(

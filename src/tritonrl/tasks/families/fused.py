@@ -5,8 +5,8 @@ fused into one Triton kernel.
 Under the partial policy (`verify.policy: partial`) the candidate may call the torch ops
 named in `verify.allowed_torch_ops`; these solutions need `conv1d`, `conv2d` and
 `linear` among them (`tritonrl.config.PARTIAL_TORCH_OPS`, the partial policy's default,
-has them). Under the strict policy they are flagged, rightly: prompts for these tasks
-must say partial.
+has them). Their prompts say partial, and the verifier follows: where the config is
+strict, these tasks alone are verified under partial (`verify_config_for`).
 
 Signature: `fused:<conv1d|conv2d|linear>:<epilogue tags>`. Held out (`HELDOUT`): 2-D
 convolutions with a tanh, and linear layers with both a scale and a clamp.

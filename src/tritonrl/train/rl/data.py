@@ -101,8 +101,8 @@ def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Tas
 
 def fresh_rows(tasks: list[Task], config: Config) -> list[dict]:
     """Prompt rows of `tasks`, built as SFT builds its rows from tasks."""
-    kw = prompt_settings(config)
-    return [{"prompt": build_messages(t.source, **kw), "task_id": t.id} for t in tasks]
+    return [{"prompt": build_messages(t.source, **prompt_settings(config, t.id)), "task_id": t.id}
+            for t in tasks]  # fmt: skip
 
 
 def pass_rates(path: str | Path) -> dict[str, tuple[int, int]]:

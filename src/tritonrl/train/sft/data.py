@@ -50,13 +50,13 @@ def builtin_examples(config: Config, tasks: list[Task] | None = None) -> list[di
     built with the verifier's policy."""
     data = config.data
     tasks = training_tasks(config) if tasks is None else tasks
-    prompt_kw = prompt_settings(config)
     rows = []
     for task in tasks:
         if not task.solution:
             log.info("task %s has no solution; not an SFT example", task.id)
             continue
-        rows.append({"task_id": task.id, **sft_example(task.source, task.solution, **prompt_kw)})
+        kw = prompt_settings(config, task.id)
+        rows.append({"task_id": task.id, **sft_example(task.source, task.solution, **kw)})
     if not rows:
         raise ValueError(
             f"no SFT examples: none of data.tasks {data.tasks} and data.generated_tasks "
