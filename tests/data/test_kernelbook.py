@@ -511,9 +511,9 @@ def test_prepare_command_drops_the_configured_tasks_and_says_which(tmp_path):
     assert {f"builtin:{i}" for i in HELDOUT_BUILTIN} <= {
         t["id"] for t in read_jsonl(tmp_path / "o" / "tasks.jsonl")
     }
-    bad = [*args, "--data.decontaminate_against", "[gen:5]"]
+    bad = [*args, "--data.decontaminate_against", "[gen:5:x]"]
     result = CliRunner().invoke(_app(), bad)
-    assert result.exit_code == 2 and "data.decontaminate_against: gen:5" in result.output
+    assert result.exit_code == 2 and "data.decontaminate_against: gen:5:x" in result.output
     result = CliRunner().invoke(_app(), [*args, "--data.decontaminate_form", "tokens"])
     assert result.exit_code == 2 and "data.decontaminate_form must be one of" in result.output
 

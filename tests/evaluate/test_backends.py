@@ -96,6 +96,15 @@ def test_what_cannot_be_evaluated_is_named(tmp_path):
     Run.create(tmp_path / "fresh", config={})
     with pytest.raises(ValueError, match="neither rl nor sft is done"):
         open_model(str(tmp_path / "fresh"))
+    # SFT done and RL failed: not the SFT model in RL's place, a refusal naming both ways
+    run = Run.create(tmp_path / "halfway", config={})
+    run.start_stage("sft")
+    run.finish_stage("sft")
+    assert model_name(str(tmp_path / "halfway")) == "halfway/sft"  # rl never started
+    run.start_stage("rl")
+    run.fail_stage("rl", "the endpoint did not answer")
+    with pytest.raises(ValueError, match=r"rl stage is failed .*--model .*halfway/sft/final"):
+        model_name(str(tmp_path / "halfway"))
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "adapter_config.json").write_text("{}")
     with pytest.raises(ValueError, match="names no base_model_name_or_path"):

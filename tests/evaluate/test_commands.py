@@ -246,3 +246,44 @@ def test_a_run_and_its_models_folder_are_one_model(lora_run):
     by_folder = model_identity(str(Run.open(lora_run).artifact("sft", "adapter")))
     assert by_run["path"] == by_folder["path"] and by_run["name"] != by_folder["name"]
     assert by_run["fingerprint"] == by_folder["fingerprint"]
+
+
+def test_a_device_that_is_not_here_is_one_line_before_any_work(lora_run, tmp_path):
+    """`--device cuda` without CUDA ended in torch's 60-line traceback."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for device, said in (("cuda", "torch sees no CUDA device here"),
+                         ("tpu", "--device must be auto, cpu or cuda")):  # fmt: skip
+        r = CliRunner().invoke(app, ["eval", "--model", str(lora_run), "--tasks",
+                                     "builtin:level1/1_ReLU", "--out", str(tmp_path / device),
+                                     "--device", device])  # fmt: skip
+        assert r.exit_code == 2 and said in r.output and "Traceback" not in r.output, r.output
+        assert not (tmp_path / device / "samples.jsonl").exists()
+
+
+def test_an_endpoint_in_the_config_verifies_there_not_here(server, tmp_path):
+    """`verify.endpoint` was read by the RL reward alone: eval verified locally beside it.
+    With no `tritonrl serve` at the endpoint, eval now stops naming it."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    args = [
+        "eval",
+        "--model",
+        f"openai:teacher@{server}",
+        "--tasks",
+        "builtin:level1/1_ReLU",
+        "--verify.device",
+        "cpu",
+        "--verify.endpoint",
+        dead,
+        "--out",
+        str(tmp_path / "e"),
+    ]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1 and dead in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "e" / "summary.json").exists()

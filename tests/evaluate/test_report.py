@@ -85,6 +85,13 @@ def test_a_run_report_has_its_stages_curves_funnel_and_config(tmp_path, verdicts
     assert "RL completions verified: 5." in text
     assert "| 5 | 3 | 2 | 2 | 1 | 1 |" in text  # the funnel, from completions.jsonl
     assert "algo: grpo" in text  # the recorded config
+    assert "ran with" not in text  # rl recorded nothing of its own
+    # rl continued with other settings than SFT recorded: the report names each difference
+    run.set_info("rl", config={"rl": {"algo": "grpo", "max_steps": 4, "turns": 2}})
+    text = write_report([run.path]).read_text()
+    assert "rl ran with, where it differs from the config above:" in text
+    assert "- `rl.max_steps: None -> 4`" in text and "- `rl.turns: None -> 2`" in text
+    assert "rl.algo" not in text
     assert f"relative to the run directory `{run.path}`" in text
     assert "- sft log_history: `sft/log_history.json`" in text  # as the manifest names it
     for png in ("run_sft_loss.png", "run_rl_reward.png", "run_rl_funnel.png"):

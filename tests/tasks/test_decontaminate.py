@@ -159,12 +159,17 @@ def test_the_config_knows_the_forms():
     assert DECONTAMINATE_FORMS == FORMS
 
 
-def test_generator_specs_need_a_seed_and_bad_specs_name_the_setting():
+def test_generator_specs_read_as_everywhere_and_bad_specs_name_the_setting():
     assert [t.id for t in load_specs(["gen:2:5"]).tasks] == [
         t.id for t in load_specs(["gen:3:5"]).tasks[:2]
     ]
-    with pytest.raises(TaskLoadError, match="gen:N:SEED"):
-        load_specs(["gen:3"])
+    # gen:N is seed 1, as `eval --tasks gen:N` and `tasks list gen:N` read it
+    assert [t.source for t in load_specs(["gen:3"]).tasks] == [
+        t.source for t in load_specs(["gen:3:1"]).tasks
+    ]
+    for bad in ("gen:3:x", "gen:3:1:2", "gen:"):
+        with pytest.raises(TaskLoadError, match=r"gen:N\[:SEED\]"):
+            load_specs([bad])
     with pytest.raises(ValueError, match=r"data.decontaminate_against: .*no-such-dir"):
         checker(["no-such-dir"], setting="data.decontaminate_against")
     assert checker([]) is None
@@ -261,7 +266,7 @@ def test_the_command_exits_0_when_nothing_matches_and_2_for_bad_usage(tmp_path):
     for args, message in (
         ([clean], "give --against SOURCE"),
         ([clean, "--against", kb, "--form", "tokens"], "--form must be one of program, forward"),
-        ([clean, "--against", "gen:4"], "gen:N:SEED"),
+        ([clean, "--against", "gen:4:x"], "gen:N[:SEED]"),
         ([clean, "--against", str(tmp_path / "nowhere")], "no such file or directory"),
         ([str(tmp_path / "no.jsonl"), "--against", kb], "run `tritonrl prepare`"),
     ):

@@ -147,3 +147,42 @@ def test_a_hanging_candidate_holds_the_queue_until_its_timeout():
         thread.join(120)
     (result,) = first
     assert result.limit == "timeout" and not result.correct
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_verify_and_its_batch_go_through_the_service_when_an_endpoint_is_set(service, tmp_path):
+    """The command's own config allows torch's relu (partial); the server's is strict. The
+    verdict is the server's, so the candidate went there, not to a local pool; with no
+    server at the endpoint the command says so in one line instead of verifying here."""
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+
+    (tmp_path / "token").write_text(TOKEN)
+    (tmp_path / "k.py").write_text(HOSTILE)
+    (tmp_path / "cases.jsonl").write_text(json.dumps({"task": RELU.id, "kernel_file": "k.py"}))
+    mine = ["--verify.device", "cpu", "--verify.policy", "partial",
+            "--verify.allowed_torch_ops", "[relu]"]  # fmt: skip
+    local = CliRunner().invoke(app, ["verify", RELU.id, str(tmp_path / "k.py"), "--json", *mine])
+    assert local.exit_code == 0 and json.loads(local.stdout)["correct"], local.output
+    there = [*mine, "--verify.endpoint", service.address,
+             "--verify.endpoint_token_file", str(tmp_path / "token")]  # fmt: skip
+    r = CliRunner().invoke(app, ["verify", RELU.id, str(tmp_path / "k.py"), "--json", *there])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)
+    assert not row["correct"] and "torch_compute" in row["flags"]
+    out = tmp_path / "results.jsonl"
+    r = CliRunner().invoke(app, ["verify", "--batch", str(tmp_path / "cases.jsonl"),
+                                 "--out", str(out), *there])  # fmt: skip
+    assert r.exit_code == 0 and f"through the service at {service.address}" in r.output
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "torch_compute" in row["flags"]
+    dead = f"http://127.0.0.1:{_free_port()}"
+    r = CliRunner().invoke(app, ["verify", RELU.id, str(tmp_path / "k.py"), *mine,
+                                 "--verify.endpoint", dead])  # fmt: skip
+    assert r.exit_code == 1 and dead in r.output and "Traceback" not in r.output, r.output

@@ -44,10 +44,11 @@ from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.config_loader import moved_message
 from tritonrl.data.distill import DistillError, distill
 from tritonrl.data.heldout import decontaminate
-from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks, prepare
+from tritonrl.data.kernelbook import KernelBookError, prepare
+from tritonrl.data.sources import load_sources
 from tritonrl.data.verl import verl_rows, write_parquet
 from tritonrl.runs import Run, RunError
-from tritonrl.tasks import TaskLoadError, load_tasks
+from tritonrl.tasks import TaskLoadError
 
 out_console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -109,7 +110,7 @@ def export_verl_command(
 
 
 def _fail(message: str, code: int = 2):
-    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -236,14 +237,13 @@ def prepare_command(
 
 
 def _load_tasks(spec: str, limit: int | None):
-    if spec.endswith(".jsonl"):
-        tasks = load_prepared_tasks(spec)
-    else:
-        report = load_tasks(spec)
-        for e in report.errors:
-            err.print(f"[yellow]skipped[/yellow] {e}")
-        tasks = report.tasks
-    return tasks[:limit] if limit else tasks
+    try:
+        report = load_sources(spec)
+    except TaskLoadError as e:
+        _fail(str(e))
+    for e in report.errors:
+        err.print(f"skipped {e}", markup=False, highlight=False)
+    return report.tasks[:limit] if limit else report.tasks
 
 
 def distill_command(

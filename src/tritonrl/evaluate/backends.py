@@ -201,9 +201,19 @@ def _path(spec: str) -> Path:
 
 
 def _run_stage(path: Path) -> str:
-    """The stage whose model is the run's latest: rl when done, else sft."""
+    """The stage whose model is the run's latest: rl when done, sft when rl never started.
+    An rl stage started and not done (running, failed, interrupted) is refused: the run
+    has no final RL model, and its SFT model evaluated in its place would be read as
+    RL's."""
     run = Run.open(path)
-    stage = "rl" if run.status("rl") == "done" else "sft"
+    rl = run.status("rl")
+    if rl not in ("done", "pending"):
+        raise ValueError(
+            f"run {path}: its rl stage is {rl} (step {run.stages['rl'].get('step', 0)}), so it "
+            f"has no final RL model; finish it (`tritonrl rl --run {path}` resumes it), or "
+            f"evaluate the SFT model by its folder: --model {path / 'sft' / 'final'}"
+        )
+    stage = "rl" if rl == "done" else "sft"
     if run.status(stage) != "done":
         raise ValueError(f"run {path}: neither rl nor sft is done; there is no model to evaluate")
     return stage

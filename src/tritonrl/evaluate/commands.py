@@ -43,6 +43,7 @@ from tritonrl.data.distill import DistillError
 from tritonrl.evaluate.backends import model_identity, open_model
 from tritonrl.evaluate.identity import eval_identity, sampling_text, token_limit
 from tritonrl.evaluate.runner import eval_tasks, evaluate, finished
+from tritonrl.verify.client import ServiceError
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -242,11 +243,17 @@ def eval_command(
 
 
 def _device(device: str) -> str:
-    """Where a local model generates: `auto` is CUDA when there is one."""
-    if device != "auto":
+    """Where a local model generates: `auto` is CUDA when there is one; cuda without one
+    is bad usage, said in one line."""
+    if device not in ("auto", "cpu", "cuda"):
+        _fail(ValueError(f"--device must be auto, cpu or cuda, not {device!r}"), 2)
+    if device == "cpu":
         return device
-    import torch
+    import torch  # lazy: loads torch
 
+    if device == "cuda" and not torch.cuda.is_available():
+        _fail(ValueError("--device cuda, but torch sees no CUDA device here: use --device "
+                         "cpu (or auto), or run on a GPU machine"), 2)  # fmt: skip
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -284,7 +291,7 @@ def _evaluate(model: str, tasks, samples: int, out_dir: Path, cfg, where: str,
 
         try:
             return evaluate(lm, tasks, samples, out_dir, cfg, progress=show, turns=turns)
-        except (DistillError, ValueError) as e:
+        except (DistillError, ValueError, ServiceError) as e:
             _fail(e, 1)
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from tritonrl.config import TIMING_KEYS
+from tritonrl.config_loader import diff_configs
 from tritonrl.evaluate.identity import token_limit
 from tritonrl.runs import Run
 from tritonrl.verify.result import STAGES
@@ -402,6 +403,14 @@ def _provenance(sources: list[Source]) -> list[str]:
             lines.append("")
         if config:
             lines += ["```yaml", yaml.safe_dump(config, sort_keys=False).rstrip(), "```", ""]
+        for stage, record in (s.manifest.get("stages") or {}).items():
+            ran = (record.get("info") or {}).get("config")  # what a later stage ran with
+            if not (config and isinstance(ran, dict)):
+                continue
+            changes = diff_configs({k: config.get(k) or {} for k in ran}, ran)
+            if changes:
+                lines += [f"{stage} ran with, where it differs from the config above:", "",
+                          *(f"- `{c}`" for c in changes), ""]  # fmt: skip
     return lines
 
 

@@ -57,17 +57,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.config_loader import config_from_dict
 from tritonrl.data.feedback import feedback_message, goes_on
-from tritonrl.data.heldout import heldout_tasks, training_prompts
 from tritonrl.data.prompts import build_messages, prompt_settings
+from tritonrl.data.sources import load_sources
 from tritonrl.evaluate.identity import check_folder, eval_identity, record
 from tritonrl.evaluate.metrics import k_values, summarize, turn_metrics
 from tritonrl.reward.schemes import reward_for
-from tritonrl.runs import Run
 from tritonrl.runs.manifest import versions
-from tritonrl.tasks import Task, load_tasks
-from tritonrl.tasks.generator import generate_tasks
+from tritonrl.tasks import Task
 
 log = logging.getLogger(__name__)
 SAMPLES, SUMMARY = "samples.jsonl", "summary.json"
@@ -76,23 +73,10 @@ BATCH_TASKS = 8  # tasks generated and verified together (a model may ask for mo
 
 def eval_tasks(specs: list[str], levels: list[int] | None = None, limit: int | None = None):
     """The tasks `specs` name (see the module docstring), filtered by level, first `limit`."""
-    tasks: list[Task] = []
-    for spec in specs:
-        if spec.startswith("gen:"):
-            parts = spec.split(":")
-            tasks += generate_tasks(int(parts[1]), seed=int(parts[2]) if len(parts) > 2 else 1)
-        elif spec.startswith("run:"):
-            run = Run.open(spec[4:])
-            tasks += heldout_tasks(run, config_from_dict(run.config, f"run {run.path}"))
-        elif spec.startswith("train:"):
-            run = Run.open(spec[6:], readonly=True)
-            config = config_from_dict(run.config, f"run {run.path}")
-            tasks += list(training_prompts(run, config)[1].values())
-        else:
-            report = load_tasks(spec)
-            if report.errors:
-                log.warning("%s: %d tasks could not be loaded", spec, len(report.errors))
-            tasks += report.tasks
+    report = load_sources(specs)
+    for e in report.errors:
+        log.warning("skipped %s", e)
+    tasks = report.tasks
     if levels:
         tasks = [t for t in tasks if t.level in levels]
     tasks = list({t.id: t for t in tasks}.values())[:limit]
@@ -174,13 +158,15 @@ def _verified(model, asked: list[tuple[Task, int, list[dict]]], answers: list, c
     turns. Closed early (an interrupt), the verifier drops the candidates no lane or
     actor has started."""
     from tritonrl.verify.backend import shared_verifier  # lazy: loads torch
+    from tritonrl.verify.client import client_for  # lazy: as the line above
 
     verify = config.verify
     pairs = [(task, a.text) for (task, _, _), a in zip(asked, answers, strict=True)]
-    # Both verifiers `shared_verifier` gives (the local pool, the Ray backend) stream
-    # verdicts as they finish (`Batches.imap_unordered`); eval never verifies through the
-    # service client (`verify.endpoint`), whose one call is the in-order verify_many.
-    results = shared_verifier(verify).imap_unordered(pairs, verify)
+    # The local pool and the Ray backend stream verdicts as they finish; the service
+    # (`verify.endpoint`: its server's verify settings decide) answers a request at a time.
+    client = client_for(verify)
+    results = (client.imap(pairs) if client is not None
+               else shared_verifier(verify).imap_unordered(pairs, verify))  # fmt: skip
     with contextlib.closing(results):
         for j, r in results:
             (task, i, prompt), a = asked[j], answers[j]

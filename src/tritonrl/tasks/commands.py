@@ -8,12 +8,12 @@ task's own solution through the full verifier, and training tasks that copy othe
                   [--form program|forward] [--json]
                                                training tasks equal to a task of SOURCE
 
-SOURCE is a KernelBench-format file, a KernelBench-style directory, `builtin:level1`,
-`builtin:level2`, `builtin:all`, `builtin:heldout`, or the task families'
-`fam:[FAMILY:]N[:SEED][:train|heldout|all][:small]` (and, for `decontaminate`,
-`gen:N:SEED`: `tritonrl.tasks.decontaminate.load_specs`, and a `tasks.jsonl` that
-`prepare` wrote). `tasks check` takes `--config FILE|NAME` and `--verify.KEY VALUE`
-overrides (`tritonrl.cli_config`); `--device` is short for `--verify.device`.
+SOURCE is any spec `tritonrl.data.sources.load_sources` reads: a KernelBench-format
+file, a KernelBench-style directory, `builtin:level1|level2|all|heldout`, the task
+families' `fam:[FAMILY:]N[:SEED][:train|heldout|all][:small]`, the generator's
+`gen:N[:SEED]`, a run's held-out (`run:RUN`) or training (`train:RUN`) tasks, or a
+`tasks.jsonl` that `prepare` wrote. `tasks check` takes `--config FILE|NAME` and
+`--verify.KEY VALUE` overrides (`tritonrl.cli_config`); `--device` is short for `--verify.device`.
 `register(app)` adds the `tasks` group to the `tritonrl` app; the helpers that load
 tasks, refuse bad usage and resolve the verifier's config are the `verify` command's too
 (`tritonrl.verify.commands`).
@@ -35,36 +35,37 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config
 from tritonrl.config import VerifyConfig
-from tritonrl.data.kernelbook import KernelBookError, load_prepared_tasks
+from tritonrl.data.sources import load_sources
 from tritonrl.reward import reward_for
-from tritonrl.tasks import LoadReport, Task, TaskLoadError, load_tasks
-from tritonrl.tasks.decontaminate import FORMS, FORWARD, find_matches, load_specs
+from tritonrl.tasks import LoadReport, Task, TaskLoadError
+from tritonrl.tasks.decontaminate import FORMS, FORWARD, find_matches
 from tritonrl.tasks.loaders import solution_path
 
+SOURCES_HELP = "Task sources: files, folders, builtin:..., fam:..., gen:N:SEED, run:RUN, ..."
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def usage(message: str) -> NoReturn:
     """Bad usage: one line on stderr naming what to fix, exit 2."""
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(2)
 
 
-def load(sources: list[str], loader=load_tasks) -> LoadReport:
+def load(sources: list[str], loader=load_sources) -> LoadReport:
     """The tasks `sources` name; a source that cannot be read exits 2, a task file that
     cannot be loaded is reported as skipped."""
     try:
         report = loader(sources)
     except TaskLoadError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        usage(str(e))
     for e in report.errors:
-        err.print(f"[yellow]skipped[/yellow] {e}")
+        err.print(f"[yellow]skipped[/yellow] {escape(str(e))}")
     return report
 
 
@@ -84,7 +85,7 @@ def verify_config(ctx: typer.Context, path, stage: str, shortcuts: dict, args, m
 
 
 def tasks_list(
-    sources: list[str] = typer.Argument(..., help="Files, directories or builtin:..."),
+    sources: list[str] = typer.Argument(..., help=SOURCES_HELP),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
 ):
     """Print one task per line (id, level, name). Exit 1 if some file could not be loaded."""
@@ -150,7 +151,7 @@ def _check_one(task: Task, config: VerifyConfig) -> dict:
 
 def tasks_check(
     ctx: typer.Context,
-    sources: list[str] = typer.Argument(..., help="Files, directories or builtin:..."),
+    sources: list[str] = typer.Argument(..., help=SOURCES_HELP),
     config: str | None = CONFIG,
     device: str | None = typer.Option(
         None, help="Short for --verify.device: auto, cpu (Triton interpreter) or cuda."
@@ -201,20 +202,6 @@ def tasks_check(
         raise typer.Exit(1)
 
 
-def _specs(specs: list[str]) -> LoadReport:
-    """`load_specs`, and the tasks of a `tasks.jsonl` that `prepare` wrote."""
-    report = LoadReport()
-    for spec in specs:
-        if spec.endswith(".jsonl"):
-            try:
-                report.tasks += load_prepared_tasks(spec)
-            except KernelBookError as e:
-                raise TaskLoadError(spec, str(e)) from None
-        else:
-            report.extend(load_specs([spec]))
-    return report
-
-
 def tasks_decontaminate(
     train: list[str] = typer.Argument(
         ...,
@@ -240,7 +227,7 @@ def tasks_decontaminate(
         usage("give --against SOURCE (a KernelBench checkout, builtin:heldout, a task file)")
     if form not in FORMS:
         usage(f"--form must be one of {', '.join(FORMS)}, not {form!r}")
-    train_tasks, against_tasks = load(train, _specs).tasks, load(against, _specs).tasks
+    train_tasks, against_tasks = load(train).tasks, load(against).tasks
     try:
         matches = find_matches(train_tasks, against_tasks, form)
     except TaskLoadError as e:

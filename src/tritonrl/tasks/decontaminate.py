@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 
-from tritonrl.tasks.generator import generate_tasks
 from tritonrl.tasks.loaders import LoadReport, load_tasks
 from tritonrl.tasks.normalize import FORMS, FORWARD, PROGRAM, NormalForm, normal_form
 from tritonrl.tasks.task import Task, TaskLoadError
@@ -54,19 +53,8 @@ class Match:
 
 
 def load_specs(specs: list[str]) -> LoadReport:
-    """The tasks `specs` name (see the module docstring); a bad spec is a `TaskLoadError`."""
-    report = LoadReport()
-    for spec in specs:
-        if spec.startswith("gen:"):
-            parts = spec.split(":")
-            if len(parts) != 3 or not all(p.isdigit() for p in parts[1:]):
-                raise TaskLoadError(
-                    spec, "a generator spec is gen:N:SEED, N tasks from seed SEED (gen:200:0)"
-                )
-            report.tasks += generate_tasks(int(parts[1]), seed=int(parts[2]))
-        else:
-            report.extend(load_tasks(spec))
-    return report
+    """The tasks `specs` name (`load_tasks`'s sources); a bad spec is a `TaskLoadError`."""
+    return load_tasks(list(specs))
 
 
 class Decontaminator:

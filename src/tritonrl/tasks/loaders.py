@@ -12,6 +12,10 @@ Source specs understood by `load_tasks`:
   (`builtin:level1/1_ReLU`);
 * `fam:[FAMILY:]N[:SEED][:train|heldout|all][:small]` - N tasks of the task families
   (`tritonrl.tasks.families`), all families or one, e.g. `fam:matmul:20:0:heldout`.
+* `gen:N[:SEED]` - N distinct tasks of the element-wise generator
+  (`tritonrl.tasks.generator`) from seed SEED (1 when left out), e.g. `gen:200:0`.
+
+(`tritonrl.data.sources.load_sources` reads these and a run's tasks too.)
 
 A task's reference Triton solution, when it has one, is a file of the same name in a
 `solutions/` folder beside the task's folder, mirroring it as the builtin suite does
@@ -32,10 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonrl.tasks import families
+from tritonrl.tasks.generator import generate_tasks
 from tritonrl.tasks.task import Task, TaskLoadError, parse_file_name, validate_reference
 
 log = logging.getLogger(__name__)
 
+# What a source spec may be besides a path, for the error that lists them.
+SOURCE_FORMS = ("builtin:level1|level2|all|heldout|<id>, fam:[FAMILY:]N[:SEED][:SPLIT][:small], "
+                "gen:N[:SEED], run:RUN, train:RUN, or prepare's tasks.jsonl")  # fmt: skip
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 BUILTIN_LEVELS = ("level1", "level2")
 SOLUTIONS_DIR = "solutions"
@@ -201,14 +209,17 @@ def load_source(spec: str) -> LoadReport:
             return LoadReport(families.load_spec(spec))
         except ValueError as e:
             raise TaskLoadError(spec, str(e).removeprefix(f"{spec}: ")) from None
+    if spec.startswith("gen:"):
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[1:]):
+            raise TaskLoadError(spec, "a generator spec is gen:N[:SEED], N tasks from seed SEED")
+        return LoadReport(generate_tasks(int(parts[1]), seed=int(parts[2]) if parts[2:] else 1))
     path = Path(spec).expanduser()
     if path.is_dir():
         return load_directory(path)
     if path.is_file():
         return LoadReport([load_file(path)])
-    raise TaskLoadError(
-        spec, "no such file or directory (or builtin:level1|level2|all|heldout, or fam:N[:SEED])"
-    )
+    raise TaskLoadError(spec, f"no such file or directory (or {SOURCE_FORMS})")
 
 
 def load_tasks(specs: list[str] | str) -> LoadReport:

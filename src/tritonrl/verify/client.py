@@ -3,8 +3,9 @@
     client = VerifyClient("http://10.0.0.5:8765", token)
     results = client.verify_many([(task, completion), ...])   # -> [VerifyResult], in order
 
-The reward adapters use it instead of their in-process pool when `verify.endpoint` is set
-(`client_for(config)`). Each task travels whole (id, level, name, source), so the server
+The reward adapters, `tritonrl verify` (one candidate and `--batch`) and `tritonrl eval`
+use it instead of their in-process pool when `verify.endpoint` is set (`client_for(config)`;
+or $TRITONRL_VERIFY_ENDPOINT). Each task travels whole (id, level, name, source), so the server
 needs none of the client's files. A batch larger than the server's queue is sent in
 pieces of that size. A connection error or a full queue (503) is tried again with a
 doubling back-off; after `tries` attempts `ServiceError` names the endpoint and the last
@@ -21,6 +22,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,15 @@ class VerifyClient:
             answer = self._call("POST", "/verify", body)
             results += [VerifyResult.from_dict(r) for r in answer["results"]]
         return results
+
+    def imap(
+        self, jobs: list[tuple[Task, str | bytes]], chunk: int = 64
+    ) -> Iterator[tuple[int, VerifyResult]]:
+        """(index, verdict) of every job, in order, `chunk` jobs a request: a caller writes
+        rows as each request comes back instead of after the whole list."""
+        for start in range(0, len(jobs), chunk):
+            for k, r in enumerate(self.verify_many(jobs[start : start + chunk])):
+                yield start + k, r
 
     def _call(self, method: str, path: str, body: dict | None) -> dict[str, Any]:
         url = self.endpoint + path

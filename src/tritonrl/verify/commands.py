@@ -13,8 +13,9 @@ the worker pool.
 TASK is a task file or an id such as `builtin:level1/1_ReLU`; KERNEL a file, `-` for
 stdin, or the code itself. The command takes `--config FILE|NAME` and `--verify.KEY
 VALUE` overrides (`tritonrl.cli_config`); `--device`, `--policy` and `--backend` are short
-for `--verify.device`, `--verify.policy` and `--verify.backend`. `register(app)` adds it to
-the `tritonrl` app.
+for `--verify.device`, `--verify.policy` and `--verify.backend`. With `verify.endpoint`
+set (or $TRITONRL_VERIFY_ENDPOINT) both forms verify through that `tritonrl serve`, under
+its settings. `register(app)` adds it to the `tritonrl` app.
 
 What it does NOT do: compute a verdict (the funnel does) or load torch before it runs
 (the verifier's modules are imported when the command runs).
@@ -22,6 +23,7 @@ What it does NOT do: compute a verdict (the funnel does) or load torch before it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -38,6 +40,7 @@ from tritonrl.reward import reward_for
 from tritonrl.tasks import Task
 from tritonrl.tasks.commands import load, usage, verify_config
 from tritonrl.verify.batch import read_cases, result_row
+from tritonrl.verify.client import ServiceError, client_for
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -132,7 +135,10 @@ def verify_cmd(
 
     the_task = _one_task(task)
     code = _read_kernel(kernel)
-    if config.backend == "ray":  # on the cluster, as --batch would
+    client = client_for(config)
+    if client is not None:  # the service's pool, under the server's verify settings
+        result = _through(client, [(the_task, code)])[0]
+    elif config.backend == "ray":  # on the cluster, as --batch would
         with _open_verifier(config, None) as verifier:
             result = verifier.verify_many([(the_task, code)])[0]
     else:
@@ -154,6 +160,21 @@ def verify_cmd(
     if result.speedup is not None:
         lo, hi = result.speedup_ci or (result.speedup, result.speedup)
         out.print(f"  speedup {result.speedup:.3f} (95% CI {lo:.3f}-{hi:.3f})")
+
+
+def _through(client, pairs):
+    with _service_errors():
+        return client.verify_many(pairs)
+
+
+@contextlib.contextmanager
+def _service_errors():
+    """The service not answering, or refusing: one line, exit 1 (the rows written stay)."""
+    try:
+        yield
+    except ServiceError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
 
 
 def _open_verifier(config, workers: int | None, sink=None):
@@ -207,9 +228,16 @@ def _verify_batch(cases_path: Path, out_path: Path, config, workers: int, force:
         for case in bad:
             err.print(f"[yellow]skipped[/yellow] {escape(case.error)}")
             emit(result_row(case, None))
-        if good:
+        pairs = [(c.task, c.code) for c in good]
+        client = client_for(config) if good else None
+        if client is not None:
+            err.print(f"verifying through the service at {client.endpoint}", markup=False)
+            with _service_errors():
+                for i, result in client.imap(pairs):
+                    correct += result.correct
+                    emit(result_row(good[i], result, reward_for(result, config)))
+        elif good:
             with _open_verifier(config, workers or None, sink) as verifier:
-                pairs = [(c.task, c.code) for c in good]
                 for i, result in verifier.imap_unordered(pairs):
                     correct += result.correct
                     emit(result_row(good[i], result, reward_for(result, config)))

@@ -12,6 +12,7 @@ import pytest
 
 from tritonrl.tasks import TaskLoadError, families, load_tasks
 from tritonrl.tasks.families import FAMILIES, draw, draw_one, family_task, is_heldout
+from tritonrl.tasks.normalize import PROGRAM, normal_form
 from tritonrl.verify.solution_check import check_task
 
 
@@ -65,6 +66,19 @@ def test_train_and_heldout_share_no_signature(family):
     everything = {t.id: t.source for t in draw(60, seed=0, split="all", families=[family])}
     for t in draw(5, seed=0, split="heldout", families=[family]):
         assert everything.get(t.id, t.source) == t.source
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_no_training_program_is_a_heldout_program(family):
+    """The split is by program, not only by signature: an option that is only a constant
+    of the reference (a dim, a padding) must not put one program on both sides."""
+    sides: dict[str, set[bool]] = {}
+    for seed in range(200):
+        d = draw_one(family, seed, small=True)
+        key = normal_form(d.source).key(PROGRAM)
+        sides.setdefault(key, set()).add(is_heldout(d.signature))
+    assert {True} in sides.values() and {False} in sides.values(), family
+    assert [k for k, v in sides.items() if len(v) == 2] == []
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

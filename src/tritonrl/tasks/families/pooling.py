@@ -2,8 +2,8 @@
 padding (`nn.MaxPool1d`, `nn.AvgPool1d`, `nn.MaxPool2d`, `nn.AvgPool2d`; average pooling
 counts the padding, PyTorch's default).
 
-Signature: `pooling:<1d|2d>:<max|avg>:<pad|nopad>`. Held out: `HELDOUT` (padded 2-D
-average pooling, unpadded 1-D max pooling).
+Signature: `pooling:<1d|2d>:<max|avg>:<pad|nopad>`. Held out: `HELDOUT` (2-D average and
+1-D max pooling, padded or not).
 
 The solution is one kernel: each program computes a tile of outputs (rows x output
 positions in 1-D, a rows x columns tile of one plane's outputs in 2-D, both indexed by
@@ -25,7 +25,10 @@ from tritonrl.tasks.families.base import Drawn, launch, reference_source, size, 
 
 NAME = "pooling"
 POLICY = "strict"
-HELDOUT = frozenset({"pooling:2d:avg:pad", "pooling:1d:max:nopad"})
+# Whole programs: the padding is a constant of the reference, so padded and unpadded
+# pooling are one program (`tasks.normalize`'s program form) and are held out together.
+HELDOUT = frozenset({"pooling:2d:avg:pad", "pooling:2d:avg:nopad", "pooling:1d:max:pad",
+                     "pooling:1d:max:nopad"})  # fmt: skip
 
 _POOL1D = """
 @triton.jit

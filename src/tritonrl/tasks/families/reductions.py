@@ -1,8 +1,8 @@
 """Reductions family: sum, mean, max, min, prod, argmax or argmin of a 3-D tensor along a
 chosen dim, the value reductions with or without `keepdim`.
 
-Signature: `reductions:<op>:dim<d>[:keepdim]`. Held out: `HELDOUT` (prod along dim 1,
-argmin along dim 2, mean along dim 0 with keepdim).
+Signature: `reductions:<op>:dim<d>[:keepdim]`. Held out: `HELDOUT` (prod, argmin, and
+mean with keepdim, along every dim: one program each).
 
 The solution is one kernel over the tensor seen as `[outer, R, inner]`: each program
 reduces `BLOCK_O` lines in `BLOCK_R` chunks with an fp32 accumulator (max/min/arg keep a
@@ -28,9 +28,13 @@ from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, 
 NAME = "reductions"
 POLICY = "strict"
 OPS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
+# Whole programs: the dim is a constant of the reference, so `prod` along dim 1 is the
+# program of `prod` along dim 0 (`tasks.normalize`'s program form) and both are held out.
 HELDOUT = frozenset(
-    {"reductions:prod:dim1", "reductions:argmin:dim2", "reductions:mean:dim0:keepdim"}
-)
+    sig for d in range(3)
+    for sig in (f"reductions:prod:dim{d}", f"reductions:argmin:dim{d}",
+                f"reductions:mean:dim{d}:keepdim")
+)  # fmt: skip
 # op -> (masked lanes' value, accumulator init, update lines, result lines). The
 # accumulator is a tile like `x`: each lane folds its own elements, and the lanes are
 # reduced once, after the loop, not once a chunk (across warps, through shared memory).
