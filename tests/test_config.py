@@ -159,6 +159,8 @@ def test_every_extension_can_be_switched_off():
         (["--sftt.max_steps", "1"], r"unknown section 'sftt'; valid sections: run, data"),
         (["--sft.max_steps"], r"--sft.max_steps has no value"),
         (["sft.max_steps", "3"], r"not of the form --section.key VALUE"),
+        (["--store", "s3://b/r"], r"not of the form .*; did you mean --run.store\?"),
+        (["--max_steps", "3"], r"did you mean --sft.max_steps or --rl.max_steps\?"),
         (["--lora.r", "0"], "lora.r must be >= 1"),
         (["--sft.max_steps", "0"], r"sft.max_steps must be >= 1, or -1 to train sft.epochs"),
         (["--sft.max_steps", "-5"], r"sft.max_steps must be >= 1, or -1 .*not -5"),

@@ -116,9 +116,13 @@ def parse_overrides(args: Sequence[str]) -> list[tuple[str, str, str]]:
     while i < len(args):
         token = args[i]
         if not token.startswith("--") or "." not in token:
+            bare = token.lstrip("-").partition("=")[0].replace("-", "_")
+            owners = [f"--{name}.{bare}" for name, cls in sections().items()
+                      if bare in {f.name for f in fields(cls)}]  # fmt: skip
+            hint = f"; did you mean {' or '.join(owners)}?" if owners else ""
             raise ValueError(
                 f"override {token!r} is not of the form --section.key VALUE "
-                "(e.g. --sft.max_steps 10 or --lora.enabled=false)"
+                f"(e.g. --sft.max_steps 10 or --lora.enabled=false){hint}"
             )
         name, sep, text = token[2:].partition("=")
         if not sep:

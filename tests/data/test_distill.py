@@ -295,6 +295,9 @@ def test_distill_command(chat_server, tmp_path, monkeypatch):
     result = CliRunner().invoke(_app(), [*args, "--rate-limit", "100"])
     assert result.exit_code == 0, result.output
     assert "kept 0 of 2 answers for 2 tasks (2 requests, 0 cached)" in result.output
+    # the held-out tasks are never asked for: no training data may copy them
+    assert "8 of 32 tasks left out: equal to a task of data.decontaminate_against" in result.output
+    assert all("ReLU" not in r["body"]["messages"][-1]["content"] for r in server.requests)
     denied = chat_server({(None, None): [(401, "no")]})
     args[2] = denied.url
     result = CliRunner().invoke(_app(), [*args, "--out", str(tmp_path / "e")])
@@ -314,7 +317,7 @@ def test_the_teacher_is_sampled_as_the_sampling_section_says(chat_server, tmp_pa
     assert chat_sampling(narrow) == {"temperature": 0.6, "top_p": 0.9, "top_k": 20}
     server = chat_server({})
     base = ["distill", "--endpoint", server.url, "--model", "t", "--variations", "1",
-            "--tasks", "builtin:level1/1_ReLU", "--rate-limit", "100"]  # fmt: skip
+            "--tasks", "builtin:level1/3_Tanh", "--rate-limit", "100"]  # fmt: skip
     r = CliRunner().invoke(_app(), [*base, "--out", str(tmp_path / "d"), "--sampling.top_p",
                                     "0.9", "--sampling.temperature", "0.6"])  # fmt: skip
     assert r.exit_code == 0, r.output

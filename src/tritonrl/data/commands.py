@@ -79,7 +79,10 @@ def export_verl_command(
     config's verify.policy. The train split drops the tasks equal to one of
     data.decontaminate_against (builtin:heldout by default), as prepare does."""
     cfg, _ = command_config(ctx, config, "prepare")
-    task_list = [t for spec in tasks for t in _load_tasks(spec, None)]
+    try:
+        task_list = [t for spec in tasks for t in _load_tasks(spec, None)]
+    except TaskLoadError as e:
+        _fail(str(e))
     if not task_list:
         _fail(f"--tasks {' '.join(tasks)}: no tasks loaded")
     if not split or "/" in split:
@@ -237,10 +240,9 @@ def prepare_command(
 
 
 def _load_tasks(spec: str, limit: int | None):
-    try:
-        report = load_sources(spec)
-    except TaskLoadError as e:
-        _fail(str(e))
+    """The tasks of `spec` (a `TaskLoadError` when it names none readable), the unreadable
+    files of a folder said and skipped."""
+    report = load_sources(spec)
     for e in report.errors:
         err.print(f"skipped {e}", markup=False, highlight=False)
     return report.tasks[:limit] if limit else report.tasks
@@ -277,14 +279,23 @@ def distill_command(
     --sampling.top_p, --sampling.top_k); the answers are verified with its verify section
     (--config, --verify.KEY)."""
     if temperature is not None:
-        _fail(escape(moved_message("distill --temperature", "sampling.temperature")))
+        _fail(moved_message("distill --temperature", "sampling.temperature"))
     cfg, _ = command_config(ctx, config_path, "distill", {
         "--device": ("verify.device", device), "--policy": ("verify.policy", policy),
     })  # fmt: skip
     config = cfg.verify
     handle, out_dir = _start(run, out, "distill")
     try:
-        task_list = _load_tasks(tasks, limit)
+        task_list = _load_tasks(tasks, None)
+        kept = decontaminate(task_list, cfg, "distill --tasks")
+        if len(kept) < len(task_list):
+            err.print(f"{len(task_list) - len(kept)} of {len(task_list)} tasks left out: equal "
+                      f"to a task of data.decontaminate_against "
+                      f"{cfg.data.decontaminate_against}, which no training data may copy",
+                      markup=False, highlight=False)  # fmt: skip
+        task_list = kept[:limit] if limit else kept
+        if not task_list:
+            raise ValueError("every task equals one of data.decontaminate_against: none to ask")
         summary = distill(
             task_list, endpoint, model, out_dir, variations=variations, api_key=api_key,
             rate_limit_per_s=rate_limit, max_retries=max_retries, verify_config=config,

@@ -220,8 +220,8 @@ class ChatClient:
             return _Transient(f"no answer within {self.timeout_s:g} s")
         if not self._reached and isinstance(reason, (ConnectionRefusedError, socket.gaierror)):
             return DistillError(
-                f"cannot reach {self.url}: {reason}; is the server running and the "
-                "--endpoint right?"
+                f"cannot reach {self.url}: {reason}; is the server running, and is that "
+                "its address?"
             )
         return _Transient(f"connection failed: {reason}")
 

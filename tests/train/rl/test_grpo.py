@@ -112,8 +112,14 @@ def test_two_grpo_steps_on_the_cpu(sft_run, train_app, caplog):
     assert (run_dir / "manifest.json").read_bytes() == manifest
 
     # A raised budget goes on from the last checkpoint, as sft's does.
-    more = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "3"])
+    more = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "3",
+                                          "--rl.learning_rate", "2e-4"])  # fmt: skip
     assert more.exit_code == 0, more.output
+    # ... and says which of its settings changed (the budget aside), not in silence
+    assert (
+        "goes on from step 2 with other settings than it trained with: "
+        "rl.learning_rate: 0.0001 -> 0.0002" in caplog.text
+    )
     rl = Run.open(run_dir).stage("rl")
     assert rl["status"] == "done" and rl["step"] == 3
     assert rl["info"]["resumed_from_checkpoint"] == "rl/checkpoints/checkpoint-2"

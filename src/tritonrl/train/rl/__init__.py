@@ -228,7 +228,17 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
         stage(run, STAGE, reopen=extend),
     ):
         # RL's own sections, from the start: what `tritonrl resume` goes on with.
-        run.set_info(STAGE, config={k: config_to_dict(config)[k] for k in RL_SECTIONS})
+        ran = {k: config_to_dict(config)[k] for k in RL_SECTIONS}
+        record = run.stage(STAGE)
+        before = (record.get("info") or {}).get("config") if record.get("step") else None
+        budget = ("rl.max_steps:", "best_of_n.rounds:")  # raised on purpose: said above
+        changed = (
+            [c for c in diff_configs(before, ran) if not c.startswith(budget)] if before else []
+        )
+        if changed:
+            log.warning("the rl stage goes on from step %d with other settings than it "
+                        "trained with: %s", record["step"], "; ".join(changed))  # fmt: skip
+        run.set_info(STAGE, config=ran)
         log.info("RL settings: %s", settings_line(config))
         result = ALGORITHMS[config.rl.algo](run, config, device, stop)
     log.info(
