@@ -505,6 +505,10 @@ def test_prepare_command_drops_the_configured_tasks_and_says_which(tmp_path):
     assert result.exit_code == 0, result.output
     assert "(forward form):" in result.output
     assert "builtin:level1/1_ReLU = builtin:level1/1_ReLU (program)" in result.output
+    again = CliRunner().invoke(_app(), [*args, "--data.decontaminate_against", "[]"])
+    assert again.exit_code == 2 and "already holds a prepare's train.jsonl" in again.output
+    assert "--force" in again.output  # nothing overwritten without it
+    args = [*args, "--force"]
     result = CliRunner().invoke(_app(), [*args, "--data.decontaminate_against", "[]", "--json"])
     summary = json.loads(result.output)
     assert summary["contaminated"] == [] and "contaminated" not in summary["dropped"]

@@ -184,6 +184,7 @@ def prepare_command(
     ),
     run: Path | None = typer.Option(None, "--run", help="Record the files in this run."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an earlier prepare's --out."),
 ):
     """Turn KernelBook (or the builtin tasks) into SFT files and a task list.
 
@@ -196,6 +197,11 @@ def prepare_command(
         "--val-fraction": ("data.validation_fraction", val_fraction),
         "--policy": ("verify.policy", policy),
     })  # fmt: skip
+    if run is None and out is not None and not force:
+        held = [n for n in ("train.jsonl", "tasks.jsonl", "summary.json") if (out / n).exists()]
+        if held:
+            _fail(f"--out {out} already holds a prepare's {', '.join(held)}; pass --force to "
+                  "overwrite them, or give another --out")  # fmt: skip
     handle, out_dir = _start(run, out, "prepare")
     try:
         summary = prepare(
