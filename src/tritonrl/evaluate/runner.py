@@ -65,6 +65,7 @@ from tritonrl.evaluate.metrics import k_values, summarize, turn_metrics
 from tritonrl.reward.schemes import reward_for
 from tritonrl.runs.manifest import versions
 from tritonrl.tasks import Task
+from tritonrl.verify.client import client_for
 
 log = logging.getLogger(__name__)
 SAMPLES, SUMMARY = "samples.jsonl", "summary.json"
@@ -158,7 +159,6 @@ def _verified(model, asked: list[tuple[Task, int, list[dict]]], answers: list, c
     turns. Closed early (an interrupt), the verifier drops the candidates no lane or
     actor has started."""
     from tritonrl.verify.backend import shared_verifier  # lazy: loads torch
-    from tritonrl.verify.client import client_for  # lazy: as the line above
 
     verify = config.verify
     pairs = [(task, a.text) for (task, _, _), a in zip(asked, answers, strict=True)]
