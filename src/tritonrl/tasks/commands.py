@@ -57,11 +57,11 @@ def usage(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def load(sources: list[str], loader=load_sources) -> LoadReport:
+def load(sources: list[str]) -> LoadReport:
     """The tasks `sources` name; a source that cannot be read exits 2, a task file that
     cannot be loaded is reported as skipped."""
     try:
-        report = loader(sources)
+        report = load_sources(sources)
     except TaskLoadError as e:
         usage(str(e))
     for e in report.errors:
