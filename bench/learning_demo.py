@@ -351,7 +351,9 @@ def rl_curve(run: Path) -> list[dict]:
         history = json.loads((found[-1][1] / "trainer_state.json").read_text())["log_history"]
     keep = ("step", "reward", "reward_std", "verify/correct", "verify/compiled",
             "completions/mean_length", "completions/clipped_ratio", "curriculum/level2_share",
-            "curriculum/retired", "entropy", "frac_reward_zero_std", "time/generate_s",
+            "curriculum/retired", "curriculum/unseen_level1_correct",
+            "curriculum/unseen_level2_correct", "entropy", "frac_reward_zero_std",
+            "time/generate_s",
             "time/reward_wait_s", "time/step_s", "step_time")  # fmt: skip
     unpaid: dict[int, int] = {}
     completions = run / "rl" / "completions.jsonl"
@@ -364,6 +366,29 @@ def rl_curve(run: Path) -> list[dict]:
     for c in curve:
         c["correct_unpaid"] = unpaid.get(c["step"], 0)
     return curve
+
+
+def unseen_curve(run: Path, every: int = 5) -> list[dict]:
+    """Per `every` GRPO steps, by level (1, and 2 for 2+): answers to tasks no earlier
+    step drew and how many were correct (completions.jsonl; the curriculum's
+    `unseen_level*_correct`, pooled so that a point holds more than a task or two)."""
+    path = run / "rl" / "completions.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    first: dict[str, int] = {}
+    for row in rows:
+        first.setdefault(row["task"], row["step"])
+    points: dict[int, dict] = {}
+    for row in rows:
+        if row["step"] != first[row["task"]]:
+            continue
+        start = (row["step"] - 1) // every * every + 1
+        point = points.setdefault(start, {"steps": f"{start}-{start + every - 1}"})
+        counts = point.setdefault(f"level{min(2, row.get('level', 1))}", [0, 0])
+        counts[0] += bool(row.get("correct"))
+        counts[1] += 1
+    return [points[k] for k in sorted(points)]
 
 
 def rl_budget(ctx: dict) -> float | None:
@@ -552,6 +577,15 @@ def markdown(report: dict) -> str:
                          f"{c.get('correct_unpaid', '-')} | "
                          f"{c.get('time/reward_wait_s', '-')} | "
                          f"{c.get('time/step_s', c.get('step_time', '-'))} |")  # fmt: skip
+    unseen = report.get("unseen") or []
+    if unseen:
+        lines += ["", "Answers to tasks no earlier GRPO step drew (sampled before any training "
+                  "on them), correct of all:", "", "| GRPO steps | level 1 | level 2+ |",
+                  "|---|---:|---:|"]  # fmt: skip
+        for u in unseen:
+            cells = [f"{u[k][0]}/{u[k][1]} ({_pct(u[k][0] / u[k][1])})" if k in u else "-"
+                     for k in ("level1", "level2")]  # fmt: skip
+            lines.append(f"| {u['steps']} | {cells[0]} | {cells[1]} |")
     lines += [
         "",
         "| timing probe | n | min | median | max | IQR |",
@@ -587,6 +621,17 @@ def plot(report: dict, path: Path) -> None:
         left.plot(steps, [c["reward"] for c in curve], marker=".", label="mean reward")
         left.plot(steps, [c.get("verify/correct") or 0 for c in curve], marker=".",
                   label="batch verified-correct rate")  # fmt: skip
+    for level in (1, 2):
+        pts = [(sum(map(int, u["steps"].split("-"))) / 2, u[f"level{level}"])
+               for u in report.get("unseen") or [] if f"level{level}" in u]  # fmt: skip
+        if pts:
+            left.plot(
+                [x for x, _ in pts],
+                [c / n for _, (c, n) in pts],
+                marker="s",
+                linestyle="--",
+                label=f"correct on new level-{level} tasks (5 steps)",
+            )
     left.set(xlabel="GRPO step", title=f"GRPO on {report['model']}")
     labels = [p["label"] for p in report["points"]]
     for s in SOURCES:
@@ -747,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         training.clear()
         stop.set()
     report["rl_curve"] = rl_curve(run)
+    report["unseen"] = unseen_curve(run)
     report["pass_rate_filter"] = stage_info(run, "rl").get("pass_rate_filter")
     for label, path in rl_points(run, args.rl_evals):
         folders.append((label, evaluate(label, path, ctx)))

@@ -41,7 +41,9 @@ def test_the_share_grows_only_when_a_full_window_passes_the_trigger():
     assert cur.end_step(6) and cur.share == pytest.approx(0.3)
     assert cur.metrics() == {"curriculum/level2_share": pytest.approx(0.3),
                              "curriculum/level1_correct": -1.0,
-                             "curriculum/transitions": 2.0}  # fmt: skip
+                             "curriculum/transitions": 2.0,
+                             "curriculum/unseen_level1_correct": -1.0,  # a: drawn before
+                             "curriculum/unseen_level2_correct": -1.0}  # fmt: skip
 
 
 def test_the_share_stops_at_its_end():
@@ -237,3 +239,43 @@ def test_one_call_draws_distinct_tasks_while_the_pool_lasts():
                                      ["a", "b", "b", "b"])  # fmt: skip
     flat = Curriculum(CurriculumConfig(enabled=False), {t: 1 for t in "abcdefgh"}, seed=3)
     assert all(len(set(flat.sample(8))) == 8 for _ in range(20))
+
+
+def test_the_unseen_rates_count_only_tasks_no_earlier_step_drew_by_level():
+    cur = _cur()
+    m = cur.metrics()
+    assert m["curriculum/unseen_level1_correct"] == m["curriculum/unseen_level2_correct"] == -1.0
+    _feed(cur, "1100")  # a: new
+    _feed(cur, "1", task="c")  # c: new, level 2
+    _feed(cur, "0", task="e")  # e: new, level 3 counts with level 2
+    cur.end_step(1)
+    m = cur.metrics()
+    assert m["curriculum/unseen_level1_correct"] == 0.5
+    assert m["curriculum/unseen_level2_correct"] == 0.5
+    _feed(cur, "1111")  # a again: not new any more
+    _feed(cur, "0", task="b")  # b: new
+    cur.end_step(2)
+    m = cur.metrics()
+    assert m["curriculum/unseen_level1_correct"] == 0.0
+    assert m["curriculum/unseen_level2_correct"] == -1.0  # no new level-2 task this step
+    state = json.loads(json.dumps(cur.state_dict()))
+    again = _cur()
+    again.load_state_dict(state)  # a resumed run remembers what it drew
+    _feed(again, "1", task="c")
+    _feed(again, "1", task="d")
+    again.end_step(3)
+    assert again.metrics()["curriculum/unseen_level2_correct"] == 1.0  # d alone is new
+
+
+def test_several_ranks_count_a_task_new_once_in_the_step_that_joins_them():
+    ranks = [_cur(), _cur()]
+    for cur, outcome in zip(ranks, "10", strict=True):
+        _feed(cur, outcome)  # both ranks answered task a in the same step
+    parts = [list(r.pending) for r in ranks]
+    for cur in ranks:
+        cur.end_step(1, lambda _part: parts)
+    assert [r.metrics()["curriculum/unseen_level1_correct"] for r in ranks] == [0.5, 0.5]
+    for cur in ranks:
+        _feed(cur, "1")
+        cur.end_step(2, lambda _part: [[("a", True)], [("a", True)]])
+        assert cur.metrics()["curriculum/unseen_level1_correct"] == -1.0

@@ -24,6 +24,13 @@ drawn no more either (a pool of fresh tasks no pass rate was measured for holds 
 tasks). A pool whose every task is retired draws from all of them again. Joined at
 `end_step`, like the rate, so every rank retires the same tasks.
 
+Tasks not seen before: `curriculum/unseen_level1_correct` and `unseen_level2_correct`
+are a step's verified-correct rate on the tasks no earlier step of the run drew (-1 when
+it drew none of that level). Their answers were sampled before the policy ever trained
+on them, so with a large pool (`rl.generated_tasks`) this is a learning curve on new
+tasks, step by step; it is not the held-out evaluation (`tritonrl eval`), whose tasks RL
+never draws.
+
 `CurriculumSampler` is the curriculum as a torch `Sampler` for TRL's trainers: the same
 layout as TRL's `RepeatSampler` (each drawn prompt repeated `mini_repeat_count` times for
 its group, each chunk `repeat_count` times), but each chunk is drawn when the trainer
@@ -66,6 +73,8 @@ class Curriculum:
         self.recent: dict[str, deque[bool]] = {}
         self.retired: set[str] = set()
         self.unsolved: set[str] = set()  # those of `retired` retired as never right
+        self.drawn: set[str] = set()  # tasks with results joined at an earlier step
+        self.unseen: dict[int, list[int]] = {}  # the last step's {level: [correct, answers]}
         self.transitions: list[dict[str, Any]] = []
         self.rng = random.Random(seed)
         self.adaptive = config.enabled and bool(self.easy) and bool(self.hard)
@@ -124,6 +133,8 @@ class Curriculum:
         `gather` (several ranks) gives every rank's results of the step, by rank."""
         parts = gather(self.pending) if gather is not None else [self.pending]
         self.pending = []
+        joined = [(str(task), bool(ok)) for part in parts for task, ok in part]
+        self._count_unseen(joined)
         for part in parts:
             results = [(str(task), bool(ok)) for task, ok in part]
             self.window.extend(self._level1(results))
@@ -146,6 +157,17 @@ class Curriculum:
             self.share,
         )
         return True
+
+    def _count_unseen(self, results: list[tuple[str, bool]]) -> None:
+        """The step's results on tasks no earlier step drew, by level (1, or 2 for 2+)."""
+        self.unseen = {}
+        for task, ok in results:
+            if task in self.drawn:
+                continue
+            counts = self.unseen.setdefault(min(2, self.levels.get(task, 1)), [0, 0])
+            counts[0] += ok
+            counts[1] += 1
+        self.drawn.update(task for task, _ in results)
 
     def _keep(self) -> int:
         """The results kept per task: the longer of the two retirement counts (0: none)."""
@@ -183,6 +205,9 @@ class Curriculum:
             "curriculum/level1_correct": -1.0 if rate is None else rate,
             "curriculum/transitions": float(len(self.transitions)),
         }
+        for level in (1, 2):
+            right, n = self.unseen.get(level, (0, 0))
+            out[f"curriculum/unseen_level{level}_correct"] = right / n if n else -1.0
         if self.config.retire_after or self.config.retire_unsolved_after:
             out["curriculum/retired"] = float(len(self.retired))
         if self.config.retire_unsolved_after:
@@ -199,6 +224,7 @@ class Curriculum:
             "recent": {task: [int(x) for x in r] for task, r in sorted(self.recent.items())},
             "retired": sorted(self.retired),
             "unsolved": sorted(self.unsolved),
+            "drawn": sorted(self.drawn),
             "rng": [state[0], list(state[1]), state[2]],
         }
 
@@ -214,6 +240,7 @@ class Curriculum:
                        for task, r in state.get("recent", {}).items()}  # fmt: skip
         self.retired = set(state.get("retired", []))
         self.unsolved = set(state.get("unsolved", []))
+        self.drawn = set(state.get("drawn", []))  # older states: every task counts as new
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
 
