@@ -1,0 +1,190 @@
+"""Training on 1, 2, 4 GPUs of a node: SFT tokens a second and GRPO completions a second,
+with a GRPO step split into generation, reward and update, through `accelerate launch`
+of the product's own commands and its shipped DDP config.
+
+    python bench/scaling.py --model DIR --out OUT.json [--gpus 1,2] [--work DIR]
+        [--sft-steps 20] [--rl-steps 4] [--prompts 8] [--group 8] [--max-tokens 1024]
+        [--vllm on|off] [--stages sft,rl] [--device cuda|cpu]
+
+DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). The
+batch is per GPU (weak scaling, as `accelerate launch` runs a stage): on N GPUs an SFT
+step holds N times the sequences and a GRPO step N x `--prompts` x `--group`
+completions, so the figures a second are what to compare. For each N of `--gpus`:
+
+1. `sft`: `accelerate launch --num_processes N -m tritonrl sft --run WORK/sft-N` for
+   `--sft-steps` full-parameter float32 steps on the builtin suite and 200 generator
+   tasks; tokens a second are the trainer's `num_tokens` (every rank's) over its
+   `train_runtime` (first steps and the last save included: compare like with like).
+2. `rl`: a copy of the first SFT run (the same start for every N), then `accelerate launch
+   --num_processes N -m tritonrl rl --algo grpo` for `--rl-steps` steps, vLLM colocated
+   on each rank with `--vllm on`; per step the trainer's own clock (`time/generate_s`,
+   `time/reward_wait_s`, `time/update_s`, `time/step_s` in log_history.json), means over
+   the steps after the first (it holds the warm-ups), and completions a second.
+
+Each command's log lies beside OUT; results merge into OUT.json by stage and N, so the
+runs can be split over calls. `--device cpu` tries the script on a CPU machine (gloo, no
+vLLM; the figures mean nothing there). Measures; asserts nothing.
+
+What it does NOT do: measure the verifier apart from a step (bench/verify_throughput.py
+with CUDA_VISIBLE_DEVICES does), FSDP or DeepSpeed (pass `--accelerate-config zero2`
+etc.; only ddp has been run), several nodes, or vLLM's server mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from grpo_step_time import TIMES, sft_args  # noqa: E402
+from learning_demo import run_logged  # noqa: E402
+
+ACCELERATE = Path(__file__).resolve().parents[1] / "src" / "tritonrl" / "configs" / "accelerate"
+
+
+def launch(n: int, stage: str, run: Path, args, *extra: str) -> list[str]:
+    """`accelerate launch` of `tritonrl STAGE --run RUN` in `n` processes."""
+    with socket.socket() as s:  # a free port: runs one after another may overlap a little
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+            str(ACCELERATE / f"{args.accelerate_config}.yaml"), "--num_processes",
+            str(n), "--main_process_port", str(port), "-m", "tritonrl", stage,
+            "--run", str(run), *extra]  # fmt: skip
+
+
+def history(run: Path, stage: str) -> list[dict]:
+    return json.loads((run / stage / "log_history.json").read_text())
+
+
+def sft_figures(run: Path) -> dict:
+    rows = history(run, "sft")
+    tokens = max((h["num_tokens"] for h in rows if "num_tokens" in h), default=None)
+    runtime = next((h["train_runtime"] for h in rows if "train_runtime" in h), None)
+    steps = max((h["step"] for h in rows), default=0)
+    out = {"steps": steps, "tokens": tokens, "train_runtime_s": runtime}
+    if tokens and runtime:
+        out["tokens_per_s"] = round(tokens / runtime, 1)
+    return out
+
+
+def rl_figures(run: Path, completions_a_step: int) -> dict:
+    rows = [h for h in history(run, "rl") if "time/step_s" in h]
+    steady = rows[1:] or rows
+    if not steady:
+        return {"steps": 0}
+    mean = {k: round(statistics.mean(r[k] for r in steady), 3) for k in TIMES if k in steady[0]}
+    return {
+        "steps": [r["step"] for r in steady],
+        "completions_a_step": completions_a_step,
+        **mean,
+        "completions_per_s": round(completions_a_step / mean["time/step_s"], 2),
+        "reward_wait_share": round(mean["time/reward_wait_s"] / mean["time/step_s"], 3),
+        "per_step": [{k: r.get(k) for k in ("step", *TIMES)} for r in rows],
+    }
+
+
+def rl_args(args) -> list[str]:
+    return [
+        "--algo", "grpo", "--rl.vllm", args.vllm, "--rl.device", args.device,
+        "--verify.device", args.device, "--rl.max_steps", str(args.rl_steps),
+        "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
+        "--rl.gradient_accumulation", str(args.prompts),
+        "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
+        "--rl.bf16", "false", "--rl.gradient_checkpointing", "false",
+        "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
+    ]  # fmt: skip
+
+
+def measure(stage: str, n: int, args, report: dict) -> None:
+    runs = report.setdefault(stage, {})
+    log = args.logs / f"scaling_{stage}_{n}.log"
+    if stage == "sft":
+        run = args.work / f"sft-{n}"
+        shutil.rmtree(run, ignore_errors=True)
+        extra = sft_args(args.model, args.sft_steps, args.device)
+        cmd = launch(n, "sft", run, args, *extra)
+        seconds = run_logged(cmd, log)
+        runs[str(n)] = {"command": cmd[2:], "seconds": round(seconds, 1), **sft_figures(run)}
+        return
+    start = args.work / f"sft-{min(args.gpus)}"
+    if not (start / "sft" / "final").is_dir():
+        raise SystemExit(f"no SFT start in {start}: run --stages sft first (same --work)")
+    run = args.work / f"rl-{n}"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(start, run)
+    cmd = launch(n, "rl", run, args, *rl_args(args))
+    seconds = run_logged(cmd, log)
+    figures = rl_figures(run, n * args.prompts * args.group)
+    runs[str(n)] = {"command": cmd[2:], "seconds": round(seconds, 1), **figures}
+
+
+def summary(report: dict) -> dict:
+    out = {}
+    for stage, key in (("sft", "tokens_per_s"), ("rl", "completions_per_s")):
+        runs = report.get(stage, {})
+        base = (runs.get("1") or {}).get(key)
+        out[stage] = {n: {key: r.get(key), "vs 1 GPU": round(r[key] / base, 2)
+                          if base and r.get(key) else None}
+                      for n, r in sorted(runs.items(), key=lambda kv: int(kv[0]))}  # fmt: skip
+    return out
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", type=Path, required=True, help="a model directory")
+    ap.add_argument("--out", type=Path, required=True, help="the JSON report (merged into)")
+    ap.add_argument("--work", type=Path, default=None, help="default: OUT's folder/work")
+    ap.add_argument("--gpus", default="1,2", help="process counts, e.g. 1,2,4")
+    ap.add_argument("--stages", default="sft,rl")
+    ap.add_argument("--sft-steps", type=int, default=20)
+    ap.add_argument("--rl-steps", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=8, help="prompts a GPU a step")
+    ap.add_argument("--group", type=int, default=8, help="completions a prompt")
+    ap.add_argument("--max-tokens", type=int, default=1024)
+    ap.add_argument("--vllm", default="on", choices=("on", "off"))
+    ap.add_argument("--accelerate-config", default="ddp", help="a shipped config's name")
+    ap.add_argument("--device", default="cuda", help="cpu: try the script (gloo, no vLLM)")
+    args = ap.parse_args(argv)
+    args.work = args.work or args.out.parent / "work"
+    args.logs = args.out.parent
+    args.gpus = sorted({int(g) for g in args.gpus.split(",") if g.strip()})
+    args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if not set(args.stages) <= {"sft", "rl"}:
+        ap.error("--stages takes sft, rl or sft,rl")
+    if args.device == "cpu" and args.vllm == "on":
+        args.vllm = "off"  # vLLM needs CUDA
+    if not (ACCELERATE / f"{args.accelerate_config}.yaml").is_file():
+        ap.error(f"--accelerate-config {args.accelerate_config}: no such shipped config")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    args = parse(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    report = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    cuda = args.device == "cuda"
+    if cuda and torch.cuda.device_count() < max(args.gpus):
+        raise SystemExit(f"--gpus {max(args.gpus)}: {torch.cuda.device_count()} GPUs here")
+    report.update(device=torch.cuda.get_device_name(0) if cuda else "cpu",
+                  gpus_on_machine=torch.cuda.device_count() if cuda else 0,
+                  date=time.strftime("%Y-%m-%d"), model=args.model.name, argv=sys.argv[1:])  # fmt: skip
+    for stage in args.stages:
+        for n in args.gpus:
+            measure(stage, n, args, report)
+            report["summary"] = summary(report)
+            args.out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report.get("summary", {}), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
