@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--gpus {max(args.gpus)}: {torch.cuda.device_count()} GPUs here")
     report.update(device=torch.cuda.get_device_name(0) if cuda else "cpu",
                   gpus_on_machine=torch.cuda.device_count() if cuda else 0,
-                  date=time.strftime("%Y-%m-%d"), model=args.model.name, argv=sys.argv[1:])  # fmt: skip
+                  date=time.strftime("%Y-%m-%d"), model=args.model.name,
+                  argv=sys.argv[1:])  # fmt: skip
     for stage in args.stages:
         for n in args.gpus:
             measure(stage, n, args, report)
