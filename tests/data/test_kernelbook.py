@@ -382,6 +382,27 @@ def test_families_source_is_training_tasks_of_each_family(tmp_path):
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["by_family"]["norms"] == 2
 
 
+def test_prompts_name_the_torch_ops_the_verifier_allows_not_the_default_list(tmp_path):
+    """A partial config with a narrower list: every prompt names that list, the fused
+    family's too; a strict config's fused prompts name the default list."""
+    out = tmp_path / "narrow"
+    prepare("families", out, family_tasks=1, families=["fused", "norms"], policy="partial",
+            allowed_torch_ops=["conv2d"])  # fmt: skip
+    rows = read_jsonl(out / "train.jsonl") + read_jsonl(out / "validation.jsonl")
+    assert {r["task_id"].split(":")[1] for r in rows} == {"fused", "norms"}
+    for row in rows:
+        text = row["prompt"][-1]["content"]
+        assert "Policy partial" in text and "`conv2d`" in text
+        assert "`matmul`" not in text, row["task_id"]  # of PARTIAL_TORCH_OPS only
+    prepare("builtin", tmp_path / "kb", max_samples=3, policy="partial",
+            allowed_torch_ops=["relu"])  # fmt: skip
+    text = read_jsonl(tmp_path / "kb" / "train.jsonl")[0]["prompt"][-1]["content"]
+    assert "`relu`" in text and "`matmul`" not in text
+    prepare("families", tmp_path / "strict", family_tasks=1, families=["fused"])
+    text = read_jsonl(tmp_path / "strict" / "train.jsonl")[0]["prompt"][-1]["content"]
+    assert "Policy partial" in text and "`matmul`" in text
+
+
 def test_families_source_options_are_checked(tmp_path):
     summary = prepare("families", tmp_path / "a", max_samples=9, family_tasks=5,
                       families=["matmul", "scans"])  # fmt: skip

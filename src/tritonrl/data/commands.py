@@ -207,6 +207,7 @@ def prepare_command(
         summary = prepare(
             source, out_dir, max_samples=cfg.data.max_samples, seed=seed,
             val_fraction=cfg.data.validation_fraction, policy=cfg.verify.policy,
+            allowed_torch_ops=cfg.verify.allowed_torch_ops,
             labeler=labeler, labeler_endpoint=labeler_endpoint,
             include_example=cfg.data.include_example, family_tasks=cfg.data.family_tasks,
             families=cfg.data.families or None,

@@ -233,9 +233,11 @@ def code_key(source: str) -> str:
 
 
 def convert_row(
-    row: dict, policy: str = "strict", include_example: bool = True
-) -> tuple[Task, dict]:
-    """One KernelBook row -> (Task at level 1, SFT example). Raises `RowDropped`."""
+    row: dict, policy: str = "strict", include_example: bool = True,
+    allowed_torch_ops: list[str] | None = None,
+) -> tuple[Task, dict]:  # fmt: skip
+    """One KernelBook row -> (Task at level 1, SFT example), its prompt naming `policy`
+    and `allowed_torch_ops` (the verifier's). Raises `RowDropped`."""
     uuid = str(row.get("uuid"))
     python_code, triton_code = row.get("python_code") or "", row.get("triton_code") or ""
     if not python_code.strip() or not triton_code.strip():
@@ -257,7 +259,8 @@ def convert_row(
     except TaskLoadError as e:
         raise RowDropped("invalid_task", e.reason) from None
     try:
-        example = sft_example(reference, solution, policy=policy, include_example=include_example)
+        example = sft_example(reference, solution, policy=policy, include_example=include_example,
+                              allowed_torch_ops=allowed_torch_ops)  # fmt: skip
     except ValueError as e:
         raise RowDropped("sft_rejected", str(e)) from None
     return task, example

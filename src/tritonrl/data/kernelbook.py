@@ -16,7 +16,8 @@ Sources:
 * `families` - `family_tasks` training-split tasks of each task family
   (`tritonrl.tasks.families`; `families` names a subset), at KernelBench-like sizes, with
   their solutions; held-out signatures never appear. Each family's prompts carry the
-  policy its solutions need (the fused family's is partial, with the default allowed ops),
+  policy its solutions need (`families.verify_config_for`: the fused family's is partial,
+  with the default allowed ops, where the config is strict),
   and the count per family is recorded (`by_family`: the tasks kept, after duplicates and
   contaminated ones are dropped). At most `max_samples` in all: when the families would
   give more, each gives `max_samples // len(families)`.
@@ -59,8 +60,9 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from tritonrl.config import VerifyConfig
 from tritonrl.data.convert import RowDropped, code_key, convert_row
-from tritonrl.data.prompts import POLICIES, sft_example
+from tritonrl.data.prompts import POLICIES, policy_settings, sft_example
 from tritonrl.tasks import families as task_families
 from tritonrl.tasks import load_builtin
 from tritonrl.tasks.decontaminate import FORWARD, Decontaminator, checker
@@ -339,8 +341,8 @@ def _contaminated(task: Task, where: str, check: Decontaminator | None,
 
 
 def _kernelbook_items(
-    rows, summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
-    check: Decontaminator | None = None,
+    rows, summary: PrepareSummary, max_samples: int, seed: int, verify: VerifyConfig,
+    example: bool, check: Decontaminator | None = None,
 ):  # fmt: skip
     """Converted, de-duplicated (task, example) pairs in a seeded order, up to max_samples."""
     order = list(range(len(rows)))
@@ -353,7 +355,7 @@ def _kernelbook_items(
         summary.rows_read += 1
         where = f"row {index} (uuid {row.get('uuid')})"
         try:
-            task, converted = convert_row(row, policy=policy, include_example=example)
+            task, converted = convert_row(row, verify.policy, example, verify.allowed_torch_ops)
         except RowDropped as e:
             summary.drop(e.reason, where, e.detail)
             continue
@@ -381,23 +383,24 @@ def _builtin_tasks(max_samples: int, seed: int):
 
 
 def _builtin_items(
-    summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
-    check: Decontaminator | None = None,
+    summary: PrepareSummary, max_samples: int, seed: int, verify: VerifyConfig,
+    example: bool, check: Decontaminator | None = None,
 ):  # fmt: skip
     items, seen = [], set()
     for task in _builtin_tasks(max_samples, seed):
         if len(items) >= max_samples:
             break
-        item = _task_item(task, seen, check, summary, policy, example)
+        item = _task_item(task, seen, check, summary, verify, example)
         if item is not None:
             items.append(item)
     return items
 
 
 def _task_item(task, seen: set, check: Decontaminator | None, summary: PrepareSummary,
-               policy: str, example: bool):  # fmt: skip
+               verify: VerifyConfig, example: bool):  # fmt: skip
     """`(task, its SFT example)`, or None with the reason recorded: a reference seen
-    before, one equal to a task of `check`, or a solution the SFT example refuses."""
+    before, one equal to a task of `check`, or a solution the SFT example refuses. The
+    prompt names the policy the task is verified under (`policy_settings`)."""
     summary.rows_read += 1
     key = code_key(task.source)
     if key in seen:
@@ -407,16 +410,17 @@ def _task_item(task, seen: set, check: Decontaminator | None, summary: PrepareSu
     if _contaminated(task, task.id, check, summary):
         return None
     try:
-        return task, sft_example(task.source, task.solution or "", policy=policy,
-                                 include_example=example)  # fmt: skip
+        return task, sft_example(task.source, task.solution or "", include_example=example,
+                                 **policy_settings(verify, task.id))  # fmt: skip
     except ValueError as e:
         summary.drop("sft_rejected", task.id, str(e))
         return None
 
 
 def _family_items(
-    summary: PrepareSummary, max_samples: int, seed: int, policy: str, example: bool,
-    per_family: int, names: list[str] | None, check: Decontaminator | None = None,
+    summary: PrepareSummary, max_samples: int, seed: int, verify: VerifyConfig,
+    example: bool, per_family: int, names: list[str] | None,
+    check: Decontaminator | None = None,
 ):  # fmt: skip
     """`per_family` training tasks of each family (fewer when max_samples says so), each
     with its SFT example under the policy its solution needs; those equal to a task of
@@ -435,12 +439,9 @@ def _family_items(
         log.warning("max_samples %d: %d tasks per family", max_samples, per_family)
     items, seen = [], set()
     for name in names:
-        family_policy = task_families.policy(name)
-        if family_policy == "strict":
-            family_policy = policy  # a strict solution is right under either policy
         kept = 0
         for task in progress(task_families.draw(per_family, seed, "train", [name]), name):
-            item = _task_item(task, seen, check, summary, family_policy, example)
+            item = _task_item(task, seen, check, summary, verify, example)
             if item is not None:
                 items.append(item)
                 kept += 1
@@ -507,6 +508,7 @@ def prepare(
     labeler_endpoint: str | None = None,
     labeler_api_key: str | None = None,
     policy: str = "strict",
+    allowed_torch_ops: list[str] | None = None,
     cache_dir: str | None = None,
     include_example: bool = True,
     family_tasks: int = 100,
@@ -516,17 +518,19 @@ def prepare(
 ) -> PrepareSummary:
     """Turn `source` into SFT files and a task list in `out_dir` (see the module docstring).
 
-        `labeler_endpoint` defaults to $TRITONRL_LABELER_ENDPOINT, then $OPENAI_BASE_URL;
-        `labeler_api_key` to $OPENAI_API_KEY. `policy` goes into the prompts (`strict` or
-        `partial`), with the one-shot example when `include_example` (data.include_example: the
-    prompts RL and eval build for the same run must match these). `cache_dir` is the
-    `datasets` cache. `family_tasks` and `families`: the `families` source's tasks per
-    family and which families (None: all). `decontaminate_against` are task specs
-    (`data.decontaminate_against`) whose tasks no kept row may equal in
-    `decontaminate_form`. Raises `KernelBookError` on bad input before anything is
-    written.
+    `labeler_endpoint` defaults to $TRITONRL_LABELER_ENDPOINT, then $OPENAI_BASE_URL;
+    `labeler_api_key` to $OPENAI_API_KEY. `policy` and `allowed_torch_ops` are the
+    verifier's (`partial` with none allows `PARTIAL_TORCH_OPS`): each prompt names those
+    its task is verified under, with the one-shot example when `include_example`
+    (data.include_example: the prompts RL and eval build for the same run must match
+    these). `cache_dir` is the `datasets` cache. `family_tasks` and `families`: the
+    `families` source's tasks per family and which families (None: all).
+    `decontaminate_against` are task specs (`data.decontaminate_against`) whose tasks no
+    kept row may equal in `decontaminate_form`. Raises `KernelBookError` on bad input
+    before anything is written.
     """
     _check_args(max_samples, val_fraction, policy)
+    verify = VerifyConfig(policy=policy, allowed_torch_ops=list(allowed_torch_ops or []))
     llm = parse_labeler(labeler, labeler_endpoint)
     try:
         check = checker(decontaminate_against, decontaminate_form, "data.decontaminate_against")
@@ -543,17 +547,17 @@ def prepare(
         if llm is not None:
             log.warning("--labeler is ignored for the builtin source: its tasks have levels")
         summary.labeler = "builtin levels"
-        items = _builtin_items(summary, max_samples, seed, policy, include_example, check)
+        items = _builtin_items(summary, max_samples, seed, verify, include_example, check)
     elif source == "families":
         if llm is not None:
             log.warning("--labeler is ignored for the families source: its tasks have levels")
         summary.labeler = "family levels"
         items = _family_items(
-            summary, max_samples, seed, policy, include_example, family_tasks, families, check
+            summary, max_samples, seed, verify, include_example, family_tasks, families, check
         )
     else:
         rows = load_rows(source, cache_dir)
-        items = _kernelbook_items(rows, summary, max_samples, seed, policy, include_example, check)
+        items = _kernelbook_items(rows, summary, max_samples, seed, verify, include_example, check)
         api_key = labeler_api_key or os.environ.get("OPENAI_API_KEY")
         tasks = _label([t for t, _ in items], llm, api_key, summary)
         items = [(t, ex) for t, (_, ex) in zip(tasks, items, strict=True)]
