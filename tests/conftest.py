@@ -1,7 +1,9 @@
 """Test-wide set-up: the Triton interpreter on machines without CUDA, the `gpu` marker,
-and the CLI app of the training commands (the model and training tests use it)."""
+the CLI app of the training commands (the model and training tests use it), a loopback
+teacher endpoint (`chat_server`) and a run its answers were distilled into (`distill_run`)."""
 
 import os
+import shutil
 
 import pytest
 import torch
@@ -74,3 +76,61 @@ def train_app() -> typer.Typer:
 
     register(app)
     return app
+
+
+@pytest.fixture
+def chat_server():
+    """`start(script)`: a loopback OpenAI-compatible server answering as `script` says
+    (tests/chat_server.py); every one started is shut down after the test."""
+    from chat_server import ChatServer
+
+    servers = []
+
+    def start(script):
+        servers.append(ChatServer(script))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+# The tasks the `distill_run_template` teacher answers: two verified answers each.
+DISTILLED = ("builtin:level1/3_Tanh", "builtin:level1/5_LeakyReLU")
+
+
+@pytest.fixture(scope="session")
+def distill_run_template(tmp_path_factory):
+    """A run whose only stage is `tritonrl distill --run` (the real command, in a
+    subprocess) against a loopback teacher: two verified-correct answers each for
+    DISTILLED, garbage for the third task asked (builtin:level1/6_Softplus). Do not change
+    it: copy it with `distill_run`."""
+    from chat_server import ChatServer, answer
+    from cli_process import tritonrl
+    from tritonrl.tasks import load_builtin
+
+    script = {}
+    for task in (load_builtin(i.removeprefix("builtin:")).tasks[0] for i in DISTILLED):
+        second = task.solution.replace("class ModelNew", "# variation 2\nclass ModelNew")
+        script[(task.source, 0)] = [(200, answer(task.solution))]
+        script[(task.source, 1)] = [(200, answer(second, "Same, a second time."))]
+    server = ChatServer(script)
+    run_dir = tmp_path_factory.mktemp("distill") / "run"
+    try:
+        r = tritonrl("distill", "--endpoint", server.url, "--model", "teacher", "--variations",
+                     "2", "--tasks", "builtin:level1", "--limit", "3", "--rate-limit", "100",
+                     "--verify.device", "cpu", "--verify.timing", "false", "--run",
+                     str(run_dir))  # fmt: skip
+    finally:
+        server.close()
+    assert r.returncode == 0, r.stderr
+    assert "kept 4 of 6 answers for 3 tasks" in r.stdout
+    return run_dir
+
+
+@pytest.fixture
+def distill_run(distill_run_template, tmp_path):
+    """A fresh copy of `distill_run_template` for one test (a run directory can be moved)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(distill_run_template, run_dir)
+    return run_dir

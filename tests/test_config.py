@@ -173,6 +173,10 @@ def test_every_extension_can_be_switched_off():
         (["--sampling.top_k", "-1"], r"sampling.top_k must be >= 0 \(0: off\), not -1"),
         (["--sampling.max_new_tokens", "0"], "sampling.max_new_tokens must be >= 1"),
         (["--verify.backend", "slurm"], r"verify.backend must be one of \('local', 'ray'\)"),
+        (
+            ["--data.sft_source", "kernelbook"],
+            r"data.sft_source must be one of \('auto', 'prepare', 'distill', 'builtin'\)",
+        ),
         (["--verify.ray_address", "auto"], "set verify.backend to 'ray'"),
         (["--verify.ray_actors", "2"], "set verify.backend to 'ray'"),
         (["--verify.backend", "ray", "--verify.ray_actors", "-1"], "verify.ray_actors must be 0"),

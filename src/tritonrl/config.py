@@ -235,7 +235,7 @@ class VerifyConfig:
 # --------------------------------------------------------------------------- stages
 
 DEVICES = ("auto", "cpu", "cuda")
-SFT_SOURCES = ("auto", "prepare", "builtin")
+SFT_SOURCES = ("auto", "prepare", "distill", "builtin")
 DECONTAMINATE_FORMS = ("program", "forward")  # tritonrl.tasks.normalize.FORMS
 REPORTERS = ("tensorboard", "wandb", "none")
 TINY = "tiny"  # model.name_or_path that means: the tiny model, built inside the run
@@ -278,14 +278,15 @@ class RunConfig:
 
 @dataclass
 class DataConfig:
-    # Where SFT examples come from: the `prepare` stage's files (KernelBook), or the
-    # builtin suite + generator; auto takes prepare's when the manifest records them.
+    # Where SFT examples come from: the `prepare` stage's files (KernelBook), the
+    # `distill` stage's verified teacher answers, or the builtin suite + generator; auto
+    # takes prepare's when the manifest records them, else distill's, else builtin.
     sft_source: str = "auto"
     tasks: list[str] = field(default_factory=lambda: ["builtin:all"])
     generated_tasks: int = 200  # generator tasks added to the builtin ones
     generator_seed: int = 0
-    # Share held out for validation: by `prepare` (its files), and by SFT when its data
-    # has no validation file (builtin + generator rows).
+    # Share held out for validation: by `prepare` (its files), and by SFT from the rows
+    # it splits by task (distilled, or builtin + generator).
     validation_fraction: float = 0.1
     include_example: bool = True  # the one-shot example in every prompt
     max_samples: int = 1000  # `prepare`: most examples kept

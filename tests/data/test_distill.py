@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from chat_server import GARBAGE, answer
+from cli_process import tritonrl
 from tritonrl.config import SamplingConfig
 from tritonrl.data.commands import register
 from tritonrl.data.distill import (
@@ -25,92 +25,16 @@ from tritonrl.data.distill import (
     distill,
     reasoning_of,
 )
+from tritonrl.data.kernelbook import load_prepared_tasks
 from tritonrl.data.prompts import build_messages
 from tritonrl.extract import extract_code, normalise_code
+from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import VerifyConfig
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
 SIGMOID = load_builtin("level1/2_Sigmoid").tasks[0]
 WRONG_RELU = RELU.solution.replace("tl.maximum(x, 0.0)", "x")
-GARBAGE = "I am not sure how to do this. Maybe use CUDA? ```\nprint('hi')\n```"
-
-
-def answer(code: str, thought: str = "Flatten, one program per block, mask the tail.") -> str:
-    return f"<think>\n{thought}\n</think>\n\n```python\n{code}```\n"
-
-
-class ChatServer:
-    """Speaks `/v1/chat/completions`. `script[(marker, seed)]` is a list of steps, used
-    in order (the last one repeats); a step is `(status, content)`, `(status, content,
-    headers)` or `("sleep", seconds, content)`. `marker` is a task source found in the
-    prompt (None: any prompt)."""
-
-    def __init__(self, script: dict):
-        self.script = {k: list(v) for k, v in script.items()}
-        self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(
-                    {"t": time.monotonic(), "path": self.path, "body": body, **self.headers}
-                )
-                step = server.next_step(body)
-                if step[0] == "sleep":
-                    time.sleep(step[1])
-                    step = (200, step[2])
-                status, content, *headers = step
-                if status == 200:
-                    choice = {"message": {"role": "assistant", "content": content}}
-                    payload = {"choices": [{**choice, "finish_reason": "stop"}]}
-                else:
-                    payload = {"error": {"message": content}}
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    for key, value in (headers[0] if headers else {}).items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client timed out and left
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def next_step(self, body: dict):
-        prompt = body["messages"][-1]["content"]
-        for (marker, seed), steps in self.script.items():
-            if (marker is None or marker.strip() in prompt) and seed in (None, body.get("seed")):
-                return steps.pop(0) if len(steps) > 1 else steps[0]
-        return (200, GARBAGE)
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def chat_server():
-    servers = []
-
-    def start(script):
-        servers.append(ChatServer(script))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.close()
-
-
 CPU = VerifyConfig(device="cpu", timing=False)
 
 
@@ -310,6 +234,30 @@ def test_distill_command(chat_server, tmp_path, monkeypatch):
         _app(), [*base, "--tasks", str(tmp_path / "none.jsonl"), "--out", "x"]
     )
     assert result.exit_code == 2 and "none.jsonl: no such file" in result.output
+
+
+def test_distill_run_records_its_rows_and_tasks_and_status_lists_it_in_place(distill_run):
+    run = Run.open(distill_run)
+    assert run.stage("distill")["status"] == "done"
+    rows = read_jsonl(run.artifact("distill", "train"))
+    tasks = load_prepared_tasks(run.artifact("distill", "tasks"))  # every task asked
+    assert [t.id for t in tasks] == [
+        "builtin:level1/3_Tanh",
+        "builtin:level1/5_LeakyReLU",
+        "builtin:level1/6_Softplus",
+    ]
+    assert {r["task_id"] for r in rows} == {t.id for t in tasks[:2]} and len(rows) == 4
+    tanh = load_builtin("level1/3_Tanh").tasks[0]
+    assert (tasks[0].source, tasks[0].solution, tasks[0].level) == (
+        tanh.source, tanh.solution, tanh.level)  # fmt: skip
+    r = tritonrl("status", str(distill_run), "--json")
+    assert r.returncode == 0, r.stderr
+    stages = json.loads(r.stdout)["stages"]
+    assert list(stages) == ["prepare", "distill", "sft", "rl", "eval"]  # in the order they run
+    assert stages["distill"]["artifacts"] == {
+        "train": "distill/train.jsonl", "tasks": "distill/tasks.jsonl"}  # fmt: skip
+    table = tritonrl("status", str(distill_run)).stdout
+    assert "distill" in table and "tasks=distill/tasks.jsonl" in table
 
 
 def test_the_teacher_is_sampled_as_the_sampling_section_says(chat_server, tmp_path):

@@ -147,10 +147,21 @@ def test_a_new_stage_is_added_when_it_starts(tmp_path):
     assert Run.open(run.path).stages["best_of_n"]["status"] == "running"
     run.start_stage("tiny_model")
     run.start_stage("zeta")  # a stage of no known place goes last
+    run.start_stage("distill")
     assert list(Run.open(run.path).stages) == [
-        "prepare", "tiny_model", "sft", "best_of_n", "rl", "eval", "zeta"]  # fmt: skip
+        "prepare", "distill", "tiny_model", "sft", "best_of_n", "rl", "eval", "zeta"]  # fmt: skip
     with pytest.raises(RunError, match="not valid"):
         run.start_stage("../escape")
+
+
+def test_stages_read_in_the_order_they_run_whatever_order_the_manifest_wrote(tmp_path):
+    run = Run.create(tmp_path / "r")
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest["stages"]["distill"] = manifest["stages"]["prepare"]  # an older tritonrl's place
+    (run.path / "manifest.json").write_text(json.dumps(manifest))
+    run = Run.open(run.path)
+    assert list(run.stages) == ["prepare", "distill", "sft", "rl", "eval"]
+    assert list(run.status_dict()["stages"]) == list(run.stages)
 
 
 def test_fail_stage_keeps_artifacts_and_error(tmp_path):

@@ -21,7 +21,8 @@ overrides, not defaults of their own).
 (opened, or created when it holds no run yet) the stage is marked running, `--out`
 defaults to `RUN_DIR/<stage>/` (and must lie inside the run), and on success the files
 are recorded in the manifest (`prepare/train`, `prepare/validation`, `prepare/tasks`;
-`distill/train`) with the counts as stage info; a failure marks the stage failed.
+`distill/train`, `distill/tasks`) with the counts as stage info; a failure marks the stage
+failed. `sft --run RUN` finds them there (`data.sft_source`, `tritonrl.train.sft.data`).
 
 Exit status: 0 done, 1 the endpoint failed (distill; the answers so far stay cached),
 2 bad usage or unusable input (nothing written).
@@ -277,7 +278,9 @@ def distill_command(
     policy: str | None = typer.Option(
         None, help="Short for --verify.policy: verifier and prompt policy, strict or partial."
     ),
-    run: Path | None = typer.Option(None, "--run", help="Record the file in this run."),
+    run: Path | None = typer.Option(
+        None, "--run", help="Record the files in this run: sft --run trains on them."
+    ),
     config_path: str | None = CONFIG,
 ):
     """Ask a teacher model for kernels; keep the verified-correct ones as SFT data.
@@ -314,7 +317,7 @@ def distill_command(
     except (TaskLoadError, ValueError, TypeError) as e:
         _failed(handle, "distill", str(e))
     info = {k: getattr(summary, k) for k in ("model", "answers", "kept", "dropped")}
-    _finish(handle, "distill", summary.files, ("train",), info)
+    _finish(handle, "distill", summary.files, ("train", "tasks"), info)
     out_console.print(
         f"kept {summary.kept} of {summary.answers} answers for {summary.tasks} tasks "
         f"({summary.requests} requests, {summary.cache_hits} cached) -> {summary.files['train']}"

@@ -17,8 +17,10 @@ On disk, under `out_dir`: `cache/<key>.json`, one teacher answer per task and va
 `key` a hash of prompt + model + variation index, so a rerun (after a crash, a 401, a
 Ctrl-C) makes no repeat call; `verdicts/<key>-<config hash>.json`, the verifier's verdict
 on it, so a rerun does not verify again either; then `train.jsonl` (`{"prompt",
-"completion", "task_id", "level", "variation", "model", "reward"}` a line) and
-`summary.json`, both written atomically at the end.
+"completion", "task_id", "level", "variation", "model", "reward"}` a line), `tasks.jsonl`
+(the tasks asked, as `prepare` writes them: what SFT's split and RL's reward load a row's
+`task_id` from) and `summary.json`, all written atomically at the end. `sft` trains on
+`train.jsonl` with `data.sft_source: distill` (`tritonrl.train.sft.data`).
 
 HTTP: urllib only. Requests are spaced to at most `rate_limit_per_s` (retries
 included); 429, 5xx, timeouts and dropped connections are retried `max_retries` times
@@ -28,7 +30,7 @@ that refuses the very first connection fail at once with `DistillError`.
 What it does NOT do: it is never needed (the default pipeline uses KernelBook or the
 builtin suite), does not send requests in parallel (one at a time, verification between
 them), does not check that the teacher's licence allows distillation, and does not
-split train / validation (the SFT trainer's validation set comes from `prepare`).
+split train / validation (SFT holds out `data.validation_fraction` of the tasks).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from collections import Counter
 from pathlib import Path
 
 from tritonrl.config import SamplingConfig, VerifyConfig
-from tritonrl.data.kernelbook import progress, write_json, write_jsonl
+from tritonrl.data.kernelbook import progress, task_record, write_json, write_jsonl
 from tritonrl.data.prompts import build_messages, policy_settings, sft_example
 from tritonrl.extract import normalise_code, try_extract
 from tritonrl.reward import reward_for
@@ -370,7 +372,7 @@ def distill(
                     rows.append({**row, "variation": v, "model": model})
     finally:
         summary.requests, summary.retries = client.requests, client.retries
-    _finish(out, rows, summary)
+    _finish(out, rows, tasks, summary)
     return summary
 
 
@@ -413,10 +415,12 @@ def _judge(task, answer, verdict_path, config, prompt_kw, seen, summary) -> dict
     return {**example, "task_id": task.id, "level": task.level, "reward": verdict["reward"]}
 
 
-def _finish(out: Path, rows: list[dict], summary: DistillSummary) -> None:
+def _finish(out: Path, rows: list[dict], tasks: list[Task], summary: DistillSummary) -> None:
     summary.by_level = dict(sorted(Counter(str(r["level"]) for r in rows).items()))
     write_jsonl(out / "train.jsonl", rows)
-    summary.files = {"train": str(out / "train.jsonl"), "summary": str(out / "summary.json")}
+    write_jsonl(out / "tasks.jsonl", [task_record(t) for t in tasks])
+    summary.files = {name: str(out / f"{name}.{ext}") for name, ext in
+                     (("train", "jsonl"), ("tasks", "jsonl"), ("summary", "json"))}  # fmt: skip
     write_json(out / "summary.json", dataclasses.asdict(summary))
     log.info(
         "distilled %d of %d answers (%d requests, %d cached) into %s",

@@ -1,14 +1,22 @@
 """The tasks a run held out from training, for evaluation; and the prompt files both the
 held-out split and RL's prompts are read from.
 
+    source = sft_source(run, config)        # "prepare", "distill" or "builtin"
     tasks = heldout_tasks(run, config)      # prepare's validation split, or SFT's
     rows, tasks, source = training_prompts(run, config)   # what SFT trained on, clean
 
-`prompt_rows` reads a prompts file (JSONL or parquet) whose every row names its
-`task_id`; `builtin_tasks` rebuilds the builtin and generated tasks a run's `data.*`
-config names; `decontaminate` drops the training tasks equal to a task of
-`data.decontaminate_against` (`tritonrl.tasks.decontaminate`), as SFT's examples and RL's
-prompts do. `training_prompts` is the training split's prompts and tasks, as RL takes them
+`sft_source` is where a run's SFT examples come from, one answer for SFT, RL and
+evaluation: the source its sft stage recorded using, else `data.sft_source` with `auto`
+resolved (prepare's files when the run records them, else distill's, else the builtin
+suite + generator). prepare's examples are its `train`/`validation` files and tasks its
+`tasks.jsonl`; distill's and the builtin ones are the `sft/train_data` and
+`sft/validation_data` SFT split them into, their tasks `distill/tasks` or the ones
+`data.*` names. `prompt_rows` reads a prompts file (JSONL or parquet) whose every row
+names its `task_id`; `builtin_tasks` rebuilds the builtin and generated tasks a run's
+`data.*` config names; `distill_tasks` loads the tasks distill asked; `decontaminate`
+drops the training tasks equal to a task of `data.decontaminate_against`
+(`tritonrl.tasks.decontaminate`), as SFT's examples and RL's prompts do.
+`training_prompts` is the training split's prompts and tasks, as RL takes them
 (`tritonrl.train.rl.data`) and as `tritonrl eval --tasks train:RUN` answers them.
 
 What it does NOT do: it does not split anything (prepare and SFT wrote the splits) or
@@ -24,14 +32,23 @@ from pathlib import Path
 from tritonrl.config import Config
 from tritonrl.data.kernelbook import load_prepared_tasks
 from tritonrl.runs import Run, RunError
-from tritonrl.tasks import Task, load_tasks
+from tritonrl.tasks import Task, TaskLoadError, load_tasks
 from tritonrl.tasks.decontaminate import checker, describe
 from tritonrl.tasks.generator import generate_tasks
 
 log = logging.getLogger(__name__)
 
+SOURCES = ("prepare", "distill", "builtin")  # data.sft_source, auto resolved
+# source -> (stage, train artifact, validation artifact) of the files SFT trains on
+FILES = {
+    "prepare": ("prepare", "train", "validation"),
+    "distill": ("sft", "train_data", "validation_data"),
+    "builtin": ("sft", "train_data", "validation_data"),
+}
 
-def _rows(path: Path) -> list[dict]:
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a JSONL or parquet file, as they are."""
     if path.suffix == ".parquet":
         import datasets  # lazy: a heavy optional dependency
 
@@ -44,7 +61,7 @@ def prompt_rows(path: Path) -> list[dict]:
     """The rows of a prompts file as {"prompt", "task_id"}; a ValueError for a row without
     a task_id or a file without rows."""
     rows = []
-    for n, row in enumerate(_rows(path), 1):
+    for n, row in enumerate(read_rows(path), 1):
         if not row.get("task_id"):
             raise ValueError(
                 f"{path} row {n} has no task_id: RL needs each prompt's task to verify its "
@@ -88,19 +105,58 @@ def decontaminate(tasks: list[Task], config: Config, what: str) -> list[Task]:
     return kept
 
 
+def sft_source(run: Run, config: Config) -> str:
+    """Where `run`'s SFT examples come from: "prepare", "distill" or "builtin" (see the
+    module docstring). The source the sft stage recorded (`data_source`) comes first, so
+    that RL and evaluation follow what SFT trained on, whatever the run recorded since."""
+    used = run.stages.get("sft", {}).get("info", {}).get("data_source")
+    if used in SOURCES:
+        return used
+    if config.data.sft_source != "auto":
+        return config.data.sft_source
+    return next((s for s in ("prepare", "distill") if run.has_artifact(s, "train")), "builtin")
+
+
+def distill_tasks(run: Run) -> list[Task]:
+    """The tasks `run`'s distill stage asked (`distill/tasks`). A distill recorded without
+    that file (an older tritonrl) has its rows' task ids loaded as task specs, which the
+    builtin suite's ids are."""
+    if run.has_artifact("distill", "tasks"):
+        return load_prepared_tasks(run.artifact("distill", "tasks"))
+    train = run.artifact("distill", "train")
+    tasks = []
+    for task_id in dict.fromkeys(r["task_id"] for r in prompt_rows(train)):
+        try:
+            found = [t for t in load_tasks(task_id).tasks if t.id == task_id]
+        except TaskLoadError:
+            found = []
+        if not found:
+            raise ValueError(
+                f"run {run.path} records no distill/tasks and task id {task_id!r} of {train} "
+                "is no task spec: distill again with this tritonrl (it records the tasks)"
+            )
+        tasks.append(found[0])
+    return tasks
+
+
+def source_tasks(run: Run, config: Config, source: str) -> list[Task]:
+    """The tasks the examples of `source` (`sft_source`) name by `task_id`."""
+    if source == "prepare":
+        return load_prepared_tasks(run.artifact("prepare", "tasks"))
+    return distill_tasks(run) if source == "distill" else builtin_tasks(config)
+
+
 def heldout_tasks(run: Run, config: Config) -> list[Task]:
     """The tasks of the prompts `run` held out from training (prepare's validation split,
-    or the one SFT held out of the builtin rows), for evaluation."""
-    if run.has_artifact("prepare", "validation") and run.has_artifact("prepare", "tasks"):
-        path = run.artifact("prepare", "validation")
-        tasks = load_prepared_tasks(run.artifact("prepare", "tasks"))
-    elif run.has_artifact("sft", "validation_data"):
-        path, tasks = run.artifact("sft", "validation_data"), builtin_tasks(config)
-    else:
+    or the one SFT held out of the distilled or builtin rows), for evaluation."""
+    source = sft_source(run, config)
+    stage, _, name = FILES[source]
+    if not run.has_artifact(stage, name):
         raise RunError(
-            f"run {run.path} records no held-out prompts (neither prepare/validation nor "
-            "sft/validation_data): evaluate it on other tasks (--tasks builtin:all, gen:N)"
+            f"run {run.path} records no held-out prompts ({stage}/{name}, of SFT's {source} "
+            "examples): evaluate it on other tasks (--tasks builtin:all, gen:N)"
         )
+    path, tasks = run.artifact(stage, name), source_tasks(run, config, source)
     by_id = {t.id: t for t in tasks}
     ids = list(dict.fromkeys(r["task_id"] for r in prompt_rows(path)))
     missing = [i for i in ids if i not in by_id]
@@ -113,27 +169,27 @@ def heldout_tasks(run: Run, config: Config) -> list[Task]:
 
 def training_prompts(run: Run, config: Config) -> tuple[list[dict], dict[str, Task], str]:
     """(prompt rows, {task id: Task} of those rows, source) of `run`'s training split:
-    prepare's `train` file when SFT took prepare's files, else SFT's `train_data` built
-    from `data.tasks` and the generator (source "prepare" or "builtin"); rows whose task
-    equals one of `data.decontaminate_against` are left out."""
-    if run.has_artifact("prepare", "train") and run.has_artifact("prepare", "tasks"):
-        train, source = run.artifact("prepare", "train"), "prepare"
-        tasks = load_prepared_tasks(run.artifact("prepare", "tasks"))
-    elif run.has_artifact("sft", "train_data"):
-        train, source = run.artifact("sft", "train_data"), "builtin"
-        tasks = builtin_tasks(config)
-    else:
+    the file SFT trained on (`sft_source`: prepare's `train`, or the `sft/train_data` SFT
+    built from distill's rows or from `data.tasks` and the generator), each row's task
+    loaded from where that source keeps it; rows whose task equals one of
+    `data.decontaminate_against` are left out."""
+    source = sft_source(run, config)
+    stage, name, _ = FILES[source]
+    if not run.has_artifact(stage, name):
         raise RunError(
-            f"run {run.path} records no training prompts (neither prepare/train nor "
-            "sft/train_data): RL takes the prompts SFT trained on"
+            f"run {run.path} records no training prompts ({stage}/{name}, of SFT's {source} "
+            "examples): RL takes the prompts SFT trained on; run sft first"
         )
+    train = run.artifact(stage, name)
     rows = prompt_rows(train)
-    by_id = {t.id: t for t in tasks}
+    by_id = {t.id: t for t in source_tasks(run, config, source)}
     missing = sorted({r["task_id"] for r in rows} - set(by_id))
     if missing:
+        where = {"prepare": "prepare/tasks", "distill": "distill/tasks"}.get(
+            source, "the run's data.* config (it must be the one SFT used)")  # fmt: skip
         raise ValueError(
-            f"{train}: {len(missing)} task id(s) have no task to verify against, e.g. "
-            f"{missing[0]!r} (the run's data.* config must be the one SFT used)"
+            f"{train}: {len(missing)} task id(s) have no task to verify against in {where}, "
+            f"e.g. {missing[0]!r}"
         )
     used = list(dict.fromkeys(r["task_id"] for r in rows))
     clean = {t.id for t in decontaminate([by_id[i] for i in used], config, "training prompts")}

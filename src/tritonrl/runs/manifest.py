@@ -59,7 +59,8 @@ STATUSES = ("pending", "running", "done", "failed", "interrupted")
 # The stages a new run lists as pending; a stage not listed here is added when it starts.
 PIPELINE = ("prepare", "sft", "rl", "eval")
 # The order stages run in: one added when it starts goes to its place, not last.
-ORDER = ("prepare", "tiny_model", "sft", "pass_rates", "best_of_n", "rl", "eval", "report")
+ORDER = ("prepare", "distill", "tiny_model", "sft", "pass_rates", "best_of_n", "rl", "eval",
+         "report")  # fmt: skip
 VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
 RUN_FIELDS = ("store", "driver", "restored_from")  # run-level fields besides stages
 RESUMED = "resumed_from_checkpoint"  # the stage info key a resumed stage records
@@ -270,7 +271,9 @@ class Run:
 
     @property
     def stages(self) -> dict[str, dict]:
-        return self.data["stages"]
+        """The stage records in the order stages run (`ORDER`), however an older
+        manifest listed them (a distill recorded before it had its place came last)."""
+        return _in_order(self.data["stages"])
 
     def stage(self, name: str) -> dict:
         if name not in self.stages:

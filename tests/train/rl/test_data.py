@@ -1,4 +1,5 @@
-"""RL's prompts leave out the tasks of `data.decontaminate_against`, whatever SFT trained
+"""RL's prompts are the ones SFT trained on (a distilled run's too, their tasks loaded from
+distill/tasks) and leave out the tasks of `data.decontaminate_against`, whatever SFT trained
 on: a run whose config gained a benchmark after SFT does not train on it; with
 `rl.pass_rates`, also the tasks the starting policy never or always solved. Fresh
 generator tasks (`rl.generated_tasks`) join them, never one the run holds out. The
@@ -16,7 +17,7 @@ from tritonrl.tasks import load_builtin
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.train.rl import check_against_run, settings_line
 from tritonrl.train.rl.data import rl_prompts
-from tritonrl.train.sft.data import write_jsonl
+from tritonrl.train.sft.data import sft_data_files, write_jsonl
 
 pytest.importorskip("datasets")
 
@@ -53,6 +54,26 @@ def test_rl_prompts_drop_the_tasks_equal_to_a_task_not_to_train_on(run, tmp_path
     against = f"[builtin:heldout, {tmp_path / 'kb'}]"
     config = load_config(None, [*BASE, "--data.decontaminate_against", against])
     assert sorted(rl_prompts(run, config)[1]) == ["builtin:level1/5_LeakyReLU"]
+
+
+def test_rl_prompts_of_a_distilled_run_are_the_rows_sft_trained_on(distill_run):
+    run = Run.open(distill_run)
+    run.start_stage("sft")
+    config = load_config(None, BASE)
+    train, _, _ = sft_data_files(run, config)
+    trained = [json.loads(line) for line in train.read_text().splitlines()]
+    prompts, tasks, source = rl_prompts(run, config)
+    assert source == "distill"
+    assert list(prompts["task_id"]) == [r["task_id"] for r in trained]
+    assert list(prompts["prompt"]) == [r["prompt"] for r in trained]
+    (task,) = tasks.values()  # loaded from distill/tasks: the reward verifies against it
+    assert task.id == trained[0]["task_id"] and task.solution
+    assert task.source == load_builtin(task.id.removeprefix("builtin:")).tasks[0].source
+    # a prepare recorded after SFT trained changes nothing: RL follows what SFT recorded
+    prepared = run.stage_dir("prepare") / "train.jsonl"
+    write_jsonl(prepared, [{"task_id": "x", **sft_example(task.source, task.solution)}])
+    run.add_artifact("prepare", "train", prepared)
+    assert rl_prompts(Run.open(run.path), config)[2] == "distill"
 
 
 def test_rl_prompts_refuse_when_every_task_is_one_not_to_train_on(run):

@@ -3,6 +3,8 @@
 Full-parameter SFT with the tiny-cpu config (the loss must fall, the model must reload
 and generate), LoRA SFT on `prepare` files (the adapter reloads with PeftModel), a
 failure recorded in the manifest, and a resume after SIGKILL from the recorded checkpoint.
+Where the examples come from (`data.sft_source`): prepare's files, the answers `tritonrl
+distill --run` recorded, or the builtin suite.
 """
 
 import json
@@ -19,6 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tritonrl.config_loader import load_config
+from tritonrl.data.heldout import heldout_tasks
+from tritonrl.data.kernelbook import task_record
 from tritonrl.data.prompts import build_prompt, sft_example
 from tritonrl.runs import ArtifactNotFound, Run, RunError
 from tritonrl.tasks import load_builtin
@@ -323,3 +327,132 @@ def test_bad_example_files_name_the_line(tmp_path, line, message):
     path.write_text(good + "\n" + line + "\n")
     with pytest.raises(ValueError, match=message):
         read_examples(path)
+
+
+# --------------------------------------------------------------------------- distill
+
+# the tasks the teacher of `distill_run` (tests/conftest.py) answered correctly, twice each
+DISTILLED = ("builtin:level1/3_Tanh", "builtin:level1/5_LeakyReLU")
+
+
+def _jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _key(row: dict) -> tuple[str, str]:
+    return row["task_id"], row["completion"][-1]["content"]
+
+
+def test_sft_trains_on_the_answers_distill_recorded_in_the_run(distill_run, caplog):
+    run = Run.open(distill_run)
+    distilled = _jsonl(run.artifact("distill", "train"))
+    assert sorted({r["task_id"] for r in distilled}) == sorted(DISTILLED)
+    run.start_stage("sft")
+    with caplog.at_level(logging.INFO, logger="tritonrl"):
+        train, val, source = sft_data_files(run, load_config(None, []))  # auto
+    assert source == "distill"
+    train_rows, val_rows = _jsonl(train), _jsonl(val)
+    # every distilled answer, split by task: both answers of one task on one side
+    assert sorted(map(_key, train_rows + val_rows)) == sorted(map(_key, distilled))
+    train_ids, val_ids = ({r["task_id"] for r in rows} for rows in (train_rows, val_rows))
+    assert len(train_ids) == len(val_ids) == 1 and train_ids | val_ids == set(DISTILLED)
+    assert read_examples(train) == [{"prompt": r["prompt"], "completion": r["completion"]}
+                                    for r in train_rows]  # fmt: skip
+    assert "SFT examples from distill/train.jsonl (distill): 2 train, 2 validation" in caplog.text
+    assert "SFT trains on sft/data/train.jsonl (validation: sft/data/validation.jsonl)" in (
+        caplog.text)  # fmt: skip
+    run = Run.open(run.path)
+    assert run.stage("sft")["info"]["data_source"] == "distill"
+    # evaluation's held-out tasks are the ones SFT held out, loaded from distill/tasks
+    assert [t.id for t in heldout_tasks(run, load_config(None, []))] == sorted(val_ids)
+    # the same again (a resumed stage): the files already recorded
+    assert sft_data_files(run, load_config(None, ["--data.sft_source", "distill"])) == (
+        train, val, "distill")  # fmt: skip
+
+
+def test_with_prepare_and_distill_recorded_auto_takes_prepare_and_says_so(distill_run, caplog):
+    run = Run.open(distill_run)
+    _prepare_stage(run)
+    with caplog.at_level(logging.INFO, logger="tritonrl"):
+        train, _, source = sft_data_files(run, load_config(None, []))
+    assert (source, train) == ("prepare", run.artifact("prepare", "train"))
+    assert "records both prepare's and distill's files" in caplog.text
+    assert "distill/train.jsonl is left out (set data.sft_source distill" in caplog.text
+    assert "SFT trains on prepare/train.jsonl (validation: prepare/validation.jsonl)" in (
+        caplog.text)  # fmt: skip
+    # data.sft_source distill takes the distilled answers instead
+    train, _, source = sft_data_files(run, load_config(None, ["--data.sft_source", "distill"]))
+    assert source == "distill" and {r["task_id"] for r in _jsonl(train)} <= set(DISTILLED)
+
+
+def test_sft_source_distill_without_a_distill_file_is_one_clear_line(train_app, tmp_path):
+    args = ["sft", "--run", str(tmp_path / "run"), "--data.sft_source", "distill"]
+    result = CliRunner().invoke(train_app, args, terminal_width=300)
+    assert result.exit_code == 2
+    assert " ".join(result.output.split()) == (
+        f"error: data.sft_source is distill but run {tmp_path / 'run'} records no distill "
+        f"file: run `tritonrl distill --run {tmp_path / 'run'} --endpoint URL --model NAME` "
+        "first"
+    )
+    assert Run.open(tmp_path / "run").stage("sft")["status"] == "failed"
+    assert not (tmp_path / "run" / "tiny_model").exists()  # failed before building models
+
+
+def _old_distill(run: Run, ids: list[str]) -> None:
+    """What `tritonrl distill --run` recorded before it wrote distill/tasks: train only."""
+    tasks = [load_builtin(i).tasks[0] for i in ids]
+    rows = [{**sft_example(t.source, t.solution), "task_id": t.id, "level": t.level,
+             "variation": 0, "model": "teacher", "reward": 1.0} for t in tasks]  # fmt: skip
+    run.start_stage("distill")
+    path = write_jsonl(run.stage_dir("distill") / "train.jsonl", rows)
+    run.add_artifact("distill", "train", path)
+    run.finish_stage("distill")
+
+
+def test_an_older_distill_without_its_task_list_loads_builtin_ids_as_specs(tmp_path):
+    config = load_config(None, ["--data.validation_fraction", "0"])
+    run = Run.create(tmp_path / "run", config)
+    _old_distill(run, ["level1/3_Tanh", "level1/6_Softplus"])
+    run.start_stage("sft")
+    train, val, source = sft_data_files(run, config)
+    assert source == "distill" and val is None
+    assert {r["task_id"] for r in _jsonl(train)} == {
+        "builtin:level1/3_Tanh", "builtin:level1/6_Softplus"}  # fmt: skip
+
+    other = Run.create(tmp_path / "other", config)
+    _old_distill(other, ["level1/3_Tanh"])
+    rows = _jsonl(other.artifact("distill", "train"))
+    rows[0]["task_id"] = "level1/3_Tanh"  # a folder's id: no task spec on its own
+    write_jsonl(other.artifact("distill", "train"), rows)
+    other.start_stage("sft")
+    with pytest.raises(ValueError, match=r"records no distill/tasks and task id "
+                       r"'level1/3_Tanh' .* is no task spec: distill again"):  # fmt: skip
+        sft_data_files(other, config)
+
+
+def test_distilled_rows_of_a_task_not_to_train_on_are_left_out(tmp_path):
+    config = load_config(None, ["--data.validation_fraction", "0"])
+    run = Run.create(tmp_path / "run", config)
+    _old_distill(run, ["level1/1_ReLU", "level1/3_Tanh"])  # ReLU is held out by default
+    d = run.stage_dir("distill")
+    tasks = [load_builtin(i).tasks[0] for i in ("level1/1_ReLU", "level1/3_Tanh")]
+    run.add_artifact(
+        "distill", "tasks", write_jsonl(d / "tasks.jsonl", [task_record(t) for t in tasks])
+    )
+    run.start_stage("sft")
+    train, _, _ = sft_data_files(run, config)
+    assert [r["task_id"] for r in _jsonl(train)] == ["builtin:level1/3_Tanh"]
+
+
+@pytest.mark.slow  # trains a model
+def test_sft_run_trains_on_the_distilled_answers(distill_run, train_app, caplog):
+    args = ["sft", "--run", str(distill_run), "--sft.max_steps", "2", *SMALL]
+    with caplog.at_level(logging.INFO, logger="tritonrl"):
+        result = CliRunner().invoke(train_app, args)
+    assert result.exit_code == 0, result.output
+    assert "SFT trains on sft/data/train.jsonl" in caplog.text
+    info = Run.open(distill_run).stage("sft")["info"]
+    assert info["data_source"] == "distill"
+    assert (info["train_examples"], info["validation_examples"]) == (2, 2)
+    card = (Run.open(distill_run).artifact("sft", "model") / "README.md").read_text()
+    assert "- data: distill (2 train, 2 validation examples)" in card

@@ -7,9 +7,10 @@ less the tasks the starting policy always or never solves when `rl.pass_rates` s
 
 The prompts come from the same training file the SFT stage used
 (`tritonrl.data.heldout.training_prompts`: prepare's `train`, or the `sft/train_data`
-SFT built from the builtin suite and generator); every row keeps its `task_id`, so the
-reward knows which task's reference to verify a completion against, and prompts whose
-task equals one of `data.decontaminate_against` are dropped.
+SFT built from distill's answers or from the builtin suite and generator); every row
+keeps its `task_id`, so the reward knows which task's reference to verify a completion
+against (prepare's and distill's `tasks.jsonl`, or the tasks `data.*` names), and prompts
+whose task equals one of `data.decontaminate_against` are dropped.
 
 Pass-rate filter: a group whose answers all earn the same reward has no advantage, so
 GRPO learns nothing from it; a task the policy never or always solves is such a group

@@ -2,13 +2,26 @@
 
 An example is one line `{"prompt": [messages], "completion": [assistant message]}` (TRL's
 conversational prompt/completion format, made by `tritonrl.data.prompts.sft_example`),
-optionally with a `task_id`. The SFT stage takes its examples from the `prepare` stage's
-`prepare/train` and `prepare/validation` artifacts (KernelBook) when the manifest records
-them, and otherwise builds them here from tasks with solutions: the builtin suite plus
-generator tasks (`data.tasks`, `data.generated_tasks`) less those equal to a task of
-`data.decontaminate_against` (`tritonrl.data.heldout.decontaminate`), split by task into
-train and validation (tasks equal in `data.decontaminate_form` in one split), and records
-the files it wrote as `sft/train_data` and `sft/validation_data`.
+optionally with a `task_id`. `data.sft_source` says where the SFT stage takes its examples
+(`tritonrl.data.heldout.sft_source`):
+
+* `prepare`: the `prepare/train` and `prepare/validation` artifacts (KernelBook, ...);
+* `distill`: the teacher's verified answers `tritonrl distill --run RUN` recorded as
+  `distill/train` (tasks in `distill/tasks`); an error names the command when there are none;
+* `builtin`: built here from tasks with solutions: the builtin suite plus generator tasks
+  (`data.tasks`, `data.generated_tasks`);
+* `auto` (the default): prepare's files when the manifest records them, else distill's,
+  else builtin. A run that records both trains on prepare's and says in the log that it
+  leaves distill's out (`data.sft_source: distill` takes those instead): prepare's split
+  is the run's held-out set, and distilled rows of a task it holds out would leak into it.
+
+distill's and the builtin rows, less those whose task equals a task of
+`data.decontaminate_against` (`tritonrl.data.heldout.decontaminate`), are split by task
+into train and validation (tasks equal in `data.decontaminate_form` in one split, so
+every answer to one task lands on one side) and written as `sft/train_data` and
+`sft/validation_data`; the source is recorded as the sft stage's `data_source` at once,
+so that RL's prompts (`tritonrl.data.heldout.training_prompts`) and the held-out tasks
+follow it. The log says which files SFT trains on.
 
 Note that the builtin suite is also what `tritonrl eval` measures by default: a model
 SFT'd on builtin solutions must be evaluated on the validation split's tasks (their ids
@@ -27,10 +40,16 @@ import random
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.data.heldout import builtin_tasks, decontaminate
+from tritonrl.data.heldout import (
+    builtin_tasks,
+    decontaminate,
+    distill_tasks,
+    read_rows,
+    sft_source,
+)
 from tritonrl.data.kernelbook import split_groups
 from tritonrl.data.prompts import prompt_settings, sft_example
-from tritonrl.runs import Run, atomic_write_bytes
+from tritonrl.runs import Run, RunError, atomic_write_bytes
 from tritonrl.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -66,13 +85,47 @@ def builtin_examples(config: Config, tasks: list[Task] | None = None) -> list[di
     return rows
 
 
+def distill_examples(run: Run, config: Config) -> tuple[list[Task], list[dict]]:
+    """(tasks, rows) of the verified teacher answers `run`'s distill stage recorded, less
+    those whose task equals a task of `data.decontaminate_against`. A `RunError` names
+    the command to run when the run records none."""
+    if not run.has_artifact("distill", "train"):
+        raise RunError(
+            f"data.sft_source is distill but run {run.path} records no distill file: run "
+            f"`tritonrl distill --run {run.path} --endpoint URL --model NAME` first"
+        )
+    path = run.artifact("distill", "train")
+    rows = [{**r, **check_row(r, f"{path} row {n}")} for n, r in enumerate(read_rows(path), 1)]
+    if not rows:
+        raise ValueError(
+            f"{path} holds no examples: the teacher gave no verified-correct answer (its "
+            "summary.json says why); distill again with more --variations or other --tasks"
+        )
+    by_id = {t.id: t for t in distill_tasks(run)}
+    missing = sorted({str(r.get("task_id")) for r in rows} - set(by_id))
+    if missing:
+        raise ValueError(f"{path}: {len(missing)} row task id(s) name no task of "
+                         f"distill/tasks, e.g. {missing[0]!r}")  # fmt: skip
+    used = [by_id[i] for i in dict.fromkeys(r["task_id"] for r in rows)]
+    tasks = decontaminate(used, config, "distilled SFT examples")
+    kept = {t.id for t in tasks}
+    rows = [r for r in rows if r["task_id"] in kept]
+    if not rows:
+        raise ValueError(
+            f"{path}: every row's task equals a task of data.decontaminate_against "
+            f"{config.data.decontaminate_against}: nothing to train on"
+        )
+    return tasks, rows
+
+
 def split_rows(
     rows: list[dict], fraction: float, seed: int, groups: dict[str, str] | None = None
 ) -> tuple[list[dict], list[dict]]:
     """A seeded split; at least one validation row when `fraction` > 0 and there are two.
     With `groups` (task id -> key, `tritonrl.data.kernelbook.split_groups`) the rows of
     one key land in one split: whole groups are taken in the seeded order, one that would
-    overshoot the validation share skipped."""
+    overshoot the validation share skipped; when every group would (a distilled task's
+    several answers), the smallest is the validation split, unless it is the only one."""
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
     n_val = round(len(rows) * fraction)
@@ -88,6 +141,8 @@ def split_rows(
     for group in members.values():
         if len(val) + len(group) <= n_val:
             val += group
+    if n_val and not val and len(members) >= 2:
+        val = min(members.values(), key=len)
     chosen = set(val)
     train = [i for i in range(len(rows)) if i not in chosen]
     return [rows[i] for i in train], [rows[i] for i in sorted(val)]
@@ -158,18 +213,28 @@ def _recorded(run: Run, stage: str, train: str, val: str) -> tuple[Path, Path | 
 def sft_data_files(run: Run, config: Config) -> tuple[Path, Path | None, str]:
     """(train file, validation file or None, source) for the SFT stage of `run`.
 
-    `data.sft_source` auto takes the prepare stage's files when the manifest records
-    them, else builds from tasks; `prepare` insists on them (a clear error names the
-    missing artifact); `builtin` always builds. Files built here are recorded as
-    `sft/train_data` and `sft/validation_data` (reused when already recorded).
+    The source is `tritonrl.data.heldout.sft_source` (see the module docstring); prepare
+    insists on its files (a clear error names the missing artifact). Files built here
+    are recorded as `sft/train_data` and `sft/validation_data` (reused when already
+    recorded), and the source as the stage's `data_source`.
     """
-    source = config.data.sft_source
-    if source == "prepare" or (source == "auto" and run.has_artifact("prepare", "train")):
-        return (*_recorded(run, "prepare", "train", "validation"), "prepare")
+    source = sft_source(run, config)
+    if source == "prepare":
+        if config.data.sft_source == "auto" and run.has_artifact("distill", "train"):
+            log.warning(
+                "the run records both prepare's and distill's files: SFT trains on "
+                "prepare's (data.sft_source auto); %s is left out (set data.sft_source "
+                "distill to train on it instead)", run.stage("distill")["artifacts"]["train"],
+            )  # fmt: skip
+        return _trains_on(run, "prepare", "train", "validation", "prepare")
     if run.has_artifact("sft", "train_data"):
-        return (*_recorded(run, "sft", "train_data", "validation_data"), "builtin")
-    tasks = training_tasks(config)
-    rows = builtin_examples(config, tasks)
+        return _trains_on(run, "sft", "train_data", "validation_data", source)
+    if source == "distill":
+        tasks, rows = distill_examples(run, config)
+        origin = run.stage("distill")["artifacts"]["train"]
+    else:
+        tasks = training_tasks(config)
+        rows, origin = builtin_examples(config, tasks), "data.tasks and the generator"
     # tasks equal in data.decontaminate_form stay in one split: no validation task has a
     # copy in training
     groups = split_groups(tasks, config.data.decontaminate_form)
@@ -178,14 +243,24 @@ def sft_data_files(run: Run, config: Config) -> tuple[Path, Path | None, str]:
     )
     data_dir = run.stage_dir("sft") / "data"
     data_dir.mkdir(exist_ok=True)
-    train = write_jsonl(data_dir / "train.jsonl", train_rows)
-    run.add_artifact("sft", "train_data", train)
-    val = None
+    run.add_artifact("sft", "train_data", write_jsonl(data_dir / "train.jsonl", train_rows))
     if val_rows:
         val = write_jsonl(data_dir / "validation.jsonl", val_rows)
         run.add_artifact("sft", "validation_data", val)
-    log.info("SFT examples from tasks: %d train, %d validation", len(train_rows), len(val_rows))
-    return train, val, "builtin"
+    run.set_info("sft", data_source=source)  # RL and eval follow what SFT trains on
+    log.info("SFT examples from %s (%s): %d train, %d validation, split by task",
+             origin, source, len(train_rows), len(val_rows))  # fmt: skip
+    return _trains_on(run, "sft", "train_data", "validation_data", source)
+
+
+def _trains_on(run: Run, stage: str, train: str, val: str, source: str):
+    """(train file, validation file or None, source) as `stage` recorded them; the log
+    names them."""
+    train_file, val_file = _recorded(run, stage, train, val)
+    shown = run.relpath(val_file) if val_file else "none"
+    log.info("SFT trains on %s (validation: %s), the %s examples", run.relpath(train_file),
+             shown, source)  # fmt: skip
+    return train_file, val_file, source
 
 
 def load_datasets(train: Path, val: Path | None, config: Config):
