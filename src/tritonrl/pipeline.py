@@ -8,15 +8,17 @@
 The pipeline runs prepare (`pipeline.prepare_source`) -> the tiny model (when
 `model.name_or_path` is `tiny`) -> sft -> pass_rates (with `pipeline.pass_rate_samples`:
 the SFT model's answers to its training tasks, RUN/pass_rates, which rl then takes as
-`rl.pass_rates`) -> rl (`rl.algo`, when `pipeline.rl`) -> eval
-(`pipeline.eval_tasks`, `pipeline.eval_samples`; "run" is the run's held-out tasks, and
-the eval folder is RUN/eval, recorded as stage `eval`) -> report (RUN/report/report.md,
-rewritten every time). A stage the manifest records as done is skipped; an interrupted
-or failed one is run again (each resumes where it can). Each stage runs as its own
-`tritonrl` process with the same --config and overrides, its output streamed line by line
-into RUN/logs/<stage>.log; a failure names the stage and that log and exits 1 (2 for a bad
-config; 128+N when signal N stopped it: SIGTERM/SIGINT sent to the pipeline go to the
-running stage, which checkpoints and stops). `tritonrl status RUN` shows where a run is.
+`rl.pass_rates`) -> rl (`rl.algo`, when `pipeline.rl`) -> eval (`pipeline.eval_tasks`,
+`pipeline.eval_samples`; "run" is the run's held-out tasks, and the eval folder is
+RUN/eval, recorded as stage `eval`) -> report (RUN/report/report.md, rewritten every
+time). A stage the manifest records as done is skipped; an interrupted or failed one is
+run again (each resumes where it can). The manifest records the stages the config plans
+(`plan`): those `tritonrl status` shows pending until they are done. Each stage runs as
+its own `tritonrl` process with the same --config and overrides, its output streamed
+line by line into RUN/logs/<stage>.log; a failure names the stage and that log and exits
+1 (2 for a bad config; 128+N when signal N stopped it: SIGTERM/SIGINT sent to the
+pipeline go to the running stage, which checkpoints and stops). `tritonrl status RUN`
+shows where a run is.
 
 Progress: a training stage's bar (`train.callbacks.TrainingBar`, tqdm, written by the
 stage every TQDM_EVERY_S) goes into its log as a line per refresh, and the pipeline shows
@@ -272,22 +274,30 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
             run.set_fields(store=url)
     if run.data.get("driver") != "pipeline":
         run.set_fields(driver="pipeline")  # `tritonrl resume` goes on with the pipeline
+    if run.data.get("plan") != planned(config):  # what `tritonrl status` shows as pending
+        run.set_fields(plan=planned(config))
     try:
         return _stages(config, run_dir, argv, url, say)
     finally:
         _sync(run_dir, url, say)
 
 
+def planned(config) -> list[str]:
+    """The stages the pipeline runs for `config`, in order, as the manifest records them
+    (`plan`): the report, written every time and recorded nowhere, is not among them."""
+    skipped = {
+        "tiny_model": not config.uses_tiny_model,
+        "pass_rates": not _pass_rates(config),
+        "rl": not config.pipeline.rl,
+        "report": True,
+    }
+    return [stage for stage in STAGES if not skipped.get(stage)]
+
+
 def _stages(config, run_dir: Path, argv: list[str], url: str | None, say) -> Path:
     logs = run_dir / "logs"
-    for stage in STAGES:
+    for stage in [*planned(config), "report"]:
         log = logs / f"{stage}.log"
-        if stage == "tiny_model" and not config.uses_tiny_model:
-            continue
-        if stage == "rl" and not config.pipeline.rl:
-            continue
-        if stage == "pass_rates" and not _pass_rates(config):
-            continue
         if stage != "report" and Run.open(run_dir).status(stage) == "done":
             say(f"{stage}: done, skipped")
             continue

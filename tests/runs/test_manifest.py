@@ -348,7 +348,74 @@ def test_status_json_shape(tmp_path):
     assert list(data["stages"]) == list(PIPELINE)
     assert data["stages"]["sft"]["status"] == "running"
     assert data["stages"]["sft"]["step"] == 7
-    assert data["stages"]["eval"]["status"] == "pending"
+    assert data["stages"]["eval"]["status"] == "not run"  # no pipeline plans it
+
+
+def _one_status_each(tmp_path, run: Run) -> dict[str, dict[str, str]]:
+    """{view: {stage: status}} as `status --json`, the `status` table, `report` and
+    `runs list` (the run lies in a file:// store's folder) each show the run."""
+    from tritonrl.evaluate.report import write_report
+
+    shown = {}
+    data = json.loads(CliRunner().invoke(_app(), ["status", str(run.path), "--json"]).stdout)
+    shown["status --json"] = {n: r["status"] for n, r in data["stages"].items()}
+    table = CliRunner().invoke(_app(), ["status", str(run.path)], env={"COLUMNS": "200"})
+    rows = [line.split("│")[1:3] for line in table.stdout.splitlines() if line.count("│") > 3]
+    shown["status"] = {n.strip(): s.strip() for n, s in rows}
+    report = write_report([run.path], tmp_path / "report").read_text()
+    lines = report.split("| stage |")[1].splitlines()[2:]
+    rows = [line.split("|")[1:3] for line in lines[: lines.index("")]]
+    shown["report"] = {n.strip(): s.strip() for n, s in rows}
+    listed = CliRunner().invoke(_app(), ["runs", "list", "--store",
+                                         run.path.parent.as_uri(), "--json"])  # fmt: skip
+    assert listed.exit_code == 0, listed.output
+    shown["runs list"] = {n: r["status"] for n, r in json.loads(listed.stdout)[0]["stages"].items()}
+    return shown
+
+
+def test_a_stage_no_one_will_run_is_not_run_not_pending_in_every_view(tmp_path):
+    """A run `sft --run runs/s` made (sft built its own examples; no prepare, no pipeline)
+    lists prepare, rl and eval from its creation. None is work still to do: status (table
+    and JSON), report and runs list all say "not run", and resume has nothing to do."""
+    from tritonrl.runs.resume import continue_run
+
+    run = Run.create(tmp_path / "store" / "s", {"sft": {"max_steps": 2}})  # as sft does
+    run.start_stage("sft")
+    run.finish_stage("sft")
+    expected = {"prepare": "not run", "sft": "done", "rl": "not run", "eval": "not run"}
+    for view, stages in _one_status_each(tmp_path, run).items():
+        assert stages == expected, view
+    said: list[str] = []
+    assert continue_run(Run.open(run.path), continue_pipeline, say=said.append) == 0
+    assert said == [f"{run.path}: no stage is pending, interrupted or failed; nothing to resume"]
+
+
+def test_a_pipeline_run_shows_pending_the_stages_its_config_plans(tmp_path):
+    """A pipeline run records the stages its config plans: those not done are pending
+    (tiny_model too, before the manifest lists it), one it skips (`pipeline.rl false`) is
+    not run; resume goes on with the first pending one."""
+    from tritonrl.config_loader import load_config
+    from tritonrl.pipeline import planned
+    from tritonrl.runs.resume import _next_stage
+
+    run = Run.create(tmp_path / "store" / "p")
+    run.set_fields(driver="pipeline", plan=planned(load_config(None, ["--pipeline.rl", "false"])))
+    run.start_stage("prepare")
+    run.finish_stage("prepare")
+    expected = {"prepare": "done", "tiny_model": "pending", "sft": "pending", "rl": "not run",
+                "eval": "pending"}  # fmt: skip
+    for view, stages in _one_status_each(tmp_path, run).items():
+        assert stages == expected and list(stages) == list(expected), view
+    assert _next_stage(Run.open(run.path)) == ("tiny_model", 0)
+    for stage in ("tiny_model", "sft", "eval"):
+        run.start_stage(stage)
+        run.finish_stage(stage)
+    assert _next_stage(Run.open(run.path)) == (None, 0)  # rl is not waiting
+    old = Run.create(tmp_path / "old")  # a pipeline run from before plans were recorded
+    old.set_fields(driver="pipeline")
+    assert {n: r["status"] for n, r in old.status_dict()["stages"].items()} == dict.fromkeys(
+        PIPELINE, "pending"
+    )
 
 
 def test_status_table_and_errors(tmp_path):

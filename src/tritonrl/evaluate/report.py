@@ -42,7 +42,7 @@ import yaml
 from tritonrl.config import TIMING_KEYS
 from tritonrl.config_loader import diff_configs
 from tritonrl.evaluate.identity import token_limit
-from tritonrl.runs import Run
+from tritonrl.runs import Run, shown_stages
 from tritonrl.verify.result import STAGES
 
 log = logging.getLogger(__name__)
@@ -223,7 +223,7 @@ def _run_sections(src: Source, plots: _Plots) -> list[str]:
     m, slug = src.manifest, _slug(src.name)
     lines = [f"## Run `{src.name}`", ""]
     rows = [[name, st.get("status"), st.get("step"), (st.get("error") or "")[:80]]
-            for name, st in m.get("stages", {}).items()]  # fmt: skip
+            for name, st in shown_stages(m).items()]  # fmt: skip
     lines += _table(["stage", "status", "step", "error"], rows) + [""]
     lines += _run_files(src)
     sft = _history(src.path / "sft" / "log_history.json")

@@ -8,17 +8,20 @@ its store (`resume.py`) and the commands over runs (`commands.py`, `bucket.py`).
 from tritonrl.runs.atomic import atomic_write_bytes, atomic_write_json
 from tritonrl.runs.manifest import (
     MANIFEST,
+    NOT_RUN,
     PIPELINE,
     RESUMED,
     STATUSES,
     ArtifactNotFound,
     Run,
     RunError,
+    shown_stages,
 )
 from tritonrl.runs.preemption import Interrupted, StopSignals
 
 __all__ = [
     "MANIFEST",
+    "NOT_RUN",
     "PIPELINE",
     "RESUMED",
     "STATUSES",
@@ -29,4 +32,5 @@ __all__ = [
     "StopSignals",
     "atomic_write_bytes",
     "atomic_write_json",
+    "shown_stages",
 ]

@@ -10,8 +10,11 @@ store commands `tritonrl resume --store URL [--run-dir DIR]` (`runs/resume.py`) 
                                          "checkpoint", "store"?}, "store": null | {"url",
                                          "last_sync", "last_error"}}
 
-`resumed_from` (in both forms) is where the run last resumed, as the stage that resumed
-records it in its info (`resumed_from_checkpoint`): one value, shown twice.
+A stage is pending only while work on it is still to do (the pipeline plans it); one
+never started that nothing plans is "not run" (`manifest.shown_stages`, which `runs
+list`, `report` and `resume` read too). `resumed_from` (in both forms) is where the run
+last resumed, as the stage that resumed records it in its info
+(`resumed_from_checkpoint`): one value, shown twice.
 
 `register(app, continue_pipeline)` adds the commands to the `tritonrl` typer app.
 `status` and `runs list` only read: they never change a run. Exit 0 on success, 2 when
@@ -29,12 +32,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tritonrl.runs.manifest import Run, RunError
+from tritonrl.runs.manifest import NOT_RUN, Run, RunError, shown_stages
 from tritonrl.runs.resume import LAYOUT, ContinuePipeline, continue_run, list_store, restore
 from tritonrl.runs.store import StoreError
 
 _STYLE = {
-    "pending": "dim",
+    "pending": "cyan",
+    NOT_RUN: "dim",
     "running": "yellow",
     "done": "green",
     "failed": "red",
@@ -51,7 +55,7 @@ def _table(run: Run) -> Table:
     for column in ("stage", "status", "step", "artifacts", "error"):
         width = min(longest, 60) if column == "artifacts" else None
         table.add_column(column, overflow="fold", min_width=width)
-    for name, record in run.stages.items():
+    for name, record in shown_stages(run.data).items():
         status = record["status"]
         shown = f"[{_STYLE.get(status, '')}]{status}[/]"
         error = escape(record.get("error") or "")

@@ -1,15 +1,20 @@
 """The run directory and its `manifest.json`: the single source of truth for a run.
 
 A run directory holds every artifact a run writes (datasets, checkpoints, adapters,
-reports) and one `manifest.json` that says, for each stage, its status (pending, running,
-done, failed, interrupted), its step, its artifacts (paths relative to the run
+reports) and one `manifest.json` that says, for each stage, its status (pending,
+running, done, failed, interrupted), its step, its artifacts (paths relative to the run
 directory), when it started and finished, its error, and the signal that interrupted it;
-plus the resolved config and the versions of python, torch, triton, transformers, trl and
-peft; and, for a run kept in an object store, its URL there (`store`), whether the
-pipeline drives it (`driver`) and where `tritonrl resume` restored it from
-(`restored_from`). Where a stage resumed from is its info's `resumed_from_checkpoint` and
-nowhere else: `resumed_from()` (stage, step, checkpoint) and `tritonrl status` read it
-from there.
+plus the resolved config and the versions of python, torch, triton, transformers, trl
+and peft; and, for a run kept in an object store, its URL there (`store`), whether the
+pipeline drives it (`driver`), the stages the pipeline plans for it (`plan`) and where
+`tritonrl resume` restored it from (`restored_from`). Where a stage resumed from is its
+info's `resumed_from_checkpoint` and nowhere else: `resumed_from()` (stage, step,
+checkpoint) and `tritonrl status` read it from there.
+
+A new run lists `PIPELINE`'s stages as pending, whoever made it; `shown_stages` is what
+they are to a user (`tritonrl status`, `report`, `runs list`, and what `tritonrl resume`
+goes on with): a stage never started is pending only when the pipeline drives the run
+and plans it, else "not run" (the `prepare` and `eval` of a run a lone `sft` made).
 
 A stage finds its inputs ONLY through `Run.artifact(stage, name)`, never by guessing a
 path: the prototype this replaces lost its RL weights because one script saved them to
@@ -56,13 +61,15 @@ MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
 FORMAT = 1
 STATUSES = ("pending", "running", "done", "failed", "interrupted")
+# What `shown_stages` says of a stage never started that nothing plans to run.
+NOT_RUN = "not run"
 # The stages a new run lists as pending; a stage not listed here is added when it starts.
 PIPELINE = ("prepare", "sft", "rl", "eval")
 # The order stages run in: one added when it starts goes to its place, not last.
 ORDER = ("prepare", "distill", "tiny_model", "sft", "pass_rates", "best_of_n", "rl", "eval",
          "report")  # fmt: skip
 VERSIONED = ("torch", "triton", "transformers", "trl", "peft")
-RUN_FIELDS = ("store", "driver", "restored_from")  # run-level fields besides stages
+RUN_FIELDS = ("store", "driver", "plan", "restored_from")  # run-level fields besides stages
 RESUMED = "resumed_from_checkpoint"  # the stage info key a resumed stage records
 _STAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
 
@@ -132,6 +139,26 @@ def _in_order(stages: dict) -> dict:
     rank = {name: i for i, name in enumerate(ORDER)}
     names = sorted(stages, key=lambda n: (rank.get(n, len(ORDER)), list(stages).index(n)))
     return {n: stages[n] for n in names}
+
+
+def shown_stages(data: dict) -> dict[str, dict]:
+    """The stages of a manifest's `data` as a user is shown them (a copy, in `ORDER`):
+    each recorded stage as it is, except that one never started is "pending" (work still
+    to do) only when the pipeline drives the run (`driver`) and plans it (`plan`; every
+    listed stage for a pipeline run that recorded no plan), else `NOT_RUN`; a stage the
+    plan names and the manifest does not list yet is listed pending. `tritonrl status`,
+    `report`, `runs list` and `resume` all read the stages through this."""
+    stages = {name: dict(record) for name, record in (data.get("stages") or {}).items()}
+    planned: set[str] = set()
+    if data.get("driver") == "pipeline":
+        plan = data.get("plan")
+        planned = set(stages) if plan is None else set(plan)
+    for name in sorted(planned - set(stages)):
+        stages[name] = _new_stage()
+    for name, record in stages.items():
+        if record.get("status") == "pending" and name not in planned:
+            record["status"] = NOT_RUN
+    return _in_order(stages)
 
 
 def _check_stage_name(name: str) -> None:
@@ -357,9 +384,10 @@ class Run:
 
     def status_dict(self) -> dict:
         """`{"stages": {name: {"status", "step", ...}}, "resumed_from": ..., "store": ...}`;
-        `store` is None for a run kept only here, else its URL, last sync and last error;
-        a stage recorded running whose process on this host is gone has `process_gone`."""
-        stages = {name: dict(record) for name, record in self.stages.items()}
+        the stages as `shown_stages` gives them (pending: still to do; "not run"); `store`
+        is None for a run kept only here, else its URL, last sync and last error; a stage
+        recorded running whose process on this host is gone has `process_gone`."""
+        stages = shown_stages(self.data)
         for name, record in stages.items():
             if self.orphaned(name):
                 record["process_gone"] = True  # recorded running; its process is not
@@ -487,8 +515,9 @@ class Run:
 
     def set_fields(self, **values: Any) -> None:
         """Set run-level fields: `store` (the run's URL in its object store), `driver`
-        ("pipeline" when `tritonrl pipeline` runs it) and `restored_from` (where `tritonrl
-        resume` fetched it from: store, stage, step, at)."""
+        ("pipeline" when `tritonrl pipeline` runs it), `plan` (the stages the pipeline runs
+        for its config, in order) and `restored_from` (where `tritonrl resume` fetched it
+        from: store, stage, step, at)."""
         unknown = set(values) - set(RUN_FIELDS)
         if unknown:
             raise RunError(f"unknown run field(s) {sorted(unknown)}; known: {RUN_FIELDS}")

@@ -33,7 +33,7 @@ import yaml
 
 from tritonrl.config import Config
 from tritonrl.config_loader import load_config, upgrade_recorded
-from tritonrl.runs.manifest import MANIFEST, Run, RunError
+from tritonrl.runs.manifest import MANIFEST, Run, RunError, shown_stages
 from tritonrl.runs.store import open_store
 from tritonrl.runs.transfer import list_runs, pull
 
@@ -71,19 +71,20 @@ def run_url(store_url: str) -> str:
 
 def _next_stage(run: Run) -> tuple[str | None, int]:
     """(the stage to continue, the step its checkpoint is at), or (None, 0): the first
-    stage that started and did not finish; else, for a pipeline run, the first one not
-    done (a stage never started by a lone `sft` is not waiting for anything)."""
+    stage that started and did not finish; else the first one pending, as `tritonrl
+    status` shows them (`shown_stages`: only a pipeline run's planned stages are; one a
+    lone `sft` never started is "not run", not waiting for anything)."""
 
     def found(name: str, record: dict) -> tuple[str, int]:
         return name, record.get("step", 0) if record["artifacts"].get("checkpoint") else 0
 
-    for name, record in run.stages.items():
+    stages = shown_stages(run.data)
+    for name, record in stages.items():
         if record["status"] in ("running", "interrupted", "failed"):
             return found(name, record)
-    if run.data.get("driver") == "pipeline":
-        for name, record in run.stages.items():
-            if record["status"] != "done":
-                return found(name, record)
+    for name, record in stages.items():
+        if record["status"] == "pending":
+            return found(name, record)
     return None, 0
 
 
@@ -133,7 +134,7 @@ def continue_run(run: Run, continue_pipeline: ContinuePipeline, say=print) -> in
     run_dir, say)` (the pipeline's, given by the command: runs sit below the pipeline)."""
     stage, step = _next_stage(run)
     if stage is None:
-        say(f"{run.path}: every stage is done; nothing to resume")
+        say(f"{run.path}: no stage is pending, interrupted or failed; nothing to resume")
         return 0
     path = config_file(run)
     config = load_config(path)  # a config this tritonrl cannot read fails here, naming the key

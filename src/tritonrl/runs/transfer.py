@@ -41,7 +41,7 @@ from pathlib import Path
 
 from tritonrl.runs import checkpoint as ck
 from tritonrl.runs.atomic import atomic_write_json
-from tritonrl.runs.manifest import LOCK, MANIFEST, RunError
+from tritonrl.runs.manifest import LOCK, MANIFEST, RunError, shown_stages
 from tritonrl.runs.store import Store, StoreError, opened
 from tritonrl.runs.syncdir import PUSH_LOCK, STATE, SYNC_DIR
 
@@ -403,7 +403,7 @@ def _repoint(manifest: dict, run_dir: Path, consistent: set[Path]) -> dict[str, 
 def list_runs(url: str | Store) -> list[dict]:
     """The runs in the store at `url`: the URL itself when it holds a manifest, else each
     folder right below it that does; each {"name", "url", "created_at", "updated_at",
-    "stages": {stage: {"status", "step"}}}, by name."""
+    "stages": {stage: {"status", "step"}}} (as `manifest.shown_stages` gives them), by name."""
     store = opened(url)
     itself = _describe(store, "", store.root.rstrip("/").rsplit("/", 1)[-1], store.url)
     if itself is not None:
@@ -424,9 +424,11 @@ def _describe(store: Store, prefix: str, name: str, url: str) -> dict | None:
         return None
     try:
         data = json.loads(raw)
-        stages = {
+        if not isinstance(data["stages"], dict):
+            raise TypeError("its stages are not a mapping")
+        stages = {  # as `tritonrl status` shows them: pending only while still to do
             stage: {"status": rec.get("status"), "step": rec.get("step")}
-            for stage, rec in data["stages"].items()
+            for stage, rec in shown_stages(data).items()
         }
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         log.warning("%s/%s is not a readable manifest (%s): left out", url, MANIFEST, e)
