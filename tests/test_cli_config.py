@@ -1,5 +1,6 @@
 """`--config` and `--section.key` overrides on every stage command (`tritonrl.cli_config`):
-a removed or moved key refused by each, before any work; a real subprocess."""
+a removed or moved key refused by each, before any work, and a bad value named with its
+file; a real subprocess."""
 
 from pathlib import Path
 
@@ -45,3 +46,14 @@ def test_a_key_that_moved_is_refused_by_every_command_naming_its_new_place(tmp_p
         assert "override: rl.max_completion_length is now sampling.max_new_tokens" in " ".join(
             r.stderr.split()), command  # fmt: skip
     assert not any((tmp_path / name).exists() for name in ("o", "e"))
+
+
+def test_a_bad_value_in_a_config_file_is_said_with_the_files_name(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sft:\n  max_steps: four\n")
+    r = tritonrl("sft", "--run", str(tmp_path / "run"), "--config", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"error: {bad}: sft.max_steps must be int, not 'four'" in " ".join(r.stderr.split())
+    r = tritonrl("sft", "--run", str(tmp_path / "run"), "--sft.max_steps", "four")
+    assert r.returncode == 2 and r.stderr.strip() == "error: sft.max_steps must be int, not 'four'"
+    assert not (tmp_path / "run").exists()  # refused before any work

@@ -213,6 +213,36 @@ def test_unknown_names_in_a_yaml_file(tmp_path):
         load_config("no-such-config")
 
 
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("sft:\n  max_steps: four\n", "sft.max_steps must be int, not 'four'"),
+        ("lora:\n  r: 0\n", "lora.r must be >= 1"),  # a section's own check
+        ("sampling:\n  top_p: 1.5\n", r"sampling.top_p must be in \(0, 1\]"),
+        ("verify:\n  ray_actors: 2\n", "verify.ray_address and verify.ray_actors are set"),
+    ],
+)
+def test_a_bad_value_in_a_config_file_names_the_file(tmp_path, text, message):
+    """As an unknown key of the file does (`bad.yaml: unknown key ...`): with overrides
+    or without, the file's own mistake is said with its path; an override's is not."""
+    import re
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    named = re.escape(f"{bad}: ") + message
+    with pytest.raises(ValueError, match=named):
+        load_config(bad)
+    with pytest.raises(ValueError, match=named):  # beside an override of another field
+        load_config(bad, ["--sft.learning_rate", "1e-5"])
+    with pytest.raises(ValueError) as caught:  # an override's error: its own wording
+        load_config(None, ["--sft.max_steps", "four"])
+    assert str(caught.value) == "sft.max_steps must be int, not 'four'"
+    with pytest.raises(ValueError) as caught:  # the file's value is fine; the override's not
+        load_config(bad, ["--sft.max_steps", "4", "--lora.r", "4", "--sampling.top_p", "1",
+                          "--verify.ray_actors", "0", "--lora.enabled", "maybe"])  # fmt: skip
+    assert str(caught.value) == "lora.enabled must be bool, not 'maybe'"
+
+
 def test_yaml_scalars_are_checked_and_converted(tmp_path):
     good = tmp_path / "c.yaml"
     good.write_text("sft:\n  device: cpu\n  bf16: false\n  learning_rate: 1e-5\n")

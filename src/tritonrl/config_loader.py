@@ -8,9 +8,11 @@ its dataclass field's type (bool accepts true/false/yes/no/on/off/1/0; lists acc
 ValueError that names it and lists the valid ones, a key that was removed because
 nothing reads it (`REMOVED`) is a ValueError that says so and why, and one that moved
 (`MOVED`: `rl.temperature` is `sampling.temperature`) a ValueError naming its new place;
-then every section's
-own checks and `tritonrl.config.check_config` (option clashes) run, before anything
-starts. `split_overrides` takes the overrides out of a command line's other arguments
+then every section's own checks and `tritonrl.config.check_config` (option clashes) run,
+before anything starts. An error in the file names it, whatever is wrong (`cfg/x.yaml:
+sft.max_steps must be int, not 'four'`); an override's is said in its own words
+(`sft.max_steps must be int, not 'four'`, `override: unknown key ...`).
+`split_overrides` takes the overrides out of a command line's other arguments
 (`tritonrl.cli_config` does that for every command).
 
 A config a run recorded before a key moved is not refused: `upgrade_recorded` moves its
@@ -261,15 +263,28 @@ def config_from_dict(
     """A checked `Config` from `{section: {key: value}}` (YAML, or a manifest's config;
     a key that moved since a run recorded it is read at its new name: `upgrade_recorded`)."""
     data = upgrade_recorded(data, source)
-    for section in data:
+    _check_names(data, source)
+    try:
+        return _build(data, cuda_available, stage)
+    except ValueError as e:  # a type, value or clash of `source`'s: said with its name
+        raise ValueError(f"{source}: {e}") from None
+
+
+def _check_names(data: dict[str, dict], source: str) -> None:
+    for section, values in data.items():
         _check_name(section, None, source)
+        for key in values or {}:
+            _check_name(section, key, source)
+
+
+def _build(data: dict[str, dict], cuda_available: bool | None, stage: str | None) -> Config:
+    """A checked `Config` from `{section: {key: value}}` whose names are checked; a
+    ValueError naming the key (not where it came from) for a bad type, value or clash."""
     built = {}
     for section, cls in sections().items():
         types = get_type_hints(cls)
-        values = {}
-        for key, value in (data.get(section) or {}).items():
-            _check_name(section, key, source)
-            values[key] = coerce(value, types[key], f"{section}.{key}")
+        values = {key: coerce(value, types[key], f"{section}.{key}")
+                  for key, value in (data.get(section) or {}).items()}  # fmt: skip
         built[section] = cls(**values)
     config = Config(**built)
     check_config(config, cuda_available, stage)
@@ -301,11 +316,25 @@ def override_config(
     run's manifest records; `upgrade_recorded` first) with `--section.key value` overrides
     applied on top."""
     data = upgrade_recorded(data, source)
-    data = {section: dict(values or {}) for section, values in data.items()}
-    for section, key, text in parse_overrides(overrides):
+    parsed = parse_overrides(overrides)
+    if not parsed:
+        return config_from_dict(data, source, cuda_available, stage)
+    _check_names(data, source)
+    merged = {section: dict(values or {}) for section, values in data.items()}
+    for section, key, text in parsed:
         _check_name(section, key, "override")
-        data.setdefault(section, {})[key] = text
-    return config_from_dict(data, source, cuda_available, stage)
+        merged.setdefault(section, {})[key] = text
+    try:
+        return _build(merged, cuda_available, stage)
+    except ValueError as e:
+        # The file's own value when the file alone fails the same way: said with its
+        # name, as an unknown key of it is; an override's error keeps its own words.
+        try:
+            _build(data, cuda_available, stage)
+        except ValueError as alone:
+            if str(alone) == str(e):
+                raise ValueError(f"{source}: {e}") from None
+        raise
 
 
 def config_to_dict(config: Config) -> dict[str, dict]:
