@@ -5,6 +5,7 @@ documented ones (`tritonrl.train.rl.returns`) inside each (prompt, turn) group."
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tritonrl.data.feedback import feedback_message
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
+from tritonrl.train.rl.grpo import ROLLOUT_FUNC_WARNING
 from tritonrl.train.rl.multiturn import NO_CODE_CHARS, fit_context, kept_answer
 from tritonrl.train.rl.returns import group_advantages
 from tritonrl.verify.pool.pool import close_shared_pools
@@ -103,11 +105,20 @@ def _rows(run_dir: Path) -> list[dict]:
 @pytest.mark.slow
 def test_rl_turns_2_on_the_tiny_model_asks_again_with_the_feedback(sft_run, train_app):
     """A real `tritonrl rl --turns 2` step: the tiny model's answers hold no code, so every
-    conversation goes on, and its second answer replies to the feedback."""
+    conversation goes on, and its second answer replies to the feedback. TRL's warning
+    that `rollout_func` is experimental is not shown (we pass it on purpose), and only
+    while our trainer is built: the same warning anywhere else still shows."""
     run_dir = sft_run
     args = ["rl", "--run", str(run_dir), "--algo", "grpo", "--turns", "2", "--rl.max_steps", "1"]
-    result = CliRunner().invoke(train_app, [*args, *QUIET])
-    assert result.exit_code == 0, result.output
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(train_app, [*args, *QUIET])
+        assert result.exit_code == 0, result.output
+        assert not [w for w in seen if "rollout_func" in str(w.message)], seen
+        warnings.warn(f"{ROLLOUT_FUNC_WARNING}. elsewhere", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen if "rollout_func" in str(w.message)] == [
+        f"{ROLLOUT_FUNC_WARNING}. elsewhere"
+    ]
     rows = _rows(run_dir)
     assert [r["turn"] for r in rows] == [1, 1, 2, 2]  # one prompt: 2 members x 2 turns
     assert len({r["task"] for r in rows}) == 1

@@ -14,7 +14,9 @@ and no loss_type).
 With `rl.turns` > 1 each prompt's answers are conversations with the verifier's feedback,
 every answer a training sample with its discounted return (`tritonrl.train.rl.multiturn`:
 TRL's `rollout_func` for GRPO, an override of `_generate` for RLOO); the sampler repeats
-each prompt num_generations x turns times. With one turn the trainers are as below.
+each prompt num_generations x turns times. TRL's warning that `rollout_func` is
+experimental is left out where we pass ours (nothing else is silenced). With one turn
+the trainers are as below.
 
 With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the layout of
 TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
@@ -68,6 +70,7 @@ import contextlib
 import json
 import logging
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,6 +108,8 @@ from tritonrl.train.trl_args import trl_config
 from tritonrl.verify.pool.gate import current_gate, gate_for, visible_gpus
 
 log = logging.getLogger(__name__)
+# The start of TRL's warning (GRPOTrainer) when it is given a `rollout_func`.
+ROLLOUT_FUNC_WARNING = r"You are using 'rollout_func', which is an experimental feature"
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
@@ -227,6 +232,19 @@ def trainer_gate(device: str, ranks: Ranks | None = None):
     if ranks.many and ranks.local_rank < len(gpus):
         return gate_for(gpus[ranks.local_rank])
     return current_gate()
+
+
+@contextlib.contextmanager
+def _rollout_func_on_purpose(hooks: dict) -> Iterator[None]:
+    """TRL's warning that `rollout_func` is experimental left out while the trainer that
+    takes ours (multi-turn GRPO) is built: we use it on purpose, and the user can do
+    nothing about it. Every other warning, and this one anywhere else, still shows."""
+    if "rollout_func" not in hooks:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ROLLOUT_FUNC_WARNING, category=UserWarning)
+        yield
 
 
 def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, multiturn=None):
@@ -452,15 +470,16 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     card = rl_card(run, config, source, len(prompts))
     gate = trainer_gate(device, ranks)
     hooks = {"rollout_func": multiturn} if multiturn and config.rl.algo == "grpo" else {}
-    trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate, multiturn)(
-        model=model,
-        reward_funcs=[reward],
-        args=trainer_args(config, stage_dir / "checkpoints", device, generator),
-        train_dataset=prompts,
-        processing_class=tokenizer,
-        callbacks=_callbacks(run, config, stop, card, curriculum, ranks),
-        **hooks,
-    )
+    with _rollout_func_on_purpose(hooks):
+        trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate, multiturn)(
+            model=model,
+            reward_funcs=[reward],
+            args=trainer_args(config, stage_dir / "checkpoints", device, generator),
+            train_dataset=prompts,
+            processing_class=tokenizer,
+            callbacks=_callbacks(run, config, stop, card, curriculum, ranks),
+            **hooks,
+        )
     try:
         with stop.graceful():
             trainer.train(resume_from_checkpoint=resume)
