@@ -41,3 +41,16 @@ def test_prepare_takes_the_validation_fraction_from_the_config(tmp_path):
     r = tritonrl("prepare", "--source", "builtin", "--out", str(tmp_path / "x"),
                  "--val-fraction", "0.2", "--data.validation_fraction", "0.3")  # fmt: skip
     assert r.returncode == 2 and "--val-fraction is short for" in r.stderr
+
+
+def test_prepare_help_names_every_source_in_its_summary():
+    # The summary said "KernelBook (or the builtin tasks)": `--source families` was missing.
+    from typer.testing import CliRunner
+
+    from tritonrl.cli import app
+
+    r = CliRunner().invoke(app, ["prepare", "--help"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    summary = " ".join(r.output.split("The share held out")[0].split())
+    for source in ("KernelBook", "PATH", "builtin tasks", "task families"):
+        assert source in summary, (source, summary)

@@ -187,7 +187,8 @@ def prepare_command(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     force: bool = typer.Option(False, "--force", help="Overwrite an earlier prepare's --out."),
 ):
-    """Turn KernelBook (or the builtin tasks) into SFT files and a task list.
+    """Turn KernelBook (the hub's or a local PATH), the builtin tasks or the task families
+    into SFT files and a task list.
 
     The share held out for validation is data.validation_fraction, the most examples
     kept data.max_samples (--config, --data.KEY VALUE). Rows equal to a task of
