@@ -14,13 +14,22 @@ lists them.
 
 Every stage command takes `--config FILE|NAME` and `--section.KEY VALUE` overrides
 (`tritonrl.cli_config`). Library code logs; the commands own all terminal output.
+
+Help is written as docstrings and option strings wrapped for the source; `reflow` joins
+each paragraph's lines, for every command, group and parameter of the app (`Reflowed`),
+so `--help` wraps it to the terminal: typer's rich help keeps a hard line break, which
+left fragments ("VALUE", "a task") on lines of their own.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import re
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from tritonrl import __version__
 from tritonrl.data.commands import register as register_data
@@ -33,7 +42,40 @@ from tritonrl.tasks.commands import register as register_tasks
 from tritonrl.train.commands import register as register_train
 from tritonrl.verify.commands import register as register_verify
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n")[0])
+
+def reflow(text: str | None) -> str | None:
+    """Help `text` with each paragraph's lines joined by single spaces: paragraphs stay
+    apart, a paragraph marked with click's `\\b` stays as written, and so does what
+    follows `\\f`."""
+    if not text:
+        return text
+    body, cut, hidden = inspect.cleandoc(text).partition("\f")
+    paragraphs = [p if p.startswith("\b") else " ".join(p.split())
+                  for p in re.split(r"\n\s*\n", body.strip())]  # fmt: skip
+    return "\n\n".join(paragraphs) + cut + hidden
+
+
+def _reflow_all(command: click.Command) -> None:
+    command.help = reflow(command.help)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = reflow(param.help)
+    for sub in getattr(command, "commands", {}).values():  # a group's commands
+        _reflow_all(sub)
+
+
+class Reflowed(TyperGroup):
+    """The `tritonrl` group: every command's, group's and parameter's help `reflow`ed
+    once it is built (typer builds the sub-commands first, so they are all here)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _reflow_all(self)
+
+
+app = typer.Typer(
+    cls=Reflowed, no_args_is_help=True, add_completion=False, help=__doc__.split("\n")[0]
+)
 
 
 def _print_version(value: bool) -> None:

@@ -54,3 +54,5 @@ def test_prepare_help_names_every_source_in_its_summary():
     summary = " ".join(r.output.split("The share held out")[0].split())
     for source in ("KernelBook", "PATH", "builtin tasks", "task families"):
         assert source in summary, (source, summary)
+    listed = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    assert "task families into SFT files and a task list" in listed  # one line, wide
