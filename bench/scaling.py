@@ -154,7 +154,15 @@ def parse(argv):
     args = ap.parse_args(argv)
     args.work = args.work or args.out.parent / "work"
     args.logs = args.out.parent
-    args.gpus = sorted({int(g) for g in args.gpus.split(",") if g.strip()})
+    try:
+        args.gpus = sorted({int(g) for g in args.gpus.split(",") if g.strip()})
+    except ValueError:
+        ap.error(f"--gpus {args.gpus!r}: process counts such as 1,2,4")
+    if not args.gpus or min(args.gpus) < 1:
+        ap.error("--gpus: at least one process count, each 1 or more")
+    if not (args.model / "config.json").is_file():
+        ap.error(f"--model {args.model}: no model directory there (config.json); make one "
+                 "with `tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`")  # fmt: skip
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     if not set(args.stages) <= {"sft", "rl"}:
         ap.error("--stages takes sft, rl or sft,rl")

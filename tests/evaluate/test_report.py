@@ -105,13 +105,18 @@ def test_a_run_report_says_what_rl_kept_retired_and_waited(tmp_path, verdicts):
     assert "tasks retired" not in write_report([run.path]).read_text()  # none recorded
     config = {"rl": {"verify_timeout_s": 10.0, "timing_trials": 20, "timing_max_trials": 60,
                      "timing_target_rse": 0.03, "timing_max_seconds": None},
-              "curriculum": {"retire_after": 2}}  # fmt: skip
+              "curriculum": {"retire_after": 2, "retire_unsolved_after": 4}}  # fmt: skip
     kept = {"file": "runs/x/pass_rates", "tasks": 144, "kept": 40, "below_min": 90,
             "above_max": 14, "not_in_file": 0, "range": [0.01, 0.99]}  # fmt: skip
     run.set_info("rl", config=config, pass_rate_filter=kept)
     history = json.loads((run.path / "rl" / "log_history.json").read_text())
     history[-1]["curriculum/retired"] = 3.0
+    history[-1]["curriculum/retired_unsolved"] = 1.0
+    for i, h in enumerate(history):  # new level-1 tasks at every step, level 2 at none
+        h["curriculum/unseen_level1_correct"] = [0.25, 0.5, 0.75, 1.0][i % 4]
+        h["curriculum/unseen_level2_correct"] = -1.0
     (run.path / "rl" / "log_history.json").write_text(json.dumps(history))
+    rates = [h["curriculum/unseen_level1_correct"] for h in history if "step" in h]
     text = write_report([run.path]).read_text()
     assert (
         "- prompts: the pass-rate filter (`runs/x/pass_rates`) kept 40 of 144 tasks "
@@ -119,7 +124,13 @@ def test_a_run_report_says_what_rl_kept_retired_and_waited(tmp_path, verdicts):
     ) in text
     assert "- reward wall clock: 10 s a candidate (`rl.verify_timeout_s`)" in text
     assert "- reward timing: trials 20, max_trials 60, target_rse 0.03 (`rl.timing_*`" in text
-    assert "the last 2 answers all correct): 3" in text  # the last step's count
+    assert ("- tasks retired: 3, 2 solved (`curriculum.retire_after` 2: the last 2 answers "
+            "all correct); 1 unsolved (`curriculum.retire_unsolved_after` 4: the last 4 all "
+            "wrong)") in text  # fmt: skip
+    first, last = rates[:5], rates[-5:]
+    assert (f"level 1 {100 * sum(first) / len(first):.0f}% -> "
+            f"{100 * sum(last) / len(last):.0f}%") in text  # fmt: skip
+    assert "level 2+" not in text  # no step drew a new level-2 task
 
 
 def test_several_evaluations_side_by_side(tmp_path, verdicts):

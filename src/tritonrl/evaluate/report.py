@@ -275,13 +275,51 @@ def _rl_settings(manifest: dict, history: list[dict]) -> list[str]:
     if any(v is not None for v in timing.values()):
         said = ", ".join(f"{k} {v:g}" for k, v in timing.items() if isinstance(v, int | float))
         out.append(f"- reward timing: {said} (`rl.timing_*`; eval times under `verify`)")
-    retire = (config.get("curriculum") or {}).get("retire_after")
-    retired = _series(history, "curriculum/retired")[1]
-    if retire:
-        last = f"{retired[-1]:.0f}" if retired else "no count logged"
-        out.append(f"- tasks retired (`curriculum.retire_after` {retire}: the last {retire} "
-                   f"answers all correct): {last}")  # fmt: skip
+    fresh = (config.get("rl") or {}).get("generated_tasks")
+    if fresh:
+        out.append(f"- fresh generator tasks: up to {fresh} (`rl.generated_tasks`; those equal "
+                   "to a training or held-out task left out)")  # fmt: skip
+    out += _retired(config.get("curriculum") or {}, history) + _unseen(history)
     return out + [""] if out else []
+
+
+def _retired(curriculum: dict, history: list[dict]) -> list[str]:
+    """The retirement line: tasks set aside as solved and as never solved, at the last
+    step that logged a count."""
+    right, wrong = curriculum.get("retire_after"), curriculum.get("retire_unsolved_after")
+    if not (right or wrong):
+        return []
+    retired = _series(history, "curriculum/retired")[1]
+    unsolved = _series(history, "curriculum/retired_unsolved")[1]
+    if not retired:
+        return ["- tasks retired: no count logged"]
+    n_wrong = unsolved[-1] if unsolved else 0.0
+    parts = [f"{retired[-1] - n_wrong:.0f} solved (`curriculum.retire_after` {right}: the "
+             f"last {right} answers all correct)"] if right else []  # fmt: skip
+    if wrong:
+        parts.append(f"{n_wrong:.0f} unsolved (`curriculum.retire_unsolved_after` {wrong}: "
+                     f"the last {wrong} all wrong)")  # fmt: skip
+    return [f"- tasks retired: {retired[-1]:.0f}, " + "; ".join(parts)]
+
+
+def _unseen(history: list[dict], n: int = 5) -> list[str]:
+    """Correct on tasks no earlier step drew, the first `n` steps that drew any against the
+    last `n` (`curriculum/unseen_level*_correct`; -1 means the step drew none)."""
+    said = []
+    for level in (1, 2):
+        rates = [v for v in _series(history, f"curriculum/unseen_level{level}_correct")[1]
+                 if v >= 0]  # fmt: skip
+        if rates:
+            first, last = rates[:n], rates[-n:]
+            said.append(f"level {level}{'+' if level == 2 else ''} "
+                        f"{100 * sum(first) / len(first):.0f}% -> "
+                        f"{100 * sum(last) / len(last):.0f}%")  # fmt: skip
+    if not said:
+        return []
+    return [
+        f"- correct on tasks no earlier step drew (sampled before any training on them; "
+        f"the first {n} steps that drew some, then the last {n}): " + ", ".join(said)
+    ]
 
 
 def _run_files(src: Source) -> list[str]:

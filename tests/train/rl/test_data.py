@@ -229,3 +229,7 @@ def test_the_settings_line_names_the_reward_clock_timing_retirement_and_filter(t
     assert f"pass-rate filter {tmp_path / 'rates'} [0.01, 0.5]" in line
     off = settings_line(load_config("tiny-cpu", ["--curriculum.enabled", "false"]))
     assert "curriculum off" in off
+    served = settings_line(load_config("tiny-cpu", ["--verify.endpoint", "http://127.0.0.1:9"]))
+    assert ("reward staged, verified by the service at http://127.0.0.1:9 (verify.endpoint) "
+            "under its own verify settings") in served  # fmt: skip
+    assert "wall clock" not in served  # this process's verify settings do not apply

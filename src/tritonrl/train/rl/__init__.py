@@ -159,12 +159,18 @@ def settings_line(config: Config) -> str:
     own = " (rl.verify_timeout_s)" if rl.verify_timeout_s is not None else " (verify.timeout_s)"
     rounds = rl.algo not in ("grpo", "rloo")
     budget = f"{config.best_of_n.rounds} rounds" if rounds else f"{rl.max_steps} steps"
-    parts = [
-        f"--algo {rl.algo}, {budget}, lr {rl.learning_rate:g}",
-        f"reward {config.rl_reward_scheme} with a {verify.timeout_s:g}s wall clock per "
-        f"candidate{own}, timed in {verify.trials}-{verify.max_trials} trials to an RSE of "
-        f"{verify.target_rse:g} within {verify.timing_max_seconds:g}s",
-    ]
+    if config.verify.endpoint:  # the service verifies under its own settings
+        reward = (
+            f"reward {config.rl_reward_scheme}, verified by the service at "
+            f"{config.verify.endpoint} (verify.endpoint) under its own verify settings"
+        )
+    else:
+        reward = (
+            f"reward {config.rl_reward_scheme} with a {verify.timeout_s:g}s wall clock per "
+            f"candidate{own}, timed in {verify.trials}-{verify.max_trials} trials to an RSE "
+            f"of {verify.target_rse:g} within {verify.timing_max_seconds:g}s"
+        )
+    parts = [f"--algo {rl.algo}, {budget}, lr {rl.learning_rate:g}", reward]
     if not cur.enabled:
         parts.append("curriculum off")
     else:

@@ -42,8 +42,8 @@ of the step, in rank order, into the window on every rank, so the ranks' curricu
 the samplers that draw from them, seeded alike) stay the same.
 
 What it does NOT do: it does not verify anything (the reward calls `observe`) and it
-does not remember which prompts were drawn before a resume: a resumed run continues with
-the same share, window and transitions, and draws from there with its own seed.
+does not replay a resumed run's draws: it continues with the same share, window,
+transitions, retirements, tasks drawn so far and random state, and draws from there.
 """
 
 from __future__ import annotations
