@@ -250,6 +250,15 @@ def _need(ok: bool, message: str) -> None:
 # `run` keys that say where a run is kept and watched, not what it trains: a stage may
 # go on under other values (a resume on another machine, a store added later).
 STORE_KEYS = ("store", "sync_interval_s", "spot_watch")
+# Sections an RL attempt may set differently from the run's recorded (SFT) config (its
+# rl stage records them: `tritonrl.train.rl`) ...
+RL_SECTIONS = ("sampling", "rl", "best_of_n", "curriculum", "pipeline", "verify")
+# ... and keys of other sections that do not change what SFT trained.
+# Decontamination only takes prompts away: RL may add a benchmark SFT did not know of.
+RL_FREE_KEYS = {
+    "run": ("report_to", "seed", *STORE_KEYS),
+    "data": ("decontaminate_against", "decontaminate_form"),
+}
 
 
 @dataclass

@@ -56,3 +56,45 @@ def test_accelerate_config_names_the_shipped_ones_for_an_unknown_name():
     assert r.exit_code == 2
     assert "no accelerate config named 'zero4'" in r.output
     assert "ddp, fsdp, zero2, zero3" in r.output
+
+
+def test_a_resumed_rl_keeps_the_settings_its_stage_trained_with(tmp_path, monkeypatch):
+    """`tritonrl rl --run R --rl.max_steps 50` after an rl stage trained with fresh tasks
+    and retirement went on with both off (the run's SFT config was the base; only a
+    warning said so). The stage's recorded settings are the base now: the override raises
+    the budget and nothing else changes, while an override given on purpose is taken."""
+    from typer.testing import CliRunner
+
+    import tritonrl.train.rl
+    from tritonrl.cli import app
+    from tritonrl.config import RL_SECTIONS
+    from tritonrl.config_loader import config_to_dict, load_config
+    from tritonrl.runs import Run, RunError
+
+    run = Run.create(tmp_path / "run", config_to_dict(load_config(None, stage="sft")))
+    run.start_stage("sft")
+    (run.path / "sft" / "model").mkdir(parents=True)
+    run.add_artifact("sft", "model", run.path / "sft" / "model")
+    run.finish_stage("sft")
+    trained = ["--rl.generated_tasks", "40", "--curriculum.retire_after", "4",
+               "--curriculum.retire_unsolved_after", "4", "--rl.max_steps", "40"]  # fmt: skip
+    ran = config_to_dict(load_config(None, trained, stage="rl"))
+    run.start_stage("rl")
+    run.set_step("rl", 39)
+    run.set_info("rl", config={k: ran[k] for k in RL_SECTIONS})
+    run.interrupt_stage("rl", "SIGTERM")
+
+    seen = []
+
+    def run_rl(config, run_dir):  # what the stage would train with; stop there
+        seen.append(config)
+        raise RunError("stopped by the test")
+
+    monkeypatch.setattr(tritonrl.train.rl, "run_rl", run_rl)
+    r = CliRunner().invoke(app, ["rl", "--run", str(run.path), "--rl.max_steps", "50"])
+    assert r.exit_code == 2 and "stopped by the test" in r.output, r.output
+    rl, curriculum = seen[-1].rl, seen[-1].curriculum
+    assert (rl.max_steps, rl.generated_tasks) == (50, 40)
+    assert (curriculum.retire_after, curriculum.retire_unsolved_after) == (4, 4)
+    CliRunner().invoke(app, ["rl", "--run", str(run.path), "--curriculum.retire_after", "0"])
+    assert seen[-1].curriculum.retire_after == 0 and seen[-1].rl.generated_tasks == 40

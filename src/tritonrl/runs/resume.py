@@ -113,15 +113,23 @@ def restore(store_url: str, run_dir: str | Path | None) -> tuple[Run, list]:
     return run, list(getattr(result, "skipped", []))
 
 
+def recorded_config(run: Run) -> dict[str, dict]:
+    """The config the run's stages last ran with, `{section: {key: value}}`: the one the
+    run recorded (its SFT's), with the sections its rl stage recorded on top (rl may
+    change only those: `tritonrl.config.RL_SECTIONS`). Empty when it records
+    none. What `tritonrl resume` and a resumed `tritonrl rl` start from."""
+    config = dict(run.config or {})
+    rl = ((run.stages.get("rl") or {}).get("info") or {}).get("config") or {}
+    config.update(rl)
+    return config
+
+
 def config_file(run: Run) -> Path:
     """The run's recorded config as a YAML file the stage commands take with --config
     (a key that has moved since it was recorded at its new name: `upgrade_recorded`)."""
     if not run.config:
         raise RunError(f"run {run.path} records no config: it has nothing to resume")
-    config = dict(run.config)
-    rl = (run.stages.get("rl") or {}).get("info", {}).get("config") or {}
-    config.update(rl)  # the sections an rl stage ran with (it may change only those)
-    config = upgrade_recorded(config, f"run {run.path}")
+    config = upgrade_recorded(recorded_config(run), f"run {run.path}")
     path = run.path / "logs" / RESUME_CONFIG
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -16,7 +16,10 @@ ranks fail with `LeaderFailed` naming its error, and a stop by signal exits ever
 `--config` is a YAML file or the name of one in configs/ (default: tiny-cpu); every other
 `--section.key value` overrides one field (`--sft.max_steps 10`, `--lora.enabled=false`),
 read by `tritonrl.cli_config` as for every stage command. `rl` starts from the config the
-run recorded (its SFT's) when no --config is given, so `--rl.max_steps 2` is all it needs.
+run recorded (its SFT's, with the sections its rl stage last trained with on top) when no
+--config is given, so `--rl.max_steps 2` is all it needs, and a resume (or a raised
+budget) keeps the rl stage's settings unless an override changes one (which the stage
+then names in a warning).
 Exit 0 on success, 2 for a bad config or option, 1 when training fails (the manifest then
 records the stage as failed, with the error), 128+N when signal N (SIGTERM, SIGINT)
 stopped it, 143 (as SIGTERM) for an AWS spot notice (the stage is then interrupted,
@@ -42,6 +45,7 @@ from tritonrl.config_loader import CONFIG_DIR
 from tritonrl.models.load import convert_gguf as convert
 from tritonrl.models.tiny import build_tiny_model, count_parameters
 from tritonrl.runs import Interrupted, Run, RunError
+from tritonrl.runs.resume import recorded_config
 from tritonrl.train.ranks import Ranks
 from tritonrl.train.sft import STAGE as STAGE_SFT
 from tritonrl.train.sft import loss_text, quiet_progress, run_sft
@@ -121,8 +125,10 @@ def rl(
 ) -> None:
     """Reinforcement learning from the run's SFT model, the verifier as reward.
 
-    Without --config the run's recorded config is the base; every --SECTION.KEY VALUE
-    overrides one field, e.g. --rl.max_steps 2 (only the sampling, rl, best_of_n,
+    Without --config the run's recorded config is the base, with the settings its rl
+    stage last trained with on top (a resume keeps them: --rl.max_steps 50 alone raises
+    the budget); every --SECTION.KEY VALUE overrides one field, e.g. --rl.max_steps 2
+    (only the sampling, rl, best_of_n,
     curriculum, pipeline and verify sections, and run.report_to, run.seed, run.store,
     run.sync_interval_s, run.spot_watch, data.decontaminate_against and
     data.decontaminate_form, may differ from the run's; prompts whose task equals a task
@@ -133,7 +139,8 @@ def rl(
     with command_errors((RunError,)):
         run = Run.open(run_dir)
         require_sft(run)
-    base = (f"run {run.path} (its manifest's config)", run.config) if run.config else None
+    # the run's config with its rl stage's recorded settings on top: a resume keeps them
+    base = (f"run {run.path} (its manifest's config)", recorded_config(run)) if run.config else None
     shortcuts = {"--algo": ("rl.algo", algo), "--turns": ("rl.turns", turns)}
     cfg, _ = command_config(ctx, config, "rl", shortcuts, base=base)
     result = _run_stage("RL", STAGE, run_dir, lambda: run_rl(cfg, run_dir))

@@ -16,9 +16,16 @@ one line each: `{"step", "task", "level", "reward", "stage", "correct", "flags",
 (best-of-n, rwsft) it was generated for, counted from 1 as the trainer's log counts. The
 manifest's stage `rl` records its step, checkpoints, the final model or adapter
 (`rl/model` or `rl/adapter`, and `rl/tokenizer`), the completions file, and the
-algorithm's settings in its info.
+algorithm's settings in its info (`config`: the RL sections it trained with).
 SIGTERM/SIGINT stop at the next step boundary with a checkpoint and mark the stage
 interrupted; the same command resumes it.
+
+A resume keeps the settings the stage trained with: the CLI's base config is the run's
+with the stage's recorded RL sections on top (`tritonrl.runs.resume.recorded_config`,
+which `tritonrl resume` reads too), so `--rl.max_steps 50` alone raises the budget and
+changes nothing else. An override that does change a setting is taken, as RL may change
+its own sections, and named in a warning (`goes on from step N with other settings than
+it trained with: ...`), the budget aside.
 
 The algorithms: `grpo` and `rloo` (TRL's trainers, `tritonrl.train.rl.grpo`), `best-of-n`
 and `rwsft` (sample, verify, fine-tune: `tritonrl.train.rl.best_of_n`).
@@ -36,8 +43,9 @@ log, the policy), `grpo` (GRPO, RLOO), `best_of_n` and `rounds` (best-of-n, rwsf
 (`rl.turns` > 1: conversations with the verifier's feedback, each answer trained on
 with its discounted return).
 
-What it does NOT do: RL settings changed between an interrupted attempt and its resume
-are not detected (the stage info records each attempt's).
+What it does NOT do: `run.report_to`, `run.seed` and `data.decontaminate_*`, which RL
+may change too, are not among the recorded sections: a resume takes them from the run's
+(SFT's) config unless given again.
 """
 
 from __future__ import annotations
@@ -47,14 +55,14 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from tritonrl.config import Config, rl_device
+from tritonrl.config import RL_FREE_KEYS, RL_SECTIONS, Config, rl_device
 from tritonrl.config_loader import config_to_dict, diff_configs
 from tritonrl.models.adapters import relocate_adapters
 from tritonrl.runs import Run, RunError, StopSignals
 from tritonrl.runs.lifecycle import consistent_checkpoint, stage, stage_services
 from tritonrl.train.ranks import Ranks
 from tritonrl.train.rl import best_of_n, grpo
-from tritonrl.train.rl.common import RL_FREE_KEYS, RL_SECTIONS, STAGE, RlResult
+from tritonrl.train.rl.common import STAGE, RlResult
 from tritonrl.train.sft import quiet_progress
 
 log = logging.getLogger(__name__)

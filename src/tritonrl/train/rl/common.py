@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonrl.config import STORE_KEYS, TINY, Config
+from tritonrl.config import RL_SECTIONS, TINY, Config
 from tritonrl.config_loader import config_to_dict
 from tritonrl.models.adapters import relocate_adapters
 from tritonrl.models.load import load_causal_lm
@@ -37,14 +37,6 @@ from tritonrl.train.precision import load_dtype
 log = logging.getLogger(__name__)
 
 STAGE = "rl"
-# Sections an RL attempt may set differently from the run's recorded (SFT) config.
-RL_SECTIONS = ("sampling", "rl", "best_of_n", "curriculum", "pipeline", "verify")
-# ... and keys of other sections that do not change what SFT trained.
-# Decontamination only takes prompts away: RL may add a benchmark SFT did not know of.
-RL_FREE_KEYS = {
-    "run": ("report_to", "seed", *STORE_KEYS),
-    "data": ("decontaminate_against", "decontaminate_form"),
-}
 COMPLETIONS = "completions.jsonl"
 CURRICULUM_FILE = "curriculum.json"  # in each checkpoint: the curriculum's state
 
