@@ -111,6 +111,10 @@ def test_the_readme_pipeline_on_the_embedded_default(tmp_path):
     for stage in ("prepare", "tiny_model", "sft", "rl", "eval"):
         assert f"{stage}: done, skipped" in again.stdout
     assert f"pipeline done: report in {report}" in again.stdout
+    # another setting for done stages is refused, not skipped in silence
+    other = subprocess.run([str(ROOT / "run_pipeline.sh"), "--sft.learning_rate", "5e-4"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    assert other.returncode == 2 and "differing: sft.learning_rate" in other.stderr, other.stdout
     bad = subprocess.run([str(ROOT / "run_pipeline.sh"), "--config", "no-such-config"],
                          cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "no-such-config" in bad.stdout + bad.stderr
@@ -233,3 +237,65 @@ def test_the_pipeline_says_when_its_store_does_not_hold_the_last_state(tmp_path)
     blocker.unlink()
     assert StoreSync(run.path, url, 0).sync_now()
     assert _unsynced(run.path) is None
+
+
+def _done_pipeline_run(run_dir: Path, *overrides: str):
+    """A run as `tritonrl pipeline` leaves it with every planned stage done (no training:
+    the manifest only), rl's settings recorded as the rl stage records them."""
+    from tritonrl.config import RL_SECTIONS
+    from tritonrl.config_loader import config_to_dict, load_config
+    from tritonrl.pipeline import planned
+    from tritonrl.runs import Run
+
+    config = load_config(None, list(overrides), stage="sft")
+    recorded = config_to_dict(config)
+    run = Run.create(run_dir, recorded)
+    for stage in planned(config):
+        run.start_stage(stage)
+        run.finish_stage(stage)
+    run.set_info("rl", config={k: recorded[k] for k in RL_SECTIONS})
+    return Run.open(run_dir), config
+
+
+def test_a_pipeline_refuses_settings_that_only_its_done_stages_would_take(tmp_path):
+    """A pipeline run again on a finished run with --sft.learning_rate 5e-4 said `done,
+    skipped` for every stage and exited 0: the ablation never ran. It is refused as
+    `tritonrl sft` refuses it, naming what differs and what to do, and writes nothing."""
+    run_dir = tmp_path / "run"
+    _done_pipeline_run(run_dir)
+    manifest = (run_dir / "manifest.json").read_bytes()
+
+    def pipeline(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tritonrl", "pipeline", "--run-dir",
+                               str(run_dir), *args], capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+
+    r = pipeline("--sft.learning_rate", "5e-4")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "was created with a different config; differing: sft.learning_rate: 0.001 -> " \
+           "0.0005" in r.stderr and "a new --run-dir" in r.stderr  # fmt: skip
+    assert "done, skipped" not in r.stdout
+    r = pipeline("--rl.generated_tasks", "40", "--curriculum.retire_after", "4")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "curriculum.retire_after: 0 -> 4; rl.generated_tasks: 0 -> 40" in r.stderr
+    r = pipeline("--rl.max_steps", "5")  # a budget: rl goes on from its checkpoint by hand
+    assert r.returncode == 2 and f"`tritonrl rl --run {run_dir} --rl.max_steps N`" in r.stderr
+    assert (run_dir / "manifest.json").read_bytes() == manifest
+
+
+def test_a_pipeline_leaves_a_change_to_the_stage_still_to_run(tmp_path):
+    """What a stage still to run takes is not refused (that stage accepts or refuses it),
+    nor is the run's own config, nor another store."""
+    from tritonrl.config_loader import load_config
+    from tritonrl.pipeline import check_done_stages
+
+    run, config = _done_pipeline_run(tmp_path / "run", "--pipeline.pass_rate_samples", "0")
+    check_done_stages(run, config)
+    check_done_stages(run, load_config(None, ["--pipeline.pass_rate_samples", "0",
+                                              "--run.store", "file:///x"]))  # fmt: skip
+    run.interrupt_stage("rl", "SIGTERM")
+    check_done_stages(run, load_config(None, ["--pipeline.pass_rate_samples", "0",
+                                              "--rl.generated_tasks", "40"]))  # fmt: skip
+    with pytest.raises(ValueError, match=r"differing: sft.max_steps: -1 -> 99\. .*`tritonrl sft"):
+        check_done_stages(run, load_config(None, ["--pipeline.pass_rate_samples", "0",
+                                                  "--sft.max_steps", "99"]))  # fmt: skip

@@ -12,13 +12,16 @@ the SFT model's answers to its training tasks, RUN/pass_rates, which rl then tak
 `pipeline.eval_samples`; "run" is the run's held-out tasks, and the eval folder is
 RUN/eval, recorded as stage `eval`) -> report (RUN/report/report.md, rewritten every
 time). A stage the manifest records as done is skipped; an interrupted or failed one is
-run again (each resumes where it can). The manifest records the stages the config plans
-(`plan`): those `tritonrl status` shows pending until they are done. Each stage runs as
-its own `tritonrl` process with the same --config and overrides, its output streamed
-line by line into RUN/logs/<stage>.log; a failure names the stage and that log and exits
-1 (2 for a bad config; 128+N when signal N stopped it: SIGTERM/SIGINT sent to the
-pipeline go to the running stage, which checkpoints and stops). `tritonrl status RUN`
-shows where a run is.
+run again (each resumes where it can). On an existing run, a setting that differs from
+the run's recorded one and that only stages already done would take is refused before
+any stage, as `tritonrl sft` refuses another config (`check_done_stages`): skipped, it
+would be left out in silence; a stage still to run takes or refuses its own. The
+manifest records the stages the config plans (`plan`): those `tritonrl status` shows
+pending until they are done. Each stage runs as its own `tritonrl` process with the
+same --config and overrides, its output streamed line by line into RUN/logs/<stage>.log;
+a failure names the stage and that log and exits 1 (2 for a bad config; 128+N when
+signal N stopped it: SIGTERM/SIGINT sent to the pipeline go to the running stage, which
+checkpoints and stops). `tritonrl status RUN` shows where a run is.
 
 Progress: a training stage's bar (`train.callbacks.TrainingBar`, tqdm, written by the
 stage every TQDM_EVERY_S) goes into its log as a line per refresh, and the pipeline shows
@@ -52,13 +55,17 @@ from rich.console import Console
 from rich.markup import escape
 
 from tritonrl.cli_config import CONFIG, OVERRIDES, command_config, command_errors
+from tritonrl.config import RL_FREE_KEYS, RL_SECTIONS, STORE_KEYS
+from tritonrl.config_loader import config_to_dict, diff_configs
 from tritonrl.evaluate.commands import out_folder_problem
 from tritonrl.evaluate.report import write_report
 from tritonrl.runs import RESUMED, Run
 from tritonrl.runs.lifecycle import run_store_url
+from tritonrl.runs.resume import recorded_config
 from tritonrl.runs.store import open_store
 from tritonrl.runs.sync import StoreSync, store_status
 from tritonrl.train.sft import base_model, quiet_progress
+from tritonrl.train.sft.run_dir import resolve_base
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -267,6 +274,7 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
     (`run.store`), the run is synced after every stage and during eval."""
     run_dir = Path(run_dir).resolve()
     run = Run.open_or_create(run_dir)
+    check_done_stages(run, config)  # before anything is written: a refusal changes nothing
     url = run_store_url(run, config.run.store)
     if url:
         open_store(url, write=True)  # unreachable or read-only: an error, before any stage
@@ -280,6 +288,62 @@ def run_pipeline(config, run_dir: str | Path, argv: list[str], say=print) -> Pat
         return _stages(config, run_dir, argv, url, say)
     finally:
         _sync(run_dir, url, say)
+
+
+# The pipeline's stages that take a setting, by section or `section.key` (the rest:
+# sft's, which refuses a change itself while it runs); a change none of them is still to
+# run with would be silently left out.
+_TAKEN_BY = {
+    **dict.fromkeys(RL_SECTIONS, ("rl",)),
+    **{f"{s}.{k}": ("rl",) for s, keys in RL_FREE_KEYS.items() for k in keys},
+    "pipeline.rl": (),  # rl on or off: planned(), which `tritonrl status` shows
+    "pipeline.prepare_source": ("prepare",),
+    "pipeline.pass_rate_samples": ("pass_rates",),
+    "pipeline.eval_tasks": ("eval",),
+    "pipeline.eval_samples": ("eval",),
+    "sampling": ("pass_rates", "rl", "eval"),
+    "verify": ("pass_rates", "rl", "eval"),
+}
+_BUDGET = {"sft.max_steps": "sft", "sft.epochs": "sft", "rl.max_steps": "rl",
+           "best_of_n.rounds": "rl"}  # fmt: skip
+
+
+def check_done_stages(run: Run, config) -> None:
+    """A ValueError, as `tritonrl sft` refuses another config, when `config` changes a
+    setting of the run's recorded one (`recorded_config`: sft's, with the rl stage's own
+    sections) that only stages already done take: the pipeline skips those, and would
+    leave the change out in silence. A change a stage still to run takes is that stage's
+    to accept or refuse; the store keys (`run.store`, ...) may differ."""
+    recorded = recorded_config(run)
+    if not recorded:
+        return  # a new run, or one only `prepare` wrote to
+    given = config_to_dict(resolve_base(config))
+    if _pass_rates(config):  # what the pipeline hands rl (`_command`), as rl recorded it
+        given["rl"] = {**given["rl"], "pass_rates": str(run.path / "pass_rates")}
+    plan = planned(config)
+    left_out = []
+    for change in diff_configs(recorded, given):
+        key = change.partition(":")[0]
+        if key.split(".")[0] == "run" and key.split(".")[1] in STORE_KEYS:
+            continue
+        stages = _TAKEN_BY.get(key, _TAKEN_BY.get(key.split(".")[0], ("sft",)))
+        taking = [s for s in stages if s in plan or s == "sft"]
+        if taking and all(run.status(s) == "done" for s in taking):
+            left_out.append(change)
+    if not left_out:
+        return
+    raised = [k for k in (c.partition(":")[0] for c in left_out) if k in _BUDGET]
+    longer = ""
+    if raised:  # as `tritonrl sft` and `tritonrl rl` go on from their last checkpoint
+        key = raised[0]
+        longer = (f"; to train the done stage {_BUDGET[key]} longer, run it by hand: "
+                  f"`tritonrl {_BUDGET[key]} --run {run.path} --{key} N`")  # fmt: skip
+    raise ValueError(
+        f"run {run.path} was created with a different config; differing: "
+        + "; ".join(left_out)
+        + ". The stages that take these are done and the pipeline skips them: use the run's "
+        "own config and overrides, or a new --run-dir for other settings" + longer
+    )
 
 
 def planned(config) -> list[str]:
