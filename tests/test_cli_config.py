@@ -57,3 +57,28 @@ def test_a_bad_value_in_a_config_file_is_said_with_the_files_name(tmp_path):
     r = tritonrl("sft", "--run", str(tmp_path / "run"), "--sft.max_steps", "four")
     assert r.returncode == 2 and r.stderr.strip() == "error: sft.max_steps must be int, not 'four'"
     assert not (tmp_path / "run").exists()  # refused before any work
+
+
+def test_a_bad_allowed_torch_ops_list_is_one_line_and_exit_2(tmp_path):
+    """A malformed list, a mapping and an op name no check matches (`reluu`: torch has
+    no such op; asked where the command starts) are each refused in one line, before
+    any work, by prepare and verify alike."""
+    out = tmp_path / "o"
+    cases = {
+        "[mm": "error: verify.allowed_torch_ops: '[mm' is not a YAML list; write a list as "
+               "'[a, b]' or 'a,b'",
+        "{a: 1}": "error: verify.allowed_torch_ops must be a list, not '{a: 1}'; write a list "
+                  "as '[a, b]' or 'a,b'",
+        "[reluu]": "error: verify.allowed_torch_ops: 'reluu' is no torch op the checker knows; "
+                   "write names like 'matmul', 'conv2d', 'relu' (or 'torch.relu', 'F.relu', "
+                   "'aten::mm')",
+        "[not_an_op, torch.relu]": "error: verify.allowed_torch_ops: 'not_an_op' is no torch op",
+    }  # fmt: skip
+    for command in (["prepare", "--source", "families", "--out", str(out)],
+                    ["verify", "builtin:level1/1_ReLU", str(HANG)]):  # fmt: skip
+        for ops, message in cases.items():
+            r = tritonrl(*command, "--verify.policy", "partial", "--verify.allowed_torch_ops", ops)
+            assert r.returncode == 2, (command, ops, r.stderr)
+            assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+            assert r.stderr.strip().startswith(message), (command, ops, r.stderr)
+    assert not out.exists()

@@ -165,6 +165,21 @@ def test_every_extension_can_be_switched_off():
         (["--sft.max_steps", "0"], r"sft.max_steps must be >= 1, or -1 to train sft.epochs"),
         (["--sft.max_steps", "-5"], r"sft.max_steps must be >= 1, or -1 .*not -5"),
         (["--verify.allowed_torch_ops", "mm"], "use policy 'partial'"),
+        (
+            ["--verify.policy", "partial", "--verify.allowed_torch_ops", "[mm"],
+            r"^verify.allowed_torch_ops: '\[mm' is not a YAML list; write a list as '\[a, b\]' "
+            r"or 'a,b'$",
+        ),
+        (
+            ["--verify.policy", "partial", "--verify.allowed_torch_ops", "{a: 1}"],
+            r"^verify.allowed_torch_ops must be a list, not '\{a: 1\}'; write a list as",
+        ),
+        (
+            ["--verify.policy", "partial", "--verify.allowed_torch_ops", "[nn.Conv2d, mm]"],
+            r"^verify.allowed_torch_ops: 'nn.Conv2d' is no torch op the checker knows; write "
+            r"names like 'matmul', 'conv2d', 'relu'",
+        ),
+        (["--data.families", "{a: 1}"], "data.families must be a list, not '{a: 1}'"),
         (["--data.validation_fraction", "0.7"], "data.validation_fraction must be between"),
         (["--verify.cuda_max_connections", "-1"], r"must be in \[0, 32\]"),
         (["--sampling.temperature", "0"], "sampling.temperature must be positive"),
@@ -546,3 +561,15 @@ def test_partial_with_no_ops_named_allows_the_ops_every_prompt_names():
     old = asdict(config)
     old["verify"]["allowed_torch_ops"] = []
     assert diff_configs(old, asdict(config_from_dict(old, "run r"))) == []
+
+
+def test_allowed_torch_ops_takes_a_list_in_every_form_the_checks_match():
+    for text in ("[mm, addmm]", "mm,addmm", "[torch.mm, aten::addmm]", "[F.relu]"):
+        config = load_config(
+            None, ["--verify.policy", "partial", "--verify.allowed_torch_ops", text]
+        )
+        assert len(config.verify.allowed_torch_ops) in (1, 2), text
+    with pytest.raises(ValueError, match="'not an op' is no torch op"):
+        VerifyConfig(policy="partial", allowed_torch_ops=["not an op"])
+    with pytest.raises(ValueError, match="1 is no torch op"):
+        VerifyConfig(policy="partial", allowed_torch_ops=[1])  # type: ignore[list-item]

@@ -37,7 +37,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tritonrl.config import Config
+from tritonrl.config import PARTIAL_TORCH_OPS, Config
 from tritonrl.config_loader import load_config, override_config, split_overrides
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,15 @@ def command_config(
         overrides += [f"--{name}", str(value)]
     try:
         if path is None and base is not None:
-            return override_config(base[1], overrides, base[0], stage=stage), args
-        return load_config(path, overrides, stage=stage), args
+            config = override_config(base[1], overrides, base[0], stage=stage)
+        else:
+            config = load_config(path, overrides, stage=stage)
+        if set(config.verify.allowed_torch_ops) - set(PARTIAL_TORCH_OPS):
+            # ops named by the user: torch has them (asked here, not in config.py: torch)
+            from tritonrl.verify.static.op_names import check_allowed_ops
+
+            check_allowed_ops(config.verify.allowed_torch_ops)
+        return config, args
     except ValueError as e:
         _fail(str(e))
 

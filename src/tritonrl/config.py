@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 POLICIES = ("strict", "partial")
@@ -37,6 +38,12 @@ SPEEDUP_MEASURES = ("min", "device", "launch")
 REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
 VERIFY_BACKENDS = ("local", "ray")
 # rl.timing_<name> -> the verify field it stands in for in the reward (Config.rl_verify)
+# The form of a `verify.allowed_torch_ops` name: an op, with an optional prefix the
+# checks drop (`verify.static.rules.op_key`). Whether torch has the op is asked where a
+# command starts (`verify.static.op_names.check_allowed_ops`: it needs torch).
+OP_NAME = re.compile(r"(torch\.nn\.functional\.|torch\.|nn\.functional\.|F\.|aten::|aten\.)?"
+                     r"[A-Za-z_][A-Za-z0-9_]*")  # fmt: skip
+OP_NAME_HINT = "write names like 'matmul', 'conv2d', 'relu' (or 'torch.relu', 'F.relu', 'aten::mm')"
 TIMING_KEYS = {"trials": "trials", "max_trials": "max_trials", "target_rse": "target_rse",
                "max_seconds": "timing_max_seconds"}  # fmt: skip
 
@@ -183,6 +190,12 @@ class VerifyConfig:
                 "verify.allowed_torch_ops is set but verify.policy is 'strict': "
                 "use policy 'partial' to allow torch ops"
             )
+        for op in self.allowed_torch_ops:
+            if not (isinstance(op, str) and OP_NAME.fullmatch(op)):
+                raise ValueError(
+                    f"verify.allowed_torch_ops: {op!r} is no torch op the checker knows; "
+                    f"{OP_NAME_HINT}"
+                )
         if self.num_input_sets < 2:
             raise ValueError("verify.num_input_sets must be at least 2 (tiny + one full set)")
         if self.full_max_elements < 0:

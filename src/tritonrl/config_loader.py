@@ -54,6 +54,7 @@ MOVED = {
 # What a config that still has a MOVED name sampled with, where it had no key for it:
 # the values the code then pinned.
 IMPLIED = {"sampling.top_p": 1.0, "sampling.top_k": 0}
+LIST_FORM = "write a list as '[a, b]' or 'a,b'"
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -73,20 +74,30 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
         tp = next(a for a in args if a is not type(None))
     if get_origin(tp) is list:
         if isinstance(value, str):
-            text = value.strip()
-            value = (
-                yaml.safe_load(text)
-                if text.startswith("[")
-                else [part.strip() for part in text.split(",") if part.strip()]
-            )
+            value = _list_text(value, where)
         if not isinstance(value, list):
-            raise ValueError(f"{where} must be a list, not {value!r}")
+            raise ValueError(f"{where} must be a list, not {value!r}; {LIST_FORM}")
         return [coerce(v, get_args(tp)[0], f"{where}[{i}]") for i, v in enumerate(value)]
     try:
         return _scalar(value, tp)
     except (TypeError, ValueError):
         name = getattr(tp, "__name__", str(tp))
         raise ValueError(f"{where} must be {name}, not {value!r}") from None
+
+
+def _list_text(text: str, where: str) -> Any:
+    """An override's text for a list field: YAML `[a, b]` or `a,b`; a ValueError naming
+    `where` for text that is neither (`[mm`, or a mapping `{a: 1}`)."""
+    stripped = text.strip()
+    if not stripped.startswith(("[", "{")):
+        return [part.strip() for part in stripped.split(",") if part.strip()]
+    try:
+        value = yaml.safe_load(stripped)
+    except yaml.YAMLError:
+        raise ValueError(f"{where}: {text!r} is not a YAML list; {LIST_FORM}") from None
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list, not {text!r}; {LIST_FORM}")
+    return value
 
 
 def _scalar(value: Any, tp: type) -> Any:

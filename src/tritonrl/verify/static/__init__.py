@@ -47,8 +47,8 @@ lean towards flagging odd code rather than missing a cheat, while honest kernels
 The package: `rules` (the flags and the tables of names they apply to), `names` (what a
 name in the candidate refers to), `scopes` (kernels, what `ModelNew` reaches, which code
 launches kernels, each node's scope), `tensors` (which expressions hold tensors or nn
-layers), `checker` (the checks, one pass over the tree). This module holds the entry
-point.
+layers), `checker` (the checks, one pass over the tree), `op_names` (the names
+`verify.allowed_torch_ops` may hold). This module holds the entry point.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import logging
 
 from tritonrl.astlock import AST_LOCK
 from tritonrl.verify.static.checker import Checker
+from tritonrl.verify.static.op_names import check_allowed_ops, known_op
 from tritonrl.verify.static.rules import (
     ALLOWED_IMPORTS,
     ALLOWED_METHODS,
@@ -81,6 +82,8 @@ __all__ = [
     "POLICIES",
     "REFERENCE_MODULES",
     "Finding",
+    "check_allowed_ops",
+    "known_op",
     "static_check",
 ]
 

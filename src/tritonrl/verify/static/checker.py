@@ -60,9 +60,9 @@ class Checker(TensorInference):
         super().__init__(tree)
 
     # ----- results -------------------------------------------------------------------
-    def add(self, flag: str, node: ast.AST | None, detail: str) -> None:
+    def add(self, flag: str, node: ast.AST | None, detail: str, op: str = "") -> None:
         line = getattr(node, "lineno", 0) if node is not None else 0
-        self.found.setdefault((flag, line, detail), Finding(flag, line, detail))
+        self.found.setdefault((flag, line, detail), Finding(flag, line, detail, op))
 
     def run(self) -> list[Finding]:
         if not self.jit_fns and not self._has_jit_call():
@@ -211,7 +211,7 @@ class Checker(TensorInference):
         """Record a compute finding unless the partial policy allows `op`."""
         if self.allowed is not None and op_key(op) in self.allowed:
             return
-        self.add(flag, node, detail)
+        self.add(flag, node, detail, op_key(op))
 
     # ----- stores (monkeypatching) ----------------------------------------------------
     def _check_store(self, node: ast.AST, scope: str) -> None:

@@ -15,7 +15,7 @@ What it does NOT do: look at any source. The checks that apply these tables live
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 POLICIES = ("strict", "partial")
 
@@ -311,11 +311,14 @@ ENTRY_HELPERS = frozenset({"get_inputs", "get_init_inputs"})
 
 @dataclass(frozen=True)
 class Finding:
-    """One static finding: a `flag` from `FLAGS`, the source line, and what was seen."""
+    """One static finding: a `flag` from `FLAGS`, the source line, and what was seen;
+    for a compute finding, `op` is the name `verify.allowed_torch_ops` would allow it by
+    (`op_key`'s form, e.g. "conv2d"; "" otherwise; not part of equality)."""
 
     flag: str
     line: int
     detail: str
+    op: str = field(default="", compare=False, repr=False)
 
 
 def op_key(name: str) -> str:
