@@ -387,7 +387,7 @@ def test_prompts_name_the_torch_ops_the_verifier_allows_not_the_default_list(tmp
     family's too; a strict config's fused prompts name the default list."""
     out = tmp_path / "narrow"
     prepare("families", out, family_tasks=1, families=["fused", "norms"], policy="partial",
-            allowed_torch_ops=["conv2d"])  # fmt: skip
+            allowed_torch_ops=["conv1d", "conv2d"])  # fmt: skip
     rows = read_jsonl(out / "train.jsonl") + read_jsonl(out / "validation.jsonl")
     assert {r["task_id"].split(":")[1] for r in rows} == {"fused", "norms"}
     for row in rows:
@@ -620,3 +620,28 @@ def test_a_downloaded_folder_is_read_through_its_subfolders(tmp_path):
     (tmp_path / "dl" / "README.md").write_text("card")
     (tmp_path / "dl" / "data" / "train.jsonl").write_text(FIXTURE.read_text())
     assert len(load_rows(str(tmp_path / "dl"))) == len(ROWS)
+
+
+def test_rows_whose_solution_breaks_the_prompts_policy_are_dropped_and_said(tmp_path, caplog):
+    """Partial with only mm and addmm: the fused family's solutions run nn.Conv1d/Conv2d
+    in torch, which the static checks refuse under that policy; prepare drops them as
+    `policy`, the family's count says 0, one warning names the family, the finding and
+    the ops to allow. Allowing those ops keeps them."""
+    out = tmp_path / "narrow"
+    summary = prepare("families", out, family_tasks=2, families=["fused", "norms"],
+                      policy="partial", allowed_torch_ops=["mm", "addmm"])  # fmt: skip
+    assert summary.by_family == {"fused": 0, "norms": 2}
+    assert summary.dropped == {"policy": 2}
+    assert all("nn_compute_layer" in e for e in summary.drop_examples["policy"])
+    tasks = read_jsonl(out / "tasks.jsonl")
+    assert not any(t["id"].startswith("fam:fused:") for t in tasks)
+    [warning] = summary.warnings
+    assert warning.startswith("family fused: all its tasks dropped")
+    assert "nn_compute_layer" in warning
+    assert "--verify.allowed_torch_ops '[mm, addmm, conv" in warning
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"][-1] == warning
+    assert json.loads((out / "summary.json").read_text())["warnings"] == [warning]
+    ops = ["mm", "addmm", "conv1d", "conv2d"]
+    kept = prepare("families", tmp_path / "wide", family_tasks=2, families=["fused"],
+                   policy="partial", allowed_torch_ops=ops)  # fmt: skip
+    assert kept.by_family == {"fused": 2} and not kept.dropped and not kept.warnings

@@ -70,6 +70,7 @@ from tritonrl.tasks.difficulty import LabelError, label_level, label_level_llm
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.tasks.normalize import normal_form
 from tritonrl.tasks.task import Task
+from tritonrl.verify.static import static_check
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,9 @@ class PrepareSummary:
     decontaminated_against: list[str] = dataclasses.field(default_factory=list)
     decontaminate_form: str = FORWARD
     contaminated: list[dict] = dataclasses.field(default_factory=list)  # every Match
+    # task id -> the static findings of its solution, for those dropped as `policy`
+    policy_findings: dict[str, list] = dataclasses.field(default_factory=dict, repr=False)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # said to the user too
     files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def drop(self, reason: str, where: str, detail: str) -> None:
@@ -121,7 +125,9 @@ class PrepareSummary:
         log.debug("dropped %s (%s): %s", where, reason, detail)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out.pop("policy_findings")  # drop_examples says them
+        return out
 
 
 # --------------------------------------------------------------------------- files
@@ -409,12 +415,38 @@ def _task_item(task, seen: set, check: Decontaminator | None, summary: PrepareSu
     seen.add(key)
     if _contaminated(task, task.id, check, summary):
         return None
+    settings = policy_settings(verify, task.id)
+    findings = static_check(task.solution or "", settings["policy"],
+                            frozenset(settings["allowed_torch_ops"]))  # fmt: skip
+    if findings:  # the verifier would refuse the answer the prompt is trained towards
+        summary.drop("policy", task.id, "; ".join(map(_finding_text, findings)))
+        summary.policy_findings.setdefault(task.id, findings)
+        return None
     try:
         return task, sft_example(task.source, task.solution or "", include_example=example,
-                                 **policy_settings(verify, task.id))  # fmt: skip
+                                 **settings)  # fmt: skip
     except ValueError as e:
         summary.drop("sft_rejected", task.id, str(e))
         return None
+
+
+def _finding_text(finding) -> str:
+    return f"{finding.flag} (line {finding.line}: {finding.detail})"
+
+
+def _policy_warning(family: str, findings: list, verify: VerifyConfig) -> str:
+    """The one line that says why every task of `family` was dropped as `policy` (its
+    solutions' `findings`), and what to allow."""
+    flags = ", ".join(sorted({f.flag for f in findings}))
+    ops = sorted({f.op for f in findings if f.op})
+    settings = policy_settings(verify, f"{task_families.PREFIX}{family}:0")
+    fix = (f"add {', '.join(ops)} to verify.allowed_torch_ops (e.g. --verify.allowed_torch_ops "
+           f"'[{', '.join([*settings['allowed_torch_ops'], *ops])}]')"
+           if ops else "its solutions break the policy")  # fmt: skip
+    return (
+        f"family {family}: all its tasks dropped, their solutions fail the static checks "
+        f"under policy {settings['policy']} ({flags}: {findings[0].detail}); {fix}"
+    )
 
 
 def _family_items(
@@ -439,13 +471,17 @@ def _family_items(
         log.warning("max_samples %d: %d tasks per family", max_samples, per_family)
     items, seen = [], set()
     for name in names:
-        kept = 0
+        kept, flagged = 0, len(summary.policy_findings)
         for task in progress(task_families.draw(per_family, seed, "train", [name]), name):
             item = _task_item(task, seen, check, summary, verify, example)
             if item is not None:
                 items.append(item)
                 kept += 1
         summary.by_family[name] = kept
+        found = [f for fs in list(summary.policy_findings.values())[flagged:] for f in fs]
+        if not kept and found:
+            summary.warnings.append(_policy_warning(name, found, verify))
+            log.warning(summary.warnings[-1])
     return items
 
 
