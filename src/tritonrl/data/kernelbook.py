@@ -20,7 +20,11 @@ Sources:
   with the default allowed ops, where the config is strict),
   and the count per family is recorded (`by_family`: the tasks kept, after duplicates and
   contaminated ones are dropped). At most `max_samples` in all: when the families would
-  give more, each gives `max_samples // len(families)`.
+  give more, each gives `max_samples // len(families)`. For these two sources a task
+  whose solution the static checks (`tritonrl.verify.static`) refuse under the policy its
+  prompt names is dropped as `policy` (an SFT answer the verifier would reject); a family
+  that loses every task so is named in one warning (`summary.warnings`) with the ops to
+  allow.
 
 Steps: rows are visited in a seeded random order and converted into our contract
 (`tritonrl.data.convert`: reference `Model`, solution `ModelNew`; rows that cannot be are
