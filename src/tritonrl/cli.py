@@ -32,6 +32,8 @@ import typer
 from typer.core import TyperGroup
 
 from tritonrl import __version__
+from tritonrl.cli_config import CONFIG_CHECKS
+from tritonrl.config import PARTIAL_TORCH_OPS
 from tritonrl.data.commands import register as register_data
 from tritonrl.evaluate.commands import register as register_eval
 from tritonrl.pipeline import continue_pipeline
@@ -41,6 +43,16 @@ from tritonrl.runs.commands import register as register_runs
 from tritonrl.tasks.commands import register as register_tasks
 from tritonrl.train.commands import register as register_train
 from tritonrl.verify.commands import register as register_verify
+from tritonrl.verify.static.op_names import check_allowed_ops
+
+
+def check_named_ops(config) -> None:
+    """The ops a user names in `verify.allowed_torch_ops` beyond the default list are ops
+    the checker can match (`op_names.check_allowed_ops`, which reads torch's names)."""
+    check_allowed_ops([op for op in config.verify.allowed_torch_ops if op not in PARTIAL_TORCH_OPS])
+
+
+CONFIG_CHECKS.append(check_named_ops)
 
 
 def reflow(text: str | None) -> str | None:

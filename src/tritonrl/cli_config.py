@@ -30,17 +30,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tritonrl.config import PARTIAL_TORCH_OPS, Config
+from tritonrl.config import Config
 from tritonrl.config_loader import load_config, override_config, split_overrides
 
 log = logging.getLogger(__name__)
+
+# Checks of a command's config beyond config.py's own, which may need more than it
+# imports (the verifier's op names, torch's namespaces); the CLI (tritonrl.cli) adds them.
+CONFIG_CHECKS: list[Callable[[Config], None]] = []
 
 OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
 CONFIG = typer.Option(
@@ -90,11 +94,8 @@ def command_config(
             config = override_config(base[1], overrides, base[0], stage=stage)
         else:
             config = load_config(path, overrides, stage=stage)
-        if set(config.verify.allowed_torch_ops) - set(PARTIAL_TORCH_OPS):
-            # ops named by the user: torch has them (asked here, not in config.py: torch)
-            from tritonrl.verify.static.op_names import check_allowed_ops
-
-            check_allowed_ops(config.verify.allowed_torch_ops)
+        for check in CONFIG_CHECKS:
+            check(config)
         return config, args
     except ValueError as e:
         _fail(str(e))
