@@ -43,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from grpo_step_time import TIMES, sft_args  # noqa: E402
+from grpo_step_time import rl_args as grpo_rl_args  # noqa: E402
 from learning_demo import run_logged  # noqa: E402
 
 ACCELERATE = Path(__file__).resolve().parents[1] / "src" / "tritonrl" / "configs" / "accelerate"
@@ -91,15 +92,9 @@ def rl_figures(run: Path, completions_a_step: int) -> dict:
 
 
 def rl_args(args) -> list[str]:
-    return [
-        "--algo", "grpo", "--rl.vllm", args.vllm, "--rl.device", args.device,
-        "--verify.device", args.device, "--rl.max_steps", str(args.rl_steps),
-        "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
-        "--rl.gradient_accumulation", str(args.prompts),
-        "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
-        "--rl.bf16", "false", "--rl.gradient_checkpointing", "false",
-        "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
-    ]  # fmt: skip
+    """grpo_step_time's GRPO command line: float32, `--rl-steps` steps, `--vllm`."""
+    same = argparse.Namespace(**{**vars(args), "steps": args.rl_steps, "bf16": False})
+    return grpo_rl_args(args.vllm, same)
 
 
 def measure(stage: str, n: int, args, report: dict) -> None:
