@@ -557,10 +557,13 @@ def markdown(report: dict) -> str:
                     _pct(by_source[source][t]["correct"]) for t in turns) + " |")  # fmt: skip
     f = report.get("pass_rate_filter")
     if f:
+        fresh = f.get("fresh", 0)
         lines += [
             "",
-            f"GRPO's tasks: {f['kept']} of {f['tasks']} training tasks, those the SFT "
-            f"model solved sometimes ({f['below_min']} never, {f['above_max']} always).",
+            f"GRPO's tasks: {f['kept']}, of them {f['kept'] - fresh} of the {f['tasks']} "
+            f"training tasks, those the SFT model solved sometimes ({f['below_min']} "
+            f"never, {f['above_max']} always)"
+            + (f", and {fresh} fresh generator tasks (`rl.generated_tasks`)." if fresh else "."),
         ]
     curve = report.get("rl_curve") or []
     if curve:

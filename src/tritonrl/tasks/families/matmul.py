@@ -8,7 +8,8 @@ products with a tanh; never drawn for training.
 
 The solution is one tiled kernel: `BLOCK_M x BLOCK_N` output tiles (grouped along M for
 L2 reuse), a loop over K in `BLOCK_K` steps with `tl.dot` in IEEE fp32 (the reference's
-precision: TF32 would miss the verifier's 1e-4 tolerance), the epilogue on the
+precision: TF32 would miss the verifier's 1e-4 tolerance, and three TF32 products,
+`tf32x3`, pass but ran slower: docs/benchmarks.md), the epilogue on the
 accumulator, one store. Tiles are picked from the shape in Python, no autotuning: 128 x
 128 with 8 warps where that still gives about one tile an SM (more multiply-adds per
 shared-memory read), 128 x 64, else 64 x 64. Transposed operands are read through their
