@@ -228,6 +228,19 @@ def test_unknown_names_in_a_yaml_file(tmp_path):
         load_config("no-such-config")
 
 
+def test_a_key_set_twice_in_a_yaml_file_is_refused(tmp_path):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("rl:\n  max_steps: 5\n  beta: 0.0\n  max_steps: 7\n")
+    with pytest.raises(ValueError, match=r"twice.yaml.*'max_steps' is set twice \(lines 2 and 4\)"):
+        load_config(twice)
+    twice.write_text("rl:\n  max_steps: 5\nsft:\n  max_steps: 3\nrl:\n  beta: 0.1\n")
+    with pytest.raises(ValueError, match=r"'rl' is set twice \(lines 1 and 5\)"):
+        load_config(twice)
+    twice.write_text("rl:\n  max_steps: 5\nsft:\n  max_steps: 3\n")  # one per section
+    config = load_config(twice, ["--sft.bf16", "false", "--rl.bf16", "false"])
+    assert (config.rl.max_steps, config.sft.max_steps) == (5, 3)
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -8,7 +8,8 @@ its dataclass field's type (bool accepts true/false/yes/no/on/off/1/0; lists acc
 ValueError that names it and lists the valid ones, a key that was removed because
 nothing reads it (`REMOVED`) is a ValueError that says so and why, and one that moved
 (`MOVED`: `rl.temperature` is `sampling.temperature`) a ValueError naming its new place;
-then every section's own checks and `tritonrl.config.check_config` (option clashes) run,
+a key set twice in one section of a file is refused with both lines named; then every
+section's own checks and `tritonrl.config.check_config` (option clashes) run,
 before anything starts. An error in the file names it, whatever is wrong (`cfg/x.yaml:
 sft.max_steps must be int, not 'four'`); an override's is said in its own words
 (`sft.max_steps must be int, not 'four'`, `override: unknown key ...`).
@@ -199,9 +200,26 @@ def _check_name(section: str, key: str | None, source: str) -> None:
             )
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key set twice in one mapping (YAML keeps the last
+    silently, so an edit above an old line would not take)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is set twice (lines {seen[key]} and {line}): "
+                    "keep one", key_node.start_mark)  # fmt: skip
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def _read_yaml(path: Path) -> dict[str, dict]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(path.read_text(), Loader=_UniqueKeys) or {}  # noqa: S506 (safe)
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"config {path} cannot be read as YAML: {e}") from None
     if not isinstance(data, dict):
