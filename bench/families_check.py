@@ -2,6 +2,7 @@
 failures by family, and (on CUDA) the speedup over eager PyTorch the reward uses.
 
     python bench/families_check.py --per-family 300 --workers 8 --out OUT   # the GPU
+    python bench/families_check.py --per-family 300 --no-timing --workers 16 --out OUT
     python bench/families_check.py --per-family 3 --small --device cpu --out OUT
 
 Tasks: `--per-family` of each family from `--seed` on, the train and held-out splits
@@ -14,8 +15,10 @@ error), and over the correct timed ones the median of `reward_speedup` (the nois
 outside the noise). Each task's row (`rows` in the JSON) keeps its signature, its input
 sizes, and both measures (device: the launch hidden; launch: the launch inside) with
 their medians, so a slow family shows whether its kernels or their launch lose. Writes
-OUT/families_check.json and OUT/families_check.md after each family. Measures; asserts
-nothing.
+OUT/families_check.json and OUT/families_check.md after each family. `--no-timing`
+checks correctness alone (`verify.timing` off: thousands of tasks in minutes, no speedup
+columns). "distinct" counts the tasks whose reference differs from every other's, and
+"programs" their signatures. Measures; asserts nothing.
 
 What it does NOT do: tune the solutions, or check programs against KernelBench
 (`tritonrl tasks decontaminate` does).
@@ -49,7 +52,7 @@ def family_config(base, name: str):
 def check(args, out: Path) -> dict:
     """Verify each family's solutions; the report so far is written after each family."""
     config = load_config(args.config, [], cuda_available=args.device == "cuda", stage="verify")
-    base = dataclasses.replace(config.verify, device=args.device)
+    base = dataclasses.replace(config.verify, device=args.device, timing=not args.no_timing)
     names = args.families or list(families.FAMILIES)
     report: dict = {"argv": vars(args) | {"families": names}, "families": {}}
     started = time.monotonic()
@@ -87,6 +90,8 @@ def summarize(tasks, results, seconds: float) -> dict:
 
     return {
         "tasks": len(tasks),
+        "distinct": len({t.source for t in tasks}),
+        "programs": len({families.signature(t.id) for t in tasks}),
         "correct": sum(r.correct for r in results),
         "failures": failures[:10],
         "failed": len(failures),
@@ -112,10 +117,12 @@ def row(task, result) -> dict:
 
 def markdown(report: dict) -> str:
     lines = [
-        "| family | tasks | correct | timed | speedup median | >= 1.0 | fast_1 |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| family | tasks | distinct | programs | correct | timed | speedup median | >= 1.0 "
+        "| fast_1 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    keys = ("tasks", "correct", "timed", "speedup_median", "at_least_1", "fast_1")
+    keys = ("tasks", "distinct", "programs", "correct", "timed", "speedup_median",
+            "at_least_1", "fast_1")  # fmt: skip
     for name, f in report["families"].items():
         cells = ["-" if f[k] is None else str(f[k]) for k in keys]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -132,6 +139,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="the interpreter's sizes")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--no-timing", action="store_true", help="correctness only (no speedups)")
     ap.add_argument("--config", default="qwen-coder-1.5b-1gpu", help="its verify section")
     ap.add_argument("--out", default="out")
     args = ap.parse_args()
