@@ -3,19 +3,22 @@ within its budget, the settings' checks, and (slow) real GRPO and RLOO runs on t
 model: turn-2 prompts carry the verifier's feedback, and TRL's advantages are the
 documented ones (`tritonrl.train.rl.returns`) inside each (prompt, turn) group."""
 
+import importlib.util
 import json
 import math
+import os
 import warnings
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from tritonrl.config_loader import load_config
+from tritonrl.config_loader import load_config, override_config
 from tritonrl.data.feedback import feedback_message
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
+from tritonrl.train.rl import run_rl
 from tritonrl.train.rl.grpo import ROLLOUT_FUNC_WARNING
 from tritonrl.train.rl.multiturn import NO_CODE_CHARS, fit_context, kept_answer
 from tritonrl.train.rl.returns import group_advantages
@@ -136,6 +139,40 @@ def test_rl_turns_2_on_the_tiny_model_asks_again_with_the_feedback(sft_run, trai
     assert step["turns/answers"] == 2.0 and step["turns/reward_t2"] == 0.0
     assert step["verify/correct"] == step["verify/compiled"] == step["verify/cheated"] == 0.0
     assert step["turns/context_dropped"] == 0.0
+
+
+@pytest.mark.gpu
+def test_rl_turns_2_generates_every_turn_with_colocated_vllm(sft_run, monkeypatch):
+    """`rl --turns 2` on CUDA with vLLM in the trainer's process: both turns' answers
+    come from vLLM (TRL's `_generate_single_turn` inside our `rollout_func`), the second
+    replies to the feedback, and the step trains. Runs where vLLM is installed."""
+    vllm = pytest.importorskip("vllm")
+    if importlib.util.find_spec("flashinfer") is None:
+        monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "0")  # vLLM samples in PyTorch
+    calls = []
+    generate = vllm.LLM.generate
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(vllm.LLM, "generate", counted)
+    overrides = ["--rl.device", "cuda", "--verify.device", "cuda", "--rl.vllm", "on",
+                 "--rl.vllm_gpu_memory_utilization", "0.2", "--rl.max_steps", "1",
+                 "--rl.turns", "2", *QUIET]  # fmt: skip
+    environ = dict(os.environ)  # TRL sets RANK, WORLD_SIZE, MASTER_ADDR... for vLLM
+    try:
+        result = run_rl(override_config(Run.open(sft_run).config, overrides), sft_run)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert result.steps == 1
+    rows = _rows(sft_run)
+    assert sorted({r["turn"] for r in rows}) == [1, 2]
+    assert all(r["feedback"].startswith("Your answer was verified.") for r in rows
+               if r["turn"] == 2)  # fmt: skip
+    assert len(calls) == 2  # one vLLM call a turn
+    assert Run.open(sft_run).stage("rl")["info"]["generation"]["backend"] == "vllm"
 
 
 @pytest.mark.slow
