@@ -2,15 +2,22 @@
 commands on one GPU, and the verifier's timing spread while the vLLM run trains.
 
     python bench/grpo_step_time.py --model DIR --out OUT.json [--work DIR] [--steps 3]
-        [--prompts 8] [--group 8] [--max-tokens 1024] [--sft-steps 16] [--no-bf16]
-        [--generators off,on] [--probe-runs 12] [--idle-probe-runs 6]
+        [--prompts 8] [--group 8] [--max-tokens 1024] [--sft-steps 16] [--bf16]
+        [--config qwen-coder-1.5b-1gpu] [--generators off,on] [--probe-runs 12]
+        [--idle-probe-runs 6] [-- --rl.generated_tasks 400 ...]
 
 DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). In
 WORK (default: beside OUT), each step a `tritonrl` command with its log beside OUT:
 
-1. `tritonrl sft --run WORK/sft` (full-parameter, float32, `--sft-steps` steps on the
-   builtin suite and 200 generator tasks) so that the model writes kernels at all; kept
-   and reused by a later call with the same WORK;
+Every command runs under `--config` (default the Qwen config, whose reward, verifier and
+sampling settings the learning demo trains with; float32 unless `--bf16`), and the
+overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curriculum.*`,
+`--verify.*`, `--sampling.*`), as the learning demo's do:
+
+1. `tritonrl sft --run WORK/sft`: the config's SFT (the Qwen config's: the learning
+   demo's SFT model), or with `--sft-steps N` N full-parameter float32 steps at lr 5e-5
+   on the builtin suite and 200 generator tasks; kept and reused by a later call with
+   the same WORK;
 2. per generator (`--rl.vllm off`, then `on`): a copy of that run and `tritonrl rl --algo
    grpo --rl.vllm G` for `--steps` optimizer steps of `--prompts` x `--group` completions
    (64 by default) of at most `--max-tokens` tokens, generated at once; each step's
@@ -26,7 +33,9 @@ WORK (default: beside OUT), each step a `tritonrl` command with its log beside O
 The summary takes the mean over the steps after the first (the first holds warm-ups: the
 verifier's lanes start, kernels compile): per run the step, generation and reward-wait
 seconds, generated tokens a second and the reward-wait share of a step; the speedup of a
-step (off / on) and of generation. Results merge into OUT.json by generator, so the runs
+step (off / on) and of generation, and `same_prompts`: the share of steps whose tasks
+were the same in both runs (the curriculum draws from one seed; what a step's answers
+earn can change later draws). Results merge into OUT.json by generator, so the runs
 can be split over calls (`--generators off`, then `--generators on` with the same WORK
 and OUT). Measures; asserts nothing.
 
@@ -51,13 +60,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_demo import run_logged, spread, timing_probe, tritonrl  # noqa: E402
+from learning_demo import run_logged, split_extra, spread, timing_probe, tritonrl  # noqa: E402
 
 TIMES = ("time/generate_s", "time/reward_wait_s", "time/update_s", "time/step_s")
 KEPT = (*TIMES, "completions/mean_length", "completions/clipped_ratio", "reward", "step_time")
 
 
 def sft_args(model: Path, steps: int, device: str) -> list[str]:
+    """The SFT start's overrides (the config's other settings stand)."""
     return [
         "--model.name_or_path", str(model), "--lora.enabled", "false",
         "--data.generated_tasks", "200", "--sft.device", device, "--sft.bf16", "false",
@@ -69,6 +79,8 @@ def sft_args(model: Path, steps: int, device: str) -> list[str]:
 
 
 def rl_args(generator: str, args) -> list[str]:
+    """GRPO's overrides: `--prompts` x `--group` completions a step, in micro-batches of
+    a group; float32 unless `--bf16`; then the rl overrides after `--`."""
     return [
         "--algo", "grpo", "--rl.vllm", generator, "--rl.device", args.device,
         "--verify.device", args.device, "--rl.max_steps", str(args.steps),
@@ -77,7 +89,17 @@ def rl_args(generator: str, args) -> list[str]:
         "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
         "--rl.bf16", str(args.bf16).lower(), "--rl.gradient_checkpointing", "false",
         "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
+        *getattr(args, "rl_extra", []),
     ]  # fmt: skip
+
+
+def step_tasks(run: Path) -> dict[int, list[str]]:
+    """{step: its tasks, sorted} from the run's completions.jsonl."""
+    tasks: dict[int, set[str]] = {}
+    for line in (run / "rl" / "completions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        tasks.setdefault(row["step"], set()).add(row["task"])
+    return {step: sorted(ids) for step, ids in tasks.items()}
 
 
 def steps_of(run: Path) -> list[dict]:
@@ -136,6 +158,7 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
     steps = steps_of(run)
     result = {"command": cmd[2:], "seconds": round(seconds, 1),
               "generation": info.get("generation"), "per_step": steps,
+              "tasks": step_tasks(run),
               "steady": steady(steps, args.prompts * args.group)}  # fmt: skip
     if probe:
         result["probe"] = {"rows": rows, "device": spread(rows, "device"),
@@ -153,6 +176,10 @@ def summary(report: dict) -> dict:
         off, on = runs["off"]["steady"], runs["on"]["steady"]
         out["speedup_step"] = round(off["time/step_s"] / on["time/step_s"], 2)
         out["speedup_generate"] = round(off["time/generate_s"] / on["time/generate_s"], 2)
+        a, b = runs["off"].get("tasks", {}), runs["on"].get("tasks", {})
+        shared = [k for k in a if k in b]
+        if shared:
+            out["same_prompts"] = round(sum(a[k] == b[k] for k in shared) / len(shared), 2)
     return out
 
 
@@ -165,13 +192,18 @@ def parse(argv):
     ap.add_argument("--prompts", type=int, default=8, help="prompts an optimizer step")
     ap.add_argument("--group", type=int, default=8, help="completions a prompt")
     ap.add_argument("--max-tokens", type=int, default=1024)
-    ap.add_argument("--sft-steps", type=int, default=16)
-    ap.add_argument("--no-bf16", dest="bf16", action="store_false", help="RL in float32")
+    ap.add_argument("--sft-steps", type=int, default=None,
+                    help="SFT at lr 5e-5 for N steps (default: the config's own SFT)")  # fmt: skip
+    ap.add_argument("--bf16", action="store_true", help="RL under bf16 autocast")
+    ap.add_argument("--config", default="qwen-coder-1.5b-1gpu", help="every command's")
     ap.add_argument("--generators", default="off,on", help="which runs: off, on, or both")
     ap.add_argument("--probe-runs", type=int, default=12)
     ap.add_argument("--idle-probe-runs", type=int, default=6)
     ap.add_argument("--device", default="cuda", help="cpu: try the script (off only, no probe)")
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then overrides for sft and rl")
     args = ap.parse_args(argv)
+    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
+    args.sft_extra, args.rl_extra = split_extra(extra)
     args.work = args.work or args.out.parent / "work"
     args.logs = args.out.parent
     args.generators = [g.strip() for g in args.generators.split(",") if g.strip()]
@@ -192,12 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     report.update(device=name, date=time.strftime("%Y-%m-%d"),
                   model=args.model.name, argv=sys.argv[1:],
                   settings={"steps": args.steps, "prompts": args.prompts, "group": args.group,
-                            "max_tokens": args.max_tokens, "bf16": args.bf16})  # fmt: skip
+                            "max_tokens": args.max_tokens, "bf16": args.bf16,
+                            "config": args.config, "extra": args.extra})  # fmt: skip
     sft_run = args.work / "sft"
     if not (sft_run / "sft" / "final").is_dir():
         shutil.rmtree(sft_run, ignore_errors=True)
-        sft = sft_args(args.model, args.sft_steps, args.device)
-        cmd = tritonrl("sft", "--run", str(sft_run), *sft)
+        sft = (sft_args(args.model, args.sft_steps, args.device) if args.sft_steps else
+               ["--model.name_or_path", str(args.model), "--sft.device", args.device,
+                "--sft.save_steps", "100000", "--sft.eval_steps", "100000",
+                "--run.report_to", "none"])  # fmt: skip
+        cmd = tritonrl("sft", "--run", str(sft_run), "--config", args.config, *sft,
+                       *args.sft_extra)  # fmt: skip
         seconds = run_logged(cmd, args.logs / "grpo_step_time_sft.log")
         report["sft"] = {"command": cmd[2:], "seconds": round(seconds, 1)}
     if "on" in args.generators:

@@ -21,9 +21,10 @@ completions, so the figures a second are what to compare. For each N of `--gpus`
    `time/reward_wait_s`, `time/update_s`, `time/step_s` in log_history.json), means over
    the steps after the first (it holds the warm-ups), and completions a second.
 
-Each command's log lies beside OUT; results merge into OUT.json by stage and N, so the
-runs can be split over calls. `--device cpu` tries the script on a CPU machine (gloo, no
-vLLM; the figures mean nothing there). Measures; asserts nothing.
+Every run takes `--config` (default the Qwen config: the learning demo's reward and
+verifier settings). Each command's log lies beside OUT; results merge into OUT.json by
+stage and N, so the runs can be split over calls. `--device cpu` tries the script on a
+CPU machine (gloo, no vLLM; the figures mean nothing there). Measures; asserts nothing.
 
 What it does NOT do: measure the verifier apart from a step (bench/verify_throughput.py
 with CUDA_VISIBLE_DEVICES does), FSDP or DeepSpeed (pass `--accelerate-config zero2`
@@ -104,7 +105,7 @@ def measure(stage: str, n: int, args, report: dict) -> None:
         run = args.work / f"sft-{n}"
         shutil.rmtree(run, ignore_errors=True)
         extra = sft_args(args.model, args.sft_steps, args.device)
-        cmd = launch(n, "sft", run, args, *extra)
+        cmd = launch(n, "sft", run, args, "--config", args.config, *extra)
         seconds = run_logged(cmd, log)
         runs[str(n)] = {"command": cmd[2:], "seconds": round(seconds, 1), **sft_figures(run)}
         return
@@ -145,6 +146,8 @@ def parse(argv):
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--vllm", default="on", choices=("on", "off"))
     ap.add_argument("--accelerate-config", default="ddp", help="a shipped config's name")
+    ap.add_argument("--config", default="qwen-coder-1.5b-1gpu",
+                    help="the run's config (its reward and verify settings)")  # fmt: skip
     ap.add_argument("--device", default="cuda", help="cpu: try the script (gloo, no vLLM)")
     args = ap.parse_args(argv)
     args.work = args.work or args.out.parent / "work"
