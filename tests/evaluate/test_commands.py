@@ -265,25 +265,31 @@ def test_a_device_that_is_not_here_is_one_line_before_any_work(lora_run, tmp_pat
 
 def test_an_endpoint_in_the_config_verifies_there_not_here(server, tmp_path):
     """`verify.endpoint` was read by the RL reward alone: eval verified locally beside it.
-    With no `tritonrl serve` at the endpoint, eval now stops naming it."""
+    With no `tritonrl serve` at the endpoint, eval stops naming it before the model is
+    asked anything (the preflight), and so with a running service that refuses the token."""
     import socket
+
+    from eval_loopback import Teacher
+
+    from tritonrl.config import VerifyConfig
+    from tritonrl.verify.pool.pool import VerifierPool
+    from tritonrl.verify.service import VerifyService
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    args = [
-        "eval",
-        "--model",
-        f"openai:teacher@{server}",
-        "--tasks",
-        "builtin:level1/1_ReLU",
-        "--verify.device",
-        "cpu",
-        "--verify.endpoint",
-        dead,
-        "--out",
-        str(tmp_path / "e"),
-    ]
-    r = CliRunner().invoke(app, args)
-    assert r.exit_code == 1 and dead in r.output and "Traceback" not in r.output, r.output
+    args = ["eval", "--model", f"openai:teacher@{server}", "--tasks", "builtin:level1/1_ReLU",
+            "--verify.device", "cpu", "--out", str(tmp_path / "e")]  # fmt: skip
+    r = CliRunner().invoke(app, [*args, "--verify.endpoint", dead])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert f"{dead}/health: connection refused" in r.output and "tritonrl serve" in r.output
+    assert Teacher.calls == []  # stopped before the model answered
     assert not (tmp_path / "e" / "summary.json").exists()
+
+    (tmp_path / "token").write_text("not the server's")
+    with VerifyService(VerifierPool(VerifyConfig(device="cpu"), 1), token="the server's") as sv:
+        token = ["--verify.endpoint_token_file", str(tmp_path / "token")]
+        r = CliRunner().invoke(app, [*args, "--verify.endpoint", sv.address, *token])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert f"{sv.address}/health: 401 bad token" in " ".join(r.output.split())
+    assert Teacher.calls == []

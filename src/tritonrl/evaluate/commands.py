@@ -21,8 +21,9 @@ column and model by the shortest path tail that tells them apart. `--backend vll
 generates with vLLM (CUDA). `--turns T` makes each sample a conversation of up to T
 answers, the verifier's feedback between them (`tritonrl.evaluate.runner`); its summary
 and --compare give correct@t, fast_1@t and best speedup@t; T is part of what the
-evaluation is. Exit 0 on success, 2 for bad input, 1 when the evaluation
-fails.
+evaluation is. With `verify.endpoint` the service's /health is asked (with the token)
+before the model loads: one that is not there or refuses the token ends eval in one line.
+Exit 0 on success, 2 for bad input, 1 when the evaluation fails.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from tritonrl.data.distill import DistillError
 from tritonrl.evaluate.backends import model_identity, open_model
 from tritonrl.evaluate.identity import eval_identity, sampling_text, token_limit
 from tritonrl.evaluate.runner import eval_tasks, evaluate, finished
-from tritonrl.verify.client import ServiceError
+from tritonrl.verify.client import ServiceError, preflight
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -239,6 +240,12 @@ def eval_command(
                   "(another --out, or more --samples, to go on)", markup=False)  # fmt: skip
         _report(old, out_dir)
         return
+    try:  # the verifier service answers, with this token, before the model loads
+        preflight(cfg.verify)
+    except ServiceError as e:
+        _fail(e, 1)
+    except ValueError as e:  # an unreadable verify.endpoint_token_file
+        _fail(e, 2)
     _report(_evaluate(model, task_list, samples, out_dir, cfg, where, backend, turns), out_dir)
 
 

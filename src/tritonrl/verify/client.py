@@ -11,6 +11,11 @@ pieces of that size. A connection error or a full queue (503) is tried again wit
 doubling back-off; after `tries` attempts `ServiceError` names the endpoint and the last
 failure. A refused token (401) or a refused request (400, 413) is not tried again.
 
+`preflight(config)` asks the service's /health once, with the token, before a stage
+loads its model (`tritonrl rl`, `tritonrl eval`): a wrong endpoint, a server that is not
+running or a refused token stops the stage in one line naming the endpoint, what failed
+(connection refused, 401, a timeout) and what to do, instead of at the first reward.
+
 What it does NOT do: verify anything itself, or choose the verifier's settings (the
 server's config decides them; see the service's docstring).
 """
@@ -33,6 +38,7 @@ from tritonrl.verify.result import VerifyResult
 TOKEN_ENV = "TRITONRL_SERVE_TOKEN"
 ENDPOINT_ENV = "TRITONRL_VERIFY_ENDPOINT"
 TOKEN_HEADER = "Authorization"
+PREFLIGHT_TIMEOUT_S = 10.0  # a `tritonrl serve` answers /health at once, even when busy
 
 
 class ServiceError(RuntimeError):
@@ -155,3 +161,59 @@ def client_for(config: VerifyConfig) -> VerifyClient | None:
     if not endpoint:
         return None
     return VerifyClient(endpoint, read_token(config.endpoint_token_file))
+
+
+def preflight(config: VerifyConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> dict | None:
+    """The /health answer of the service `config` names (verify.endpoint, else
+    $TRITONRL_VERIFY_ENDPOINT), asked once with the configured token; None when there is
+    no endpoint (verification in this process). A ServiceError in one line otherwise: the
+    endpoint, what failed, and how to fix it."""
+    client = client_for(config)
+    if client is None:
+        return None
+    where = "verify.endpoint" if config.endpoint else f"${ENDPOINT_ENV}"
+    url = client.endpoint + "/health"
+    headers = {TOKEN_HEADER: f"Bearer {client.token}"} if client.token else {}
+    try:
+        request = urllib.request.Request(url, headers=headers, method="GET")
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        raise ServiceError(_refusal(url, e, config, client.token, where)) from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, ConnectionRefusedError):
+            what = (f"connection refused (nothing listens there): start `tritonrl serve "
+                    f"--host HOST --port PORT` on that machine, or correct {where}")  # fmt: skip
+        elif isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            what = (f"timeout (no answer in {timeout_s:g}s): check the host and port in "
+                    f"{where} and that no firewall drops them; a `tritonrl serve` answers "
+                    "/health at once")  # fmt: skip
+        else:
+            what = f"cannot connect ({reason}): check the host and port in {where}"
+        raise ServiceError(f"verifier service {url}: {what}") from None
+    except ValueError:  # not JSON
+        answer = None
+    if not isinstance(answer, dict) or answer.get("status") != "ok":
+        raise ServiceError(
+            f"verifier service {url}: answered, but not as `tritonrl serve` does "
+            f"({str(answer)[:80]!r}); check that {where} names a `tritonrl serve`"
+        )
+    return answer
+
+
+def _refusal(
+    url: str, e: urllib.error.HTTPError, config: VerifyConfig, token: str | None, where: str
+) -> str:
+    """The one-line message of a /health the server refused."""
+    if e.code in (401, 403):
+        sent = (f"the token in verify.endpoint_token_file {config.endpoint_token_file}"
+                if config.endpoint_token_file
+                else f"${TOKEN_ENV}" if token else "no token")  # fmt: skip
+        return (
+            f"verifier service {url}: {e.code} bad token (sent {sent}): set "
+            f"verify.endpoint_token_file (or ${TOKEN_ENV}) to the token `tritonrl serve` "
+            f"was started with (its --token-file or ${TOKEN_ENV})"
+        )
+    return (f"verifier service {url}: {e.code} {_reason(e)}; check that {where} names a "
+            "`tritonrl serve` (http://HOST:PORT)")  # fmt: skip

@@ -266,6 +266,36 @@ def test_rl_vllm_on_where_it_cannot_run_stops_before_any_work(sft_run, train_app
     assert Run.open(sft_run).status("rl") == "pending"
 
 
+def test_rl_stops_before_loading_when_its_verifier_service_fails(sft_run, train_app, tmp_path):
+    """`verify.endpoint` at a closed port, then at a real `tritonrl serve` given the wrong
+    token: RL stops at once naming the endpoint and what failed, the stage untouched (it
+    had been loading the model, generating and failing at the first reward)."""
+    import socket
+
+    from tritonrl.config import VerifyConfig
+    from tritonrl.verify.pool.pool import VerifierPool
+    from tritonrl.verify.service import VerifyService
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    args = ["rl", "--run", str(sft_run), "--rl.max_steps", "1", *QUIET]
+    result = CliRunner().invoke(train_app, [*args, "--verify.endpoint", dead])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"{dead}/health: connection refused" in result.output
+    assert "start `tritonrl serve" in result.output
+    assert Run.open(sft_run).status("rl") == "pending"
+
+    (tmp_path / "token").write_text("not the server's")
+    token = ["--verify.endpoint_token_file", str(tmp_path / "token")]
+    with VerifyService(VerifierPool(VerifyConfig(device="cpu"), 1), token="the server's") as sv:
+        result = CliRunner().invoke(train_app, [*args, "--verify.endpoint", sv.address, *token])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"{sv.address}/health: 401 bad token" in said, said
+    assert f"verify.endpoint_token_file {tmp_path / 'token'}" in said
+    assert Run.open(sft_run).status("rl") == "pending"
+
+
 def test_rl_refuses_a_config_that_changes_what_sft_trained(sft_run, train_app):
     run_dir = sft_run
     result = CliRunner().invoke(train_app, ["rl", "--run", str(run_dir), "--rl.max_steps", "1",

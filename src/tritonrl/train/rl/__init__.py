@@ -43,6 +43,11 @@ log, the policy), `grpo` (GRPO, RLOO), `best_of_n` and `rounds` (best-of-n, rwsf
 (`rl.turns` > 1: conversations with the verifier's feedback, each answer trained on
 with its discounted return).
 
+With `verify.endpoint` (or $TRITONRL_VERIFY_ENDPOINT) the reward is a `tritonrl serve`'s:
+rank 0 asks its /health with the configured token before the stage starts
+(`tritonrl.verify.client.preflight`), and a service that is not there, or refuses the
+token, stops RL in one line before the model loads and before the run is written.
+
 What it does NOT do: `run.report_to`, `run.seed` and `data.decontaminate_*`, which RL
 may change too, are not among the recorded sections: a resume takes them from the run's
 (SFT's) config unless given again.
@@ -64,6 +69,7 @@ from tritonrl.train.ranks import Ranks
 from tritonrl.train.rl import best_of_n, grpo
 from tritonrl.train.rl.common import STAGE, RlResult
 from tritonrl.train.sft import quiet_progress
+from tritonrl.verify.client import preflight
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +234,8 @@ def run_rl(config: Config, run_dir: str | Path) -> RlResult:
         check_against_run(run, config)
         check_algo(run, config)  # before anything is written: a refusal changes nothing
         extend = budget_raised(run, config)
+        # the reward's service answers, with this token, before the model loads
+        preflight(config.rl_verify)
         relocate_adapters(run)  # here, before the other ranks read the adapters
         return run, extend
 
