@@ -580,7 +580,8 @@ class RlConfig:
     # Fresh generator tasks for RL alone (SFT never sees them; tritonrl.train.rl.data): N
     # tasks from `generator_seed` (null: past the seeds data.generated_tasks can use), none
     # equal to a training task, a task of data.decontaminate_against or one the run holds
-    # out. The pass-rate filter keeps those its file does not name (it filters the others).
+    # out (such a draw is replaced by the next seed's, up to 10 x N more seeds). The
+    # pass-rate filter keeps those its file does not name (it filters the others).
     generated_tasks: int = 0
     generator_seed: int | None = None
 

@@ -2,7 +2,8 @@
 distill/tasks) and leave out the tasks of `data.decontaminate_against`, whatever SFT trained
 on: a run whose config gained a benchmark after SFT does not train on it; with
 `rl.pass_rates`, also the tasks the starting policy never or always solved. Fresh
-generator tasks (`rl.generated_tasks`) join them, never one the run holds out. The
+generator tasks (`rl.generated_tasks`) join them, never one the run holds out, as many as
+asked (a draw left out is replaced by a later seed's, within a bound). The
 settings line the stage logs first names the filter, the reward's wall clock and the
 retirement."""
 
@@ -14,9 +15,10 @@ from tritonrl.config_loader import config_to_dict, load_config
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
+from tritonrl.tasks.decontaminate import Decontaminator
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.train.rl import check_against_run, settings_line
-from tritonrl.train.rl.data import rl_prompts
+from tritonrl.train.rl.data import fresh_tasks, rl_prompts
 from tritonrl.train.sft.data import sft_data_files, write_jsonl
 
 pytest.importorskip("datasets")
@@ -194,6 +196,40 @@ def test_fresh_generator_tasks_join_the_prompts_but_never_a_held_out_one(run, tm
         load_config(None, ["--rl.generated_tasks", "-1"])
 
 
+def test_fresh_tasks_left_out_are_replaced_until_n_distinct(run, tmp_path, caplog):
+    """Two of the first four seeds' tasks are left out (one held out, one a benchmark's
+    copy): later seeds fill their places, so RL gets the four it asked for, distinct, none
+    equal to a task it must not train on, and the same four on every call."""
+    fresh, args = _fresh_run(run, tmp_path)
+    config = load_config(None, args)
+    training = {t: load_builtin(t.removeprefix("builtin:")).tasks[0]
+                for t in rl_prompts(run, load_config(None, args[:-4]))[1]}  # fmt: skip
+    with caplog.at_level("WARNING"):
+        got = fresh_tasks(run, config, training)
+    assert len(got) == 4 and len({t.source for t in got}) == 4
+    assert got[:2] == [fresh[0], fresh[3]]  # the first seeds' kept, in seed order
+    excluded = [fresh[1], fresh[2], *load_builtin("heldout").tasks]
+    never = Decontaminator(excluded, config.data.decontaminate_form)
+    assert not [m for t in got for m in never.matches(t)]
+    assert not {t.id for t in got} & set(training)
+    assert "dropped" in caplog.text and "of the 4 asked" not in caplog.text
+    assert [t.id for t in fresh_tasks(run, config, training)] == [t.id for t in got]
+    # the prompts hold them all
+    assert {t.id for t in got} <= set(rl_prompts(run, config)[1])
+
+
+def test_fresh_tasks_settle_for_fewer_after_ten_draws_each_and_say_so(run, tmp_path, caplog):
+    """Every seed's task is a training task's copy: after 10 x N more seeds RL goes on
+    with what it found (none) and the warning says how many of how many."""
+    fresh, args = _fresh_run(run, tmp_path)
+    config = load_config(None, [*args[:-4], "--rl.generated_tasks", "2",
+                                "--rl.generator_seed", "1000"])  # fmt: skip
+    training = {t.id: t for t in generate_tasks(40, seed=1000)}  # seeds 1000 to 1021 at least
+    with caplog.at_level("WARNING"):
+        assert fresh_tasks(run, config, training) == []
+    assert "0 fresh generator tasks of the 2 asked: seeds 1000 to 1021" in caplog.text
+
+
 def test_the_pass_rate_filter_filters_the_fresh_tasks_it_names_and_keeps_the_rest(
     run, tmp_path
 ):  # fmt: skip
@@ -204,9 +240,12 @@ def test_the_pass_rate_filter_filters_the_fresh_tasks_it_names_and_keeps_the_res
     (tmp_path / "samples.jsonl").write_text("\n".join(rows) + "\n")
     config = load_config(None, [*args, "--rl.pass_rates", str(tmp_path / "samples.jsonl")])
     prompts, tasks, _ = rl_prompts(run, config)
-    assert sorted(tasks) == sorted(["builtin:level1/3_Tanh", fresh[3].id])  # fresh[0]: 2 of 2
+    # fresh[0] was solved 2 of 2; the two later seeds' tasks that replace fresh[1] and
+    # fresh[2] (left out) are not in the file: kept
+    later = [t.id for t in generate_tasks(6, seed=1000)[4:]]
+    assert sorted(tasks) == sorted(["builtin:level1/3_Tanh", fresh[3].id, *later])
     info = Run.open(run.path).stage("rl")["info"]["pass_rate_filter"]
-    assert (info["fresh"], info["fresh_unmeasured"], info["above_max"]) == (2, 1, 1)
+    assert (info["fresh"], info["fresh_unmeasured"], info["above_max"]) == (4, 3, 1)
 
 
 def test_the_settings_line_names_the_reward_clock_timing_retirement_and_filter(tmp_path):

@@ -21,9 +21,11 @@ the log and the stage info (`pass_rate_filter`).
 
 Fresh tasks (`rl.generated_tasks` N > 0): N generator tasks for RL alone, from seeds past
 those SFT's generator tasks can use (`rl.generator_seed` overrides), prompted as SFT's
-builtin rows are; a task whose source is a training task's, or that equals (in
-`data.decontaminate_form`) a task of `data.decontaminate_against` or one of the run's
-held-out tasks, is left out, so RL never trains on what the run is evaluated on. A policy
+builtin rows are; a task whose source is a training task's (or an earlier fresh task's),
+or that equals (in `data.decontaminate_form`) a task of `data.decontaminate_against` or
+one of the run's held-out tasks, is left out, so RL never trains on what the run is
+evaluated on, and the next seed's task is drawn in its place: N distinct tasks, the same
+N for the same seed, unless 10 x N more seeds give no more (a warning then says how many). A policy
 that has learnt its few filtered tasks by heart keeps meeting prompts it has not seen.
 The pass-rate filter filters those its file names (`tritonrl eval --tasks gen:N:SEED`
 measures them) and keeps the others: the curriculum's retirement
@@ -41,15 +43,16 @@ import logging
 from pathlib import Path
 
 from tritonrl.config import Config
-from tritonrl.data.heldout import decontaminate, heldout_tasks, training_prompts
+from tritonrl.data.heldout import heldout_tasks, training_prompts
 from tritonrl.data.prompts import build_messages, prompt_settings
 from tritonrl.runs import Run, RunError
 from tritonrl.tasks import Task
-from tritonrl.tasks.decontaminate import describe, drop_matches
-from tritonrl.tasks.generator import generate_tasks
+from tritonrl.tasks.decontaminate import Decontaminator, checker, describe
+from tritonrl.tasks.generator import generate_task
 
 log = logging.getLogger(__name__)
 SAMPLES = "samples.jsonl"  # an eval folder's answers (tritonrl.evaluate.runner)
+EXTRA_DRAWS = 10  # seeds tried past N for each fresh task asked, before settling for fewer
 
 
 def rl_prompts(run: Run, config: Config):
@@ -76,27 +79,55 @@ def rl_prompts(run: Run, config: Config):
 def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Task]:
     """`rl.generated_tasks` generator tasks for RL alone (see the module docstring): none
     a training task, none equal to a task of `data.decontaminate_against` or to one the
-    run holds out."""
+    run holds out. A drawn task that is left out is replaced by the next seed's, up to
+    `EXTRA_DRAWS` x N seeds past the first N; fewer than N then is a warning."""
     rl, data = config.rl, config.data
-    if not rl.generated_tasks:
+    n = rl.generated_tasks
+    if not n:
         return []
     seed = rl.generator_seed
     if seed is None:  # past every seed generate_tasks may use for data.generated_tasks
         seed = data.generator_seed + 20 * data.generated_tasks + 20
-    sources = {t.source for t in training.values()}
-    tasks = [t for t in generate_tasks(rl.generated_tasks, seed=seed)
-             if t.id not in training and t.source not in sources]  # fmt: skip
-    tasks = decontaminate(tasks, config, "rl.generated_tasks")
+    against = checker(data.decontaminate_against, data.decontaminate_form,
+                      "data.decontaminate_against")  # fmt: skip
     try:
         held = heldout_tasks(run, config)
     except RunError:  # the run records no held-out prompts: nothing more to keep out
         held = []
-    if held:
-        tasks, matches = drop_matches(tasks, held, data.decontaminate_form)
-        if matches:
-            log.warning("rl.generated_tasks: dropped %s, equal to a task the run holds out",
-                        describe(matches))  # fmt: skip
-    log.info("rl.generated_tasks: %d fresh generator tasks from seed %d", len(tasks), seed)
+    holdout = Decontaminator(held, data.decontaminate_form) if held else None
+    sources = {t.source for t in training.values()}  # and the fresh ones', as drawn
+    tasks: list[Task] = []
+    copies, on_against, on_held = 0, [], []
+    end = seed + n + EXTRA_DRAWS * n
+    for s in range(seed, end):
+        if len(tasks) == n:
+            end = s
+            break
+        task = generate_task(s)
+        if task.id in training or task.source in sources:
+            copies += 1  # a training task, or a fresh one drawn already
+            continue
+        sources.add(task.source)
+        if against is not None and (found := against.matches(task)):
+            on_against += found
+        elif holdout is not None and (found := holdout.matches(task)):
+            on_held += found
+        else:
+            tasks.append(task)
+    if on_against:
+        log.warning("rl.generated_tasks: dropped %s, equal to a task of "
+                    "data.decontaminate_against %s (%s form)", describe(on_against),
+                    data.decontaminate_against, data.decontaminate_form)  # fmt: skip
+    if on_held:
+        log.warning("rl.generated_tasks: dropped %s, equal to a task the run holds out",
+                    describe(on_held))  # fmt: skip
+    if len(tasks) < n:
+        log.warning("rl.generated_tasks: %d fresh generator tasks of the %d asked: seeds %d "
+                    "to %d gave no more that are neither a training task nor equal to a "
+                    "held-out one; ask fewer, or another rl.generator_seed", len(tasks), n,
+                    seed, end - 1)  # fmt: skip
+    log.info("rl.generated_tasks: %d fresh generator tasks from seeds %d to %d (%d drawn "
+             "and left out)", len(tasks), seed, end - 1, end - seed - len(tasks))  # fmt: skip
     return tasks
 
 
