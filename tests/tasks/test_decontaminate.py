@@ -155,6 +155,22 @@ def test_a_task_matching_several_is_reported_once_per_task_it_matches(bench):
     ]
 
 
+def test_the_drop_line_names_each_task_once_in_order(bench):
+    """A task equal to two bench tasks, and a task given twice, were each listed twice
+    (one entry per match) while the count said one task."""
+    twice = [*bench, _task("bench_again", BENCH.replace("factor", "alpha"))]
+    copy = _task("copy", BENCH)
+    kept, matches = drop_matches([copy, _task("renamed", RENAMED), copy, *TRAIN[2:]], twice)
+    text = describe(matches)
+    entries = text.removeprefix("3 task(s): ").split("; ")
+    assert [e.split(" = ")[0] for e in entries] == ["copy", "renamed", "near"]
+    assert entries[0] == "copy = level1/1_Scaled_Softmax (program), bench_again (program)"
+    assert [t.id for t in kept] == ["different"]
+    assert describe(matches, most=1, per_task=1) == (
+        "3 task(s): copy = level1/1_Scaled_Softmax (program) and 1 more; and 2 more"
+    )
+
+
 def test_the_config_knows_the_forms():
     assert DECONTAMINATE_FORMS == FORMS
 

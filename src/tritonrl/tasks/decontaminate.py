@@ -121,12 +121,24 @@ def drop_matches(
     return [t for t in train if t.id not in bad], matches
 
 
-def describe(matches: list[Match], most: int = 10) -> str:
-    """The matched training tasks in one line, the first `most` of them named."""
-    ids = list(dict.fromkeys(m.task for m in matches))
-    named = "; ".join(str(m) for m in matches if m.task in ids[:most])
-    more = f"; and {len(ids) - most} more" if len(ids) > most else ""
-    return f"{len(ids)} task(s): {named}{more}"
+def describe(matches: list[Match], most: int = 10, per_task: int = 3) -> str:
+    """The matched training tasks in one line, each once, in the order first matched: the
+    first `most` of them named, each with the first `per_task` tasks it equals. A task
+    equal to several tasks, or given twice, has several matches: still one entry."""
+    equals: dict[str, list[str]] = {}
+    for m in matches:
+        said = f"{m.against} ({m.form})"
+        if said not in equals.setdefault(m.task, []):
+            equals[m.task].append(said)
+
+    def entry(task: str) -> str:
+        others = equals[task]
+        more = f" and {len(others) - per_task} more" if len(others) > per_task else ""
+        return f"{task} = {', '.join(others[:per_task])}{more}"
+
+    named = "; ".join(entry(t) for t in list(equals)[:most])
+    more = f"; and {len(equals) - most} more" if len(equals) > most else ""
+    return f"{len(equals)} task(s): {named}{more}"
 
 
 __all__ = ["FORMS", "FORWARD", "PROGRAM", "Decontaminator", "Match", "checker", "describe",
