@@ -37,15 +37,24 @@ PARTIAL_TORCH_OPS = ("matmul", "mm", "bmm", "addmm", "linear", "conv1d", "conv2d
 SPEEDUP_MEASURES = ("min", "device", "launch")
 REWARD_SCHEMES = ("staged", "tritonrl", "kevin")
 VERIFY_BACKENDS = ("local", "ray")
-# rl.timing_<name> -> the verify field it stands in for in the reward (Config.rl_verify)
 # The form of a `verify.allowed_torch_ops` name: an op, with an optional prefix the
-# checks drop (`verify.static.rules.op_key`). Whether torch has the op is asked where a
-# command starts (`verify.static.op_names.check_allowed_ops`: it needs torch).
-OP_NAME = re.compile(r"(torch\.nn\.functional\.|torch\.|nn\.functional\.|F\.|aten::|aten\.)?"
-                     r"[A-Za-z_][A-Za-z0-9_]*")  # fmt: skip
+# checks drop (`op_key`). Whether torch has the op is asked where a command starts
+# (`verify.static.op_names.check_allowed_ops`: it needs torch).
+OP_PREFIXES = ("torch.nn.functional.", "torch.", "nn.functional.", "F.", "aten::", "aten.")
+OP_NAME = re.compile(f"({'|'.join(map(re.escape, OP_PREFIXES))})?[A-Za-z_][A-Za-z0-9_]*")
 OP_NAME_HINT = "write names like 'matmul', 'conv2d', 'relu' (or 'torch.relu', 'F.relu', 'aten::mm')"
+# rl.timing_<name> -> the verify field it stands in for in the reward (Config.rl_verify)
 TIMING_KEYS = {"trials": "trials", "max_trials": "max_trials", "target_rse": "target_rse",
                "max_seconds": "timing_max_seconds"}  # fmt: skip
+
+
+def op_key(name: str) -> str:
+    """An op's name as the checks compare it, static and run-time alike: the `OP_PREFIXES`
+    gone, lower case ("torch.nn.functional.ReLU" -> "relu")."""
+    for prefix in OP_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name.lower()
 
 
 @dataclass

@@ -3,6 +3,7 @@
 Every case goes through the real sandboxed worker and the Triton interpreter.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -573,3 +574,50 @@ def test_on_the_gpu_a_float32_near_miss_is_not_a_timing_phase_cheat():
     r = verify(task, BLOCKED_TANH, config)
     assert r.correct and not r.flags and r.stage == "done", (r.stage, r.error, r.flags)
     assert r.speedup is not None and r.speedup > 0
+
+
+# A Triton copy, then ReLU through torch.nn.functional: allowed or not by the partial
+# policy's list, the static checks and the run-time op audit each judging it.
+F_RELU = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return torch.nn.functional.relu(y)
+"""
+
+
+def test_an_allowed_op_called_through_nn_functional_passes_both_checks_however_spelt():
+    """The static checks read `nn.functional.relu` and `ReLU` in allowed_torch_ops as
+    "relu"; the run-time op audit kept the prefix and the capitals, so aten::relu was a
+    torch_fallback there (correct=False) for a kernel the static checks had let through."""
+    for allowed in (["relu"], ["nn.functional.relu"], ["ReLU"], ["torch.nn.functional.relu"]):
+        for static in (True, False):
+            config = VerifyConfig(device="cpu", policy="partial", allowed_torch_ops=allowed,
+                                  static_checks=static, num_input_sets=2)  # fmt: skip
+            r = verify(RELU, F_RELU, config)
+            assert r.correct and r.flags == [], (allowed, static, r.flags, r.error)
+
+
+def test_a_disallowed_op_called_through_nn_functional_is_flagged_by_both_checks():
+    for allowed in (["gelu"], ["nn.functional.gelu"]):
+        config = VerifyConfig(device="cpu", policy="partial", allowed_torch_ops=allowed,
+                              num_input_sets=2)  # fmt: skip
+        r = verify(RELU, F_RELU, config)
+        assert not r.correct and r.stage == "static" and "nn_compute_layer" in r.flags, r.flags
+        # with the static checks off, the run-time audit alone catches aten::relu
+        r = verify(RELU, F_RELU, dataclasses.replace(config, static_checks=False))
+        assert not r.correct and r.flags == ["torch_fallback"], (allowed, r.flags, r.error)

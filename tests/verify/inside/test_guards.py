@@ -179,6 +179,12 @@ def test_partial_policy_allows_named_ops(tmp_path, x) -> None:
         mod.forward(x, w)
     assert audit.violations("partial", {"torch.matmul"}) == ["aten::relu"]
     assert audit.violations("partial", {"matmul", "F.relu"}) == []
+    # every spelling the config takes and the static checks read as "relu" allows it here
+    # too (nn.functional. and capitals were kept: aten::relu was then a violation)
+    for relu in ("relu", "torch.relu", "F.relu", "nn.functional.relu", "ReLU", "aten::relu",
+                 "torch.nn.functional.relu"):  # fmt: skip
+        assert audit.violations("partial", {"matmul", relu}) == [], relu
+    assert audit.violations("partial", {"matmul", "nn.functional.gelu"}) == ["aten::relu"]
     assert "aten::mm" in audit.violations("strict")
     with pytest.raises(ValueError):
         audit.violations("lenient")

@@ -7,6 +7,7 @@ Nothing here is trusted with a verdict: the trusted side (`tritonrl.verify`: fun
 job, timing phase) re-derives or bounds what the worker reports. The trusted side may
 import these modules (the reference's own timing uses `timing.Timer`); they import
 nothing from the trusted side but what the worker shares with it (`findings`,
-`tensorfile`, the pool's launcher store). This `__init__` imports nothing, so that
+`tensorfile`, the pool's launcher store, and `tritonrl.config.op_key`, the one reading
+of an allowed op's name). This `__init__` imports nothing, so that
 importing one of them loads no more than it needs.
 """

@@ -57,6 +57,7 @@ import ast
 import logging
 
 from tritonrl.astlock import AST_LOCK
+from tritonrl.config import op_key
 from tritonrl.verify.static.checker import Checker
 from tritonrl.verify.static.op_names import check_allowed_ops, known_op
 from tritonrl.verify.static.rules import (
@@ -68,7 +69,6 @@ from tritonrl.verify.static.rules import (
     POLICIES,
     REFERENCE_MODULES,
     Finding,
-    op_key,
 )
 
 log = logging.getLogger(__name__)

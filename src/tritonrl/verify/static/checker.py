@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import types
 
+from tritonrl.config import op_key
 from tritonrl.verify.static.names import (
     MISSING,
     dotted_name,
@@ -45,7 +46,6 @@ from tritonrl.verify.static.rules import (
     REFERENCE_MODULES,
     Finding,
     is_private,
-    op_key,
     rule_flag,
 )
 from tritonrl.verify.static.tensors import TensorInference

@@ -4,7 +4,7 @@
     check_allowed_ops(["reluu"])                           # ValueError naming 'reluu'
 
 Under the partial policy the static checks drop a compute finding when its op, in
-`rules.op_key`'s form (the "torch.", "torch.nn.functional.", "nn.functional.", "F.",
+`tritonrl.config.op_key`'s form (the "torch.", "torch.nn.functional.", "nn.functional.", "F.",
 "aten::", "aten." prefixes gone, lower case), is allowed. The ops they name are torch
 functions (`torch.relu`, `F.conv2d`, `torch.linalg.norm`: the last name), tensor methods
 (`x.relu()`), nn layers (`nn.Conv2d`: "conv2d"), operators on tensors (`a @ b`:
@@ -23,7 +23,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from tritonrl.config import OP_NAME_HINT
+from tritonrl.config import OP_NAME_HINT, op_key
 from tritonrl.verify.static.names import torch_layer_class
 from tritonrl.verify.static.rules import (
     BINOP_NAMES,
@@ -32,7 +32,6 @@ from tritonrl.verify.static.rules import (
     COMPUTE_METHODS,
     DUNDER_COMPUTE,
     HOST_ROUNDTRIP,
-    op_key,
 )
 
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")

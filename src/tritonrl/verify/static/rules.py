@@ -321,13 +321,6 @@ class Finding:
     op: str = field(default="", compare=False, repr=False)
 
 
-def op_key(name: str) -> str:
-    for prefix in ("torch.nn.functional.", "torch.", "nn.functional.", "F.", "aten::", "aten."):
-        if name.startswith(prefix):
-            name = name[len(prefix) :]
-    return name.lower()
-
-
 def rule_flag(qualname: str) -> str | None:
     for prefix, flag in _RULES:
         if prefix.endswith("*"):

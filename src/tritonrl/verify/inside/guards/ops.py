@@ -25,6 +25,7 @@ from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
+from tritonrl.config import op_key
 from tritonrl.verify.inside.guards.hooks import LaunchCounter, install_hooks
 from tritonrl.verify.inside.guards.host import SCALAR_READ_BUDGET
 from tritonrl.verify.inside.guards.state import AUDITS, LOCK, STATE, report
@@ -90,12 +91,11 @@ OP_ALIASES: dict[str, frozenset[str]] = {
 
 
 def expand_allowed(names: Iterable[str]) -> frozenset[str]:
-    """The aten op names that torch-level op names (e.g. {"matmul", "F.relu"}) allow."""
+    """The aten op names that torch-level op names (e.g. {"matmul", "F.relu"}) allow, each
+    name read as the static checks read it (`tritonrl.config.op_key`)."""
     out: set[str] = set()
     for raw in names:
-        name = raw
-        for prefix in ("torch.nn.functional.", "torch.", "F.", "aten::", "aten."):
-            name = name.removeprefix(prefix)
+        name = op_key(raw)  # as the static checks read it: "nn.functional.ReLU" is "relu"
         out |= {name, f"_{name}", f"native_{name}", f"{name}_"} | OP_ALIASES.get(name, set())
     return frozenset(out)
 
