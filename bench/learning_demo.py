@@ -23,7 +23,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    N training tasks of each strict task family instead; every training task equal to a
    held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
    `builtin:heldout`) is left out unless `--no-decontaminate`, and so is every fresh
-   generator task GRPO is given (`-- --rl.generated_tasks N`);
+   task GRPO is given (`-- --rl.generated_tasks N`, from the generator or, with
+   `--rl.fresh_source families`, the families' training split);
 4. with `--filter-samples N`, `tritonrl eval` of the SFT model on the run's training
    tasks (`--tasks train:work/run`, N answers each, no timing), whose folder GRPO takes
    as `rl.pass_rates` (only tasks it solved sometimes but not always);
@@ -563,7 +564,7 @@ def markdown(report: dict) -> str:
             f"GRPO's tasks: {f['kept']}, of them {f['kept'] - fresh} of the {f['tasks']} "
             f"training tasks, those the SFT model solved sometimes ({f['below_min']} "
             f"never, {f['above_max']} always)"
-            + (f", and {fresh} fresh generator tasks (`rl.generated_tasks`)." if fresh else "."),
+            + (f", and {fresh} fresh tasks (`rl.generated_tasks`)." if fresh else "."),
         ]
     curve = report.get("rl_curve") or []
     if curve:

@@ -82,3 +82,15 @@ def test_a_bad_allowed_torch_ops_list_is_one_line_and_exit_2(tmp_path):
             assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
             assert r.stderr.strip().startswith(message), (command, ops, r.stderr)
     assert not out.exists()
+
+
+def test_an_unknown_family_in_rl_fresh_source_stops_rl_before_any_work(tmp_path):
+    """`rl.fresh_source families:NAMES` with a family that does not exist is one line
+    naming it and the families, exit 2, before the run is touched."""
+    run = tmp_path / "run"
+    r = tritonrl("pipeline", "--run-dir", str(run), "--rl.generated_tasks", "4",
+                 "--rl.fresh_source", "families:norms,convs")  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "unknown task families ['convs']; the families are matmul, " in r.stderr
+    assert not run.exists()

@@ -42,6 +42,7 @@ from tritonrl.runs.bucket import register as register_bucket
 from tritonrl.runs.commands import register as register_runs
 from tritonrl.tasks.commands import register as register_tasks
 from tritonrl.train.commands import register as register_train
+from tritonrl.train.rl.data import fresh_families
 from tritonrl.verify.commands import register as register_verify
 from tritonrl.verify.static.op_names import check_allowed_ops
 
@@ -52,7 +53,13 @@ def check_named_ops(config) -> None:
     check_allowed_ops([op for op in config.verify.allowed_torch_ops if op not in PARTIAL_TORCH_OPS])
 
 
-CONFIG_CHECKS.append(check_named_ops)
+def check_fresh_families(config) -> None:
+    """The task families `rl.fresh_source families:NAMES` names exist."""
+    if config.rl.fresh_source.startswith("families"):
+        fresh_families(config.rl.fresh_source)
+
+
+CONFIG_CHECKS += [check_named_ops, check_fresh_families]
 
 
 def reflow(text: str | None) -> str | None:

@@ -591,8 +591,12 @@ class RlConfig:
     # equal to a training task, a task of data.decontaminate_against or one the run holds
     # out (such a draw is replaced by the next seed's, up to 10 x N more seeds). The
     # pass-rate filter keeps those its file does not name (it filters the others).
+    # `fresh_source` draws them: the task generator, or the task families' training
+    # split (`families`, or `families:matmul,norms` for those only; seeds from 100000
+    # unless generator_seed says).
     generated_tasks: int = 0
     generator_seed: int | None = None
+    fresh_source: str = "generator"
 
     def __post_init__(self):
         _need(
@@ -609,6 +613,12 @@ class RlConfig:
         _need(
             self.generator_seed is None or self.generator_seed >= 0,
             f"rl.generator_seed must be >= 0 or null, not {self.generator_seed!r}",
+        )
+        _need(
+            self.fresh_source in ("generator", "families")
+            or (self.fresh_source.startswith("families:") and self.fresh_source[9:]),
+            f"rl.fresh_source must be generator, families or families:NAME[,NAME...] (where "
+            f"rl.generated_tasks' fresh tasks come from), not {self.fresh_source!r}",
         )
         _need(
             isinstance(self.turns, int) and self.turns >= 1,

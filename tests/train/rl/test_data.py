@@ -14,7 +14,7 @@ import pytest
 from tritonrl.config_loader import config_to_dict, load_config
 from tritonrl.data.prompts import sft_example
 from tritonrl.runs import Run
-from tritonrl.tasks import load_builtin
+from tritonrl.tasks import families, load_builtin
 from tritonrl.tasks.decontaminate import Decontaminator
 from tritonrl.tasks.generator import generate_tasks
 from tritonrl.train.rl import check_against_run, settings_line
@@ -227,7 +227,37 @@ def test_fresh_tasks_settle_for_fewer_after_ten_draws_each_and_say_so(run, tmp_p
     training = {t.id: t for t in generate_tasks(40, seed=1000)}  # seeds 1000 to 1021 at least
     with caplog.at_level("WARNING"):
         assert fresh_tasks(run, config, training) == []
-    assert "0 fresh generator tasks of the 2 asked: seeds 1000 to 1021" in caplog.text
+    assert "0 fresh generator tasks of the 2 asked: draws 1000 to 1021" in caplog.text
+
+
+def test_fresh_family_tasks_come_from_the_training_split_of_the_named_families(run, tmp_path):
+    """`rl.fresh_source families:NAMES`: N distinct family tasks, the named families in
+    turn, none of a held-out signature, none equal to a held-out or benchmark task, the
+    same on every call; the prompts hold them. An unknown family is named at once."""
+    fresh, args = _fresh_run(run, tmp_path)
+    kb = tmp_path / "kb" / "level1"
+    (kb / "8_Family.py").write_text(families.family_task("norms", 100_000).source)
+    config = load_config(None, [*args[:-4], "--rl.generated_tasks", "6",
+                                "--rl.fresh_source", "families:norms,softmax"])  # fmt: skip
+    got = fresh_tasks(run, config, {})
+    assert len(got) == 6 and len({t.source for t in got}) == 6
+    names = [t.id.split(":")[1] for t in got]
+    assert set(names) == {"norms", "softmax"}
+    # in turn from seed 100000: norms' first is the benchmark's copy, left out
+    assert [t.id for t in got[:3]] == ["fam:softmax:100000", "fam:norms:100001",
+                                       "fam:softmax:100001"]  # fmt: skip
+    assert all(not families.is_heldout(families.signature(t.id)) for t in got)
+    assert [t.id for t in fresh_tasks(run, config, {})] == [t.id for t in got]
+    assert {t.id for t in got} <= set(rl_prompts(run, config)[1])
+    everything = load_config(None, [*args[:-4], "--rl.generated_tasks", "3",
+                                    "--rl.fresh_source", "families"])  # fmt: skip
+    assert len(fresh_tasks(run, everything, {})) == 3
+    unknown = load_config(None, [*args[:-4], "--rl.generated_tasks", "3",
+                                 "--rl.fresh_source", "families:norms,convs"])  # fmt: skip
+    with pytest.raises(ValueError, match=r"unknown task families \['convs'\]; the families"):
+        fresh_tasks(run, unknown, {})
+    with pytest.raises(ValueError, match=r"rl.fresh_source must be generator, families or"):
+        load_config(None, ["--rl.fresh_source", "kernelbook"])
 
 
 def test_the_pass_rate_filter_filters_the_fresh_tasks_it_names_and_keeps_the_rest(

@@ -20,13 +20,15 @@ there lies within [`rl.pass_rate_min`, `rl.pass_rate_max`] are kept; the counts 
 the log and the stage info (`pass_rate_filter`).
 
 Fresh tasks (`rl.generated_tasks` N > 0): N generator tasks for RL alone, from seeds past
-those SFT's generator tasks can use (`rl.generator_seed` overrides), prompted as SFT's
-builtin rows are; a task whose source is a training task's (or an earlier fresh task's),
-or that equals (in `data.decontaminate_form`) a task of `data.decontaminate_against` or
-one of the run's held-out tasks, is left out, so RL never trains on what the run is
-evaluated on, and the next seed's task is drawn in its place: N distinct tasks, the same
-N for the same seed, unless 10 x N more seeds give no more (a warning then says how many). A policy
-that has learnt its few filtered tasks by heart keeps meeting prompts it has not seen.
+those SFT's generator tasks can use (`rl.generator_seed` overrides), or with
+`rl.fresh_source families[:NAMES]` training-split task-family tasks (the families in
+turn, from seed 100000), prompted as SFT's builtin rows are; a task whose source is a
+training task's (or an earlier fresh task's), or that equals (in
+`data.decontaminate_form`) a task of `data.decontaminate_against` or one of the run's
+held-out tasks, is left out, so RL never trains on what the run is evaluated on, and the
+next seed's task is drawn in its place: N distinct tasks, the same N for the same seed,
+unless 10 x N more seeds give no more (a warning then says how many). A policy that has
+learnt its few filtered tasks by heart keeps meeting prompts it has not seen.
 The pass-rate filter filters those its file names (`tritonrl eval --tasks gen:N:SEED`
 measures them) and keeps the others: the curriculum's retirement
 (`curriculum.retire_after`, `retire_unsolved_after`) sets aside those with no signal.
@@ -40,19 +42,21 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from tritonrl.config import Config
 from tritonrl.data.heldout import heldout_tasks, training_prompts
 from tritonrl.data.prompts import build_messages, prompt_settings
 from tritonrl.runs import Run, RunError
-from tritonrl.tasks import Task
+from tritonrl.tasks import Task, families
 from tritonrl.tasks.decontaminate import Decontaminator, checker, describe
 from tritonrl.tasks.generator import generate_task
 
 log = logging.getLogger(__name__)
 SAMPLES = "samples.jsonl"  # an eval folder's answers (tritonrl.evaluate.runner)
 EXTRA_DRAWS = 10  # seeds tried past N for each fresh task asked, before settling for fewer
+FAMILY_SEED = 100_000  # fresh family tasks' first seed: past those `fam:` specs take
 
 
 def rl_prompts(run: Run, config: Config):
@@ -85,9 +89,7 @@ def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Tas
     n = rl.generated_tasks
     if not n:
         return []
-    seed = rl.generator_seed
-    if seed is None:  # past every seed generate_tasks may use for data.generated_tasks
-        seed = data.generator_seed + 20 * data.generated_tasks + 20
+    draw, seed = fresh_draw(config)
     against = checker(data.decontaminate_against, data.decontaminate_form,
                       "data.decontaminate_against")  # fmt: skip
     try:
@@ -103,7 +105,9 @@ def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Tas
         if len(tasks) == n:
             end = s
             break
-        task = generate_task(s)
+        task = draw(s)
+        if task is None:  # a held-out family program: never a training task
+            continue
         if task.id in training or task.source in sources:
             copies += 1  # a training task, or a fresh one drawn already
             continue
@@ -122,13 +126,48 @@ def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Tas
         log.warning("rl.generated_tasks: dropped %s, equal to a task the run holds out",
                     describe(on_held))  # fmt: skip
     if len(tasks) < n:
-        log.warning("rl.generated_tasks: %d fresh generator tasks of the %d asked: seeds %d "
+        log.warning("rl.generated_tasks: %d fresh %s tasks of the %d asked: draws %d "
                     "to %d gave no more that are neither a training task nor equal to a "
-                    "held-out one; ask fewer, or another rl.generator_seed", len(tasks), n,
-                    seed, end - 1)  # fmt: skip
-    log.info("rl.generated_tasks: %d fresh generator tasks from seeds %d to %d (%d drawn "
-             "and left out)", len(tasks), seed, end - 1, end - seed - len(tasks))  # fmt: skip
+                    "held-out one; ask fewer, or another rl.generator_seed", len(tasks),
+                    rl.fresh_source, n, seed, end - 1)  # fmt: skip
+    log.info("rl.generated_tasks: %d fresh %s tasks from draws %d to %d (%d drawn and left "
+             "out)", len(tasks), rl.fresh_source, seed, end - 1,
+             end - seed - len(tasks))  # fmt: skip
     return tasks
+
+
+def fresh_draw(config: Config) -> tuple[Callable[[int], Task | None], int]:
+    """(the task of a seed, the first seed) for `rl.fresh_source`: the generator's task
+    of seed s, or the families' (in turn: seed s names family s mod F, with seed s // F),
+    None where that program is held out; the first seed is `rl.generator_seed`, else past
+    every seed SFT's tasks may use."""
+    rl, data = config.rl, config.data
+    if rl.fresh_source == "generator":
+        first = data.generator_seed + 20 * data.generated_tasks + 20
+        return generate_task, first if rl.generator_seed is None else rl.generator_seed
+    names = fresh_families(rl.fresh_source)
+
+    def family_draw(s: int) -> Task | None:
+        name, seed = names[s % len(names)], s // len(names)
+        if families.is_heldout(families.draw_one(name, seed).signature):
+            return None
+        return families.family_task(name, seed)
+
+    first = FAMILY_SEED if rl.generator_seed is None else rl.generator_seed
+    return family_draw, first * len(names)
+
+
+def fresh_families(source: str) -> list[str]:
+    """The families `rl.fresh_source` names (`families`: all of them); a ValueError names
+    an unknown one and lists the families."""
+    if source == "families":
+        return list(families.FAMILIES)
+    names = [n.strip() for n in source.removeprefix("families:").split(",") if n.strip()]
+    unknown = [n for n in names if n not in families.FAMILIES]
+    if unknown or not names:
+        raise ValueError(f"rl.fresh_source {source!r}: unknown task families {unknown}; the "
+                         f"families are {', '.join(families.FAMILIES)}")  # fmt: skip
+    return names
 
 
 def fresh_rows(tasks: list[Task], config: Config) -> list[dict]:
