@@ -227,7 +227,7 @@ def test_fresh_tasks_settle_for_fewer_after_ten_draws_each_and_say_so(run, tmp_p
     training = {t.id: t for t in generate_tasks(40, seed=1000)}  # seeds 1000 to 1021 at least
     with caplog.at_level("WARNING"):
         assert fresh_tasks(run, config, training) == []
-    assert "0 fresh generator tasks of the 2 asked: draws 1000 to 1021" in caplog.text
+    assert "0 fresh tasks (generator) of the 2 asked: draws 1000 to 1021" in caplog.text
 
 
 def test_fresh_family_tasks_come_from_the_training_split_of_the_named_families(run, tmp_path):

@@ -194,8 +194,11 @@ def settings_line(config: Config) -> str:
         )
         parts.append(f"curriculum on ({', '.join(retire) or 'no retirement'})")
     if rl.generated_tasks:
-        source = "generator" if rl.fresh_source == "generator" else rl.fresh_source
-        parts.append(f"{rl.generated_tasks} fresh {source} tasks (rl.generated_tasks)")
+        if rl.fresh_source == "generator":
+            parts.append(f"{rl.generated_tasks} fresh generator tasks (rl.generated_tasks)")
+        else:
+            parts.append(f"{rl.generated_tasks} fresh task-family tasks (rl.generated_tasks, "
+                         f"rl.fresh_source {rl.fresh_source})")  # fmt: skip
     if rl.pass_rates:
         parts.append(f"pass-rate filter {rl.pass_rates} "
                      f"[{rl.pass_rate_min:g}, {rl.pass_rate_max:g}]")  # fmt: skip

@@ -74,8 +74,8 @@ def rl_prompts(run: Run, config: Config):
         run.set_info("rl", pass_rate_filter=None)
     rows += fresh_rows(fresh, config)
     tasks = {**tasks, **{t.id: t for t in fresh}}
-    log.info("RL prompts: %d (%s, %d of them fresh generator tasks)", len(rows), source,
-             len(fresh))  # fmt: skip
+    log.info("RL prompts: %d (%s, %d of them fresh tasks, rl.fresh_source %s)", len(rows),
+             source, len(fresh), config.rl.fresh_source)  # fmt: skip
     used = {r["task_id"] for r in rows}
     return datasets.Dataset.from_list(rows), {k: tasks[k] for k in used}, source
 
@@ -126,11 +126,11 @@ def fresh_tasks(run: Run, config: Config, training: dict[str, Task]) -> list[Tas
         log.warning("rl.generated_tasks: dropped %s, equal to a task the run holds out",
                     describe(on_held))  # fmt: skip
     if len(tasks) < n:
-        log.warning("rl.generated_tasks: %d fresh %s tasks of the %d asked: draws %d "
+        log.warning("rl.generated_tasks: %d fresh tasks (%s) of the %d asked: draws %d "
                     "to %d gave no more that are neither a training task nor equal to a "
                     "held-out one; ask fewer, or another rl.generator_seed", len(tasks),
                     rl.fresh_source, n, seed, end - 1)  # fmt: skip
-    log.info("rl.generated_tasks: %d fresh %s tasks from draws %d to %d (%d drawn and left "
+    log.info("rl.generated_tasks: %d fresh tasks (%s) from draws %d to %d (%d drawn and left "
              "out)", len(tasks), rl.fresh_source, seed, end - 1,
              end - seed - len(tasks))  # fmt: skip
     return tasks
