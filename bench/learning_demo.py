@@ -54,6 +54,14 @@ step; held-out correct per source at each point), compare.json and each stage's 
 Arguments after `--` go to both `sft` and `rl` where they name their sections
 (`--sft.*` to sft; `--rl.*`, `--curriculum.*` to rl). Measures; asserts nothing.
 
+On a lent GPU machine `bench/device_demo.sh` sets it up, starts it and polls it (its
+header says how). On a machine of two GPUs it runs two arms side by side, one a GPU, for
+a comparison in one session (SFT on the generator's tasks and on `--family-tasks N`;
+single-turn and multi-turn GRPO): `bash bench/device_demo.sh start --gpu 0 ARGS...`, then
+`start --gpu 1 OTHER_ARGS...`; each arm sees its GPU alone, runs its own copy of the code
+with its own MASTER_PORT (colocated vLLM's process group) and writes /tmp/demo-out-K, and
+`poll` waits for both and brings each back as demo-K.tar.gz.
+
 What it does NOT do: no tuning; no timing of its own (speedups are the verifier's); it
 does not ship KernelBench's problems (point --kernelbench at your checkout).
 """
