@@ -11,7 +11,16 @@
 #                                                # on NAME converted to bf16, in the
 #                                                # background (/tmp/side), results to OUT
 #   bash bench/device_demo.sh side families N    # bench/families_check.py, N a family
-#                                                # (FAMILIES="matmul norms": those only)
+#                                                # (FAMILIES="matmul norms": those only;
+#                                                # FAMILIES_ARGS="--no-timing": passed on)
+#   bash bench/device_demo.sh side run "CMD"     # CMD (bash) in /tmp/side with the demo's
+#                                                # environment, its log side_NAME.log
+#                                                # (SIDE_NAME, default run); $RESULTS is
+#                                                # the output folder
+#   SIDE_GPU=K bash bench/device_demo.sh side ... # a side job on GPU K alone, beside the
+#                                                # arms on the others: `start` neither
+#                                                # waits for it nor stops it, `poll` waits
+#                                                # for it and packs it into demo.tar.gz
 #   bash bench/device_demo.sh start ARGS...      # bench/learning_demo.py ARGS under setsid
 #                                                # nohup, its output in /tmp/demo-out
 #   bash bench/device_demo.sh start --gpu K ARGS...  # one arm of several: GPU K alone, its
@@ -86,13 +95,20 @@ code() {  # the code that runs, into $1 (default /tmp/demo): a commit's
 
 side() {  # GPU work that may run while parts are still being carried, in /tmp/side
   env_vars
-  export PYTHONPATH=$SITE:$VLLM_SITE:$SIDE/src
+  export PYTHONPATH=$SITE:$VLLM_SITE:$SIDE/src RESULTS
   mkdir -p "$RESULTS"
+  local pids=$RESULTS/side.pids
+  if [[ -n ${SIDE_GPU:-} ]]; then  # a GPU of its own: it runs beside the arms
+    [[ $SIDE_GPU =~ ^[0-9]+$ ]] || { echo "SIDE_GPU: a GPU's index, not '$SIDE_GPU'" >&2; exit 2; }
+    export CUDA_VISIBLE_DEVICES=$SIDE_GPU
+    pids=$RESULTS/side-gpu.pids
+  fi
   case "$1" in
     tests)  # vLLM's GPU tests: GRPO generating with it, and eval's backend
       code "$SIDE" && cd "$SIDE"
       setsid nohup python3 -m pytest -m gpu -q -p no:cacheprovider -k vllm \
-        tests/train/rl/test_grpo.py tests/evaluate/test_backends.py \
+        tests/train/rl/test_grpo.py tests/train/rl/test_multiturn.py \
+        tests/evaluate/test_backends.py \
         > "$RESULTS/side_gputests.log" 2>&1 < /dev/null & ;;
     bf16)  # bench/bf16_probe.py on a model converted to bf16 (NAME: a named model)
       cd "$SIDE"
@@ -106,12 +122,17 @@ side() {  # GPU work that may run while parts are still being carried, in /tmp/s
       code "$SIDE" && cd "$SIDE"
       # shellcheck disable=SC2086  # FAMILIES: names split on spaces
       setsid nohup python3 bench/families_check.py --per-family "${2:-30}" --workers 8 \
-        ${FAMILIES:+--families $FAMILIES} --out "$RESULTS" > "$RESULTS/side_families.log" 2>&1 < /dev/null & ;;
-    *) echo "side: tests|bf16|families, not $1" >&2; exit 2 ;;
+        ${FAMILIES:+--families $FAMILIES} ${FAMILIES_ARGS:-} --out "$RESULTS" \
+        > "$RESULTS/side_families.log" 2>&1 < /dev/null & ;;
+    run)  # any command, e.g. bench/grpo_step_time.py on GPU SIDE_GPU
+      code "$SIDE" && cd "$SIDE"
+      setsid nohup bash -c "${2:?side run CMD}" > "$RESULTS/side_${SIDE_NAME:-run}.log" 2>&1 \
+        < /dev/null & ;;
+    *) echo "side: tests|bf16|families|run, not $1" >&2; exit 2 ;;
   esac
   # setsid runs in the background child itself (not a group leader), so $! leads the job's
   # process group: `start` stops the job and its children by it.
-  echo $! >> "$RESULTS/side.pids"
+  echo $! >> "$pids"
   echo "side $1 started"
 }
 
@@ -180,9 +201,12 @@ outs() {  # the output folders to report: /tmp/demo-out (a plain start's, and th
   return 0
 }
 
-running() {  # whether any arm's demo still runs
-  local d
+running() {  # whether any arm's demo, or a side job on a GPU of its own, still runs
+  local d p
   for d in $(outs); do alive "$(cat "$d/demo.pid" 2>/dev/null)" && return 0; done
+  if [[ -f $RESULTS/side-gpu.pids ]]; then
+    while read -r p; do alive "$p" && return 0; done < "$RESULTS/side-gpu.pids"
+  fi
   return 1
 }
 
@@ -213,7 +237,7 @@ pack_all() {  # one tarball an output folder: demo.tar.gz, demo-K.tar.gz for arm
 
 pack() {  # folder $1 -> $OUT/$2
   (cd "$1" && tar -czf "${OUT:-/tmp}/$2.part" ./*.log ./*.md \
-    ./*.json ./*.png work/evals/*/summary.json work/evals/*/samples.jsonl \
+    ./*.json ./*.png ./*/families_check.* work/evals/*/summary.json work/evals/*/samples.jsonl \
     work/run/rl/completions.jsonl work/run/rl/log_history.json \
     work/run/sft/log_history.json work/run/rl/checkpoints/*/trainer_state.json \
     2>/dev/null; mv "${OUT:-/tmp}/$2.part" "${OUT:-/tmp}/$2") || true
@@ -222,7 +246,7 @@ pack() {  # folder $1 -> $OUT/$2
 case "${1:-}" in
   setup) setup ;;
   code) code "${2:-}" ;;
-  side) side "${2:?tests|bf16|families}" "${3:-}" ;;
+  side) side "${2:?tests|bf16|families|run}" "${3:-}" ;;
   start) shift; start "$@" ;;
   poll) poll "${2:-540}" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
