@@ -89,7 +89,7 @@ def rl_args(generator: str, args) -> list[str]:
         "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
         "--rl.bf16", str(args.bf16).lower(), "--rl.gradient_checkpointing", "false",
         "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
-        *getattr(args, "rl_extra", []),
+        *args.rl_extra,
     ]  # fmt: skip
 
 

@@ -94,7 +94,9 @@ def rl_figures(run: Path, completions_a_step: int) -> dict:
 
 def rl_args(args) -> list[str]:
     """grpo_step_time's GRPO command line: float32, `--rl-steps` steps, `--vllm`."""
-    same = argparse.Namespace(**{**vars(args), "steps": args.rl_steps, "bf16": False})
+    same = argparse.Namespace(
+        **{**vars(args), "steps": args.rl_steps, "bf16": False, "rl_extra": []}
+    )
     return grpo_rl_args(args.vllm, same)
 
 

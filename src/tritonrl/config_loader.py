@@ -219,7 +219,7 @@ class _UniqueKeys(yaml.SafeLoader):
 
 def _read_yaml(path: Path) -> dict[str, dict]:
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeys) or {}  # noqa: S506 (safe)
+        data = yaml.load(path.read_text(), Loader=_UniqueKeys) or {}  # a SafeLoader
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"config {path} cannot be read as YAML: {e}") from None
     if not isinstance(data, dict):
