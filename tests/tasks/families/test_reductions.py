@@ -63,3 +63,21 @@ def test_every_op_compiles_for_an_sm90_gpu(compiles_for_sm90):
 
 def _first_seed_of(prefix: str) -> int:
     return next(s for s in range(3000) if draw_one("reductions", s).signature.startswith(prefix))
+
+
+def test_products_stay_finite_on_the_shifted_input_set(tmp_path):
+    # The verifier's shifted set makes every factor about 1.2 in size: along 752 of them
+    # the reference's product overflowed, and a correct kernel, overflowing in its own
+    # order, was failed. At the task's own (KernelBench-like) sizes, every prod program.
+    from tritonrl.verify.inputs import _shift
+
+    prod = "reductions:prod"
+    seeds = [s for s in range(400) if draw_one("reductions", s).signature.startswith(prod)]
+    assert len(seeds) >= 20
+    torch.manual_seed(0)
+    for seed in seeds:
+        task = family_task("reductions", seed)
+        ref = import_source(task.source, f"prod_{seed}", tmp_path)
+        x = _shift(ref.get_inputs()[0])
+        out = ref.Model(*ref.get_init_inputs())(x)
+        assert torch.isfinite(out).all(), f"fam:reductions:{seed}: {tuple(x.shape)}"
