@@ -206,3 +206,44 @@ def test_float32_training_on_a_gpu_multiplies_on_tf32_tensor_cores(tmp_path):
     off = _float32_config("--sft.tf32", "false")
     trainer_args(off, tmp_path / "b", "cuda", has_validation=False)
     assert not torch.backends.cuda.matmul.allow_tf32
+
+
+@pytest.fixture
+def matmul_precision(monkeypatch):
+    """torch's float32 precision switches and VLLM_FLOAT32_MATMUL_PRECISION, put back."""
+    monkeypatch.delenv("VLLM_FLOAT32_MATMUL_PRECISION", raising=False)
+    yield
+    torch.backends.fp32_precision = "none"
+    torch.backends.cuda.matmul.fp32_precision = "none"
+    torch.set_float32_matmul_precision("highest")
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_a_colocated_vllm_start_leaves_the_trainers_tf32_choice(tf32, matmul_precision):
+    """vLLM's worker runs in the trainer's process under TRL's colocate mode and sets
+    float32 products to its own precision as it starts (`set_float32_matmul_precision`
+    of VLLM_FLOAT32_MATMUL_PRECISION, "highest" by default: exact IEEE). Around building
+    the trainer, vLLM is told the stage's choice and the trainer gets it back after."""
+    import os
+
+    from tritonrl.train.precision import tf32_kept
+
+    torch.backends.fp32_precision = "tf32" if tf32 else "ieee"  # TrainingArguments' switch
+    with tf32_kept(tf32):
+        wanted = os.environ["VLLM_FLOAT32_MATMUL_PRECISION"]
+        torch.set_float32_matmul_precision("highest")  # what vLLM's worker did by default
+    assert wanted == ("high" if tf32 else "highest")
+    assert torch.backends.cuda.matmul.fp32_precision == ("tf32" if tf32 else "ieee")
+
+
+def test_tf32_left_alone_where_the_stage_leaves_it_alone(matmul_precision):
+    """On the CPU (TrainingArguments' tf32 None) neither vLLM nor torch is told anything."""
+    import os
+
+    from tritonrl.train.precision import tf32_kept
+
+    before = torch.backends.cuda.matmul.fp32_precision
+    with tf32_kept(None):
+        torch.set_float32_matmul_precision("high")
+    assert "VLLM_FLOAT32_MATMUL_PRECISION" not in os.environ
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32" != before

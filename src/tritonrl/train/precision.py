@@ -33,11 +33,18 @@ on CUDA GPUs that have them (Ampere and newer): float32 accumulation over inputs
 to 10 bits, several times the speed of exact float32, which is what a stage computes in
 when bf16 is off. `tf32_arg` gives TrainingArguments' `tf32`: None (torch's own setting
 left alone) on the CPU and on older GPUs, where TrainingArguments would refuse True.
+`tf32_kept` keeps that choice across a colocated vLLM's start: vLLM's worker, which runs
+in the trainer's process, sets float32 matrix products to exact IEEE
+(`VLLM_FLOAT32_MATMUL_PRECISION`, default "highest"), which tripled GRPO's update.
 
 What it does NOT do: no fp16 (no loss scaling here), no 8-bit optimizer states.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
 
 from tritonrl.config import Config
 
@@ -58,6 +65,24 @@ def tf32_arg(enabled: bool, device: str) -> bool | None:
     if device != "cuda" or not torch.cuda.is_available():
         return None
     return enabled if torch.cuda.get_device_capability()[0] >= 8 else None
+
+
+@contextlib.contextmanager
+def tf32_kept(tf32: bool | None) -> Iterator[None]:
+    """Around building a trainer whose vLLM starts in this process (TRL's colocate mode):
+    vLLM told to use the stage's TF32 choice for its own float32 products (unless
+    `VLLM_FLOAT32_MATMUL_PRECISION` is set), and the choice set again for the trainer's
+    afterwards, whatever vLLM set. `tf32` is TrainingArguments' (None: left alone)."""
+    if tf32 is None:
+        yield
+        return
+    os.environ.setdefault("VLLM_FLOAT32_MATMUL_PRECISION", "high" if tf32 else "highest")
+    try:
+        yield
+    finally:
+        import torch
+
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
 
 
 def final_dtype(bf16: bool):

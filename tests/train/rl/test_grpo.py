@@ -391,6 +391,8 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
     vllm = pytest.importorskip("vllm")
     import importlib.util
 
+    import torch
+
     from tritonrl.config_loader import override_config
     from tritonrl.train.rl import run_rl
     from tritonrl.verify.pool.gate import current_gate
@@ -417,6 +419,9 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
         os.environ.update(environ)
     assert result.steps == 2 and result.completions == 8
     assert "GRPO: generating with vLLM (colocate): rl.vllm is on" in caplog.text
+    # vLLM's start in this process set float32 products to IEEE: rl.tf32 (on) is back
+    if torch.cuda.get_device_capability()[0] >= 8:
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
     assert seen == [1, 1]  # one generation a step, inside the trainer's hold alone
     rl = Run.open(sft_run).stage("rl")
     assert rl["info"]["generation"]["backend"] == "vllm"

@@ -88,7 +88,7 @@ from tritonrl.train.callbacks import (
 )
 from tritonrl.train.generation import Generator, check_model, choose, warn_shared_server
 from tritonrl.train.model_card import rl_card
-from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg
+from tritonrl.train.precision import final_dtype, nonfinite_guard, tf32_arg, tf32_kept
 from tritonrl.train.ranks import Ranks
 from tritonrl.train.rl.common import (
     COMPLETIONS,
@@ -283,8 +283,9 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
             self._clock = StepClock()
             if self._gpu_hold is not None:
                 self._gpu_hold.take()  # the model to the GPU; colocated vLLM starts
-            try:
-                super().__init__(*args, **kwargs)
+            try:  # colocated vLLM starts in here, and would turn TF32 off
+                with tf32_kept(kwargs["args"].tf32):
+                    super().__init__(*args, **kwargs)
             finally:
                 if self._gpu_hold is not None:
                     self._gpu_hold.release()
