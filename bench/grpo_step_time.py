@@ -31,8 +31,11 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    first verified completion to its end): the spread of honest timing beside it.
 
 The summary takes the mean over the steps after the first (the first holds warm-ups: the
-verifier's lanes start, kernels compile): per run the step, generation and reward-wait
-seconds, generated tokens a second and the reward-wait share of a step; the speedup of a
+verifier's lanes start, kernels compile): per run the step, generation, reward-wait and
+update seconds, generated tokens a second, the reward-wait share of a step, and where
+the wait went (`verify/programs` verified a step, `verify/stage_s/<stage>` their
+seconds per verifier stage summed over lanes: `performance` is the timing, `gpu_wait`
+the wait for the GPU alone); the speedup of a
 step (off / on) and of generation, and `same_prompts`: the share of steps whose tasks
 were the same in both runs (the curriculum draws from one seed; what a step's answers
 earn can change later draws). Results merge into OUT.json by generator, so the runs
@@ -64,6 +67,13 @@ from learning_demo import run_logged, split_extra, spread, timing_probe, tritonr
 
 TIMES = ("time/generate_s", "time/reward_wait_s", "time/update_s", "time/step_s")
 KEPT = (*TIMES, "completions/mean_length", "completions/clipped_ratio", "reward", "step_time")
+# where the reward's wait went: programs verified a step and their seconds per stage,
+# summed over the pool's lanes (tritonrl.reward.adapters)
+VERIFY = ("verify/programs", "verify/stage_s/")
+
+
+def kept(key: str) -> bool:
+    return key in KEPT or key.startswith(VERIFY)
 
 
 def sft_args(model: Path, steps: int, device: str) -> list[str]:
@@ -104,7 +114,7 @@ def step_tasks(run: Path) -> dict[int, list[str]]:
 
 def steps_of(run: Path) -> list[dict]:
     history = json.loads((run / "rl" / "log_history.json").read_text())
-    return [{"step": h["step"], **{k: h[k] for k in KEPT if k in h}}
+    return [{"step": h["step"], **{k: v for k, v in h.items() if kept(k)}}
             for h in history if "time/step_s" in h]  # fmt: skip
 
 
@@ -113,7 +123,8 @@ def steady(steps: list[dict], completions: int) -> dict:
     rows = steps[1:] or steps
     if not rows:
         return {}
-    mean = {k: round(statistics.mean(r[k] for r in rows), 3) for k in KEPT if k in rows[0]}
+    keys = [k for k in rows[0] if kept(k) and all(k in r for r in rows)]
+    mean = {k: round(statistics.mean(r[k] for r in rows), 3) for k in keys}
     if mean.get("time/generate_s") and "completions/mean_length" in mean:
         tokens = mean["completions/mean_length"] * completions
         mean["generated_tokens_per_s"] = round(tokens / mean["time/generate_s"], 1)
@@ -168,9 +179,8 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
 
 def summary(report: dict) -> dict:
     runs = report.get("runs", {})
-    out = {g: {k: r["steady"].get(k) for k in ("time/step_s", "time/generate_s",
-                                                  "time/reward_wait_s", "reward_wait_share",
-                                                  "generated_tokens_per_s")}
+    shown = (*TIMES, "reward_wait_share", "generated_tokens_per_s", "verify/programs")
+    out = {g: {k: v for k, v in r["steady"].items() if k in shown or k.startswith(VERIFY)}
            for g, r in runs.items()}  # fmt: skip
     if runs.get("off", {}).get("steady") and runs.get("on", {}).get("steady"):
         off, on = runs["off"]["steady"], runs["on"]["steady"]

@@ -104,6 +104,23 @@ def test_the_memo_answers_a_program_a_later_batch_samples_again(asynchronous):
     assert _batch(reward, [GOOD], asynchronous)[2] == 1
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_reward_logs_where_the_verifiers_time_went(asynchronous):
+    """Per call: the programs the pool verified (a repeated one and a memo hit not again)
+    and their seconds per stage, summed, for the step-time breakdown."""
+    commented = GOOD.replace("    def forward", "    # once more\n    def forward")
+    reward = make_trl_reward([RELU], workers=2, asynchronous=asynchronous, memo=4)
+    _, _, verified, metrics = _batch(reward, [GOOD, commented, BAD, CHEAT], asynchronous)
+    assert verified == 3 and metrics["verify/programs"] == [3]
+    stages = {k.removeprefix("verify/stage_s/"): v for k, v in metrics.items()
+              if k.startswith("verify/stage_s/")}  # fmt: skip
+    assert {"static", "compile"} <= stages.keys()  # the cheat stops at static
+    assert all(len(v) == 1 and v[0] >= 0 for v in stages.values())
+    assert stages["compile"][0] > 0
+    _, _, verified, metrics = _batch(reward, [BAD], asynchronous)  # from the memo alone
+    assert verified == 0 and metrics["verify/programs"] == [0]
+
+
 def test_the_memo_is_off_by_default_and_keeps_no_verifier_error():
     reward = make_trl_reward([RELU], workers=2)
     pool = reward.scorer.pool

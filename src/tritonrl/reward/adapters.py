@@ -9,7 +9,10 @@ Each dataset row carries a `task_id` column (the name is configurable) naming th
 its prompt was built from. The function returns one float per completion and, when the
 trainer passes them (TRL >= 1.x does), logs per-completion details through `log_extra`
 (stage, flags, error, speedup: -1 when not timed) and batch rates through
-`log_metric`. `reward.with_details(prompts, completions, **kwargs)` (awaited when
+`log_metric`, with where the verifier's time went: `verify/programs` (the programs it
+verified for the call, each once) and `verify/stage_s/<stage>` (their seconds per stage
+summed over lanes: compile, correctness runs, `gpu_wait` for the GPU alone, `performance`
+for timing...). `reward.with_details(prompts, completions, **kwargs)` (awaited when
 asynchronous) returns `(rewards, details)`: the same verification, with each completion's
 details dict (stage, correct, flags, error, speedup, reward, task) for the caller to keep.
 
@@ -122,6 +125,19 @@ class _Memo:
         return out
 
 
+def _work(results: list[VerifyResult], futures: list[Future]) -> tuple[int, dict[str, float]]:
+    """How many programs the pool verified for `futures` (a shared future once) and their
+    seconds per stage, summed."""
+    seen: set[int] = set()
+    seconds: dict[str, float] = {}
+    for r, f in zip(results, futures, strict=True):
+        if id(f) not in seen:
+            seen.add(id(f))
+            for name, t in r.stage_times.items():
+                seconds[name] = seconds.get(name, 0.0) + t
+    return len(seen), seconds
+
+
 class _Scorer:
     def __init__(
         self, tasks: Iterable[Task] | dict[str, Task], config, task_key, workers, memo: int = 0
@@ -132,6 +148,7 @@ class _Scorer:
         self.workers = workers  # the shared verifier's lanes (None: its default)
         self.client = client_for(self.config)  # None: verify in this process
         self.memo = _Memo(memo)
+        self.work: tuple[int, dict[str, float]] | None = None  # the last call's (_work)
 
     @property
     def pool(self) -> Verifier:
@@ -175,6 +192,7 @@ class _Scorer:
         else:
             futures = self.pool.submit_many(todo, self.config, same_program)
             results = [_as_result(_outcome(f), job) for f, job in zip(futures, todo, strict=True)]
+            self.work = _work(results, futures)
             fresh = unshared(results, futures)
         return (self.memo.merge(keys, known, fresh) if same_program else fresh), len(known)
 
@@ -199,6 +217,12 @@ class _Scorer:
             log_metric("verify/cheated", sum(r.cheated for r in results) / n)
             if self.memo.size:
                 log_metric("verify/memo_hits", hits / n)
+            if self.work is not None:
+                programs, seconds = self.work
+                log_metric("verify/programs", programs)
+                for name, t in sorted(seconds.items()):
+                    log_metric(f"verify/stage_s/{name}", round(t, 3))
+        self.work = None
         return rewards, details
 
 
@@ -229,6 +253,7 @@ def make_trl_reward(
                     *map(asyncio.wrap_future, futures), return_exceptions=True
                 )
                 results = [_as_result(r, job) for r, job in zip(results, todo, strict=True)]
+                scorer.work = _work(results, futures)
                 fresh = unshared(results, futures)
             merged = scorer.memo.merge(keys, known, fresh)
             return scorer.report(merged, len(known), kwargs)
