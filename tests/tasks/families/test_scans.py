@@ -37,3 +37,26 @@ def test_every_signature_compiles_for_an_sm90_gpu(compiles_for_sm90):
     assert len(solutions) == len(SIGNATURES)
     tiles = [{"BLOCK_O": bo, "BLOCK_R": br} for bo, br in [(1, 2048), (16, 128), (128, 16)]]
     assert compiles_for_sm90([(s, tiles) for s in solutions.values()], {"m_ptr": "*i1"}) == []
+
+
+def test_cumprods_partial_products_stay_finite_on_the_shifted_input_set(tmp_path):
+    # A GPU scans in parallel: any run of consecutive factors may be multiplied alone. On
+    # the verifier's shifted set (each value -1.7 x + 0.5 mean|x|) the largest product of
+    # a run must stay inside float32's range (log below 88), at the tasks' own sizes.
+    import torch
+
+    from tritonrl.tasks.families import draw_one, family_task
+    from tritonrl.tasks.runtime import import_source
+    from tritonrl.verify.inputs import _shift
+
+    seeds = [s for s in range(300) if draw_one("scans", s).signature.startswith("scans:cumprod")]
+    assert len(seeds) >= 20
+    torch.manual_seed(0)
+    for seed in seeds:
+        ref = import_source(family_task("scans", seed).source, f"cumprod_{seed}", tmp_path)
+        logs = (
+            _shift(ref.get_inputs()[0]).double().abs().clamp(min=1e-300).log().cumsum(ref.scan_dim)
+        )
+        lowest = torch.cummin(logs, ref.scan_dim).values.clamp(max=0.0)
+        worst = (logs - lowest).max().item()  # a run's log product: a prefix's less another
+        assert worst < 88.0, f"fam:scans:{seed}: a run's product reaches e^{worst:.0f}"
