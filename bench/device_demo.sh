@@ -9,11 +9,11 @@
 #                                                # pyproject.toml), else the tree's
 #   bash bench/device_demo.sh side tests|bf16 NAME   # GPU tests of vLLM, or bf16_probe.py
 #                                                # on NAME converted to bf16, in the
-#                                                # background (/tmp/side), results to OUT
+#                                                # background (/tmp/side/JOB), results to OUT
 #   bash bench/device_demo.sh side families N    # bench/families_check.py, N a family
 #                                                # (FAMILIES="matmul norms": those only;
 #                                                # FAMILIES_ARGS="--no-timing": passed on)
-#   bash bench/device_demo.sh side run "CMD"     # CMD (bash) in /tmp/side with the demo's
+#   bash bench/device_demo.sh side run "CMD"     # CMD (bash) in /tmp/side/JOB with the demo's
 #                                                # environment, its log side_NAME.log
 #                                                # (SIDE_NAME, default run); $RESULTS is
 #                                                # the output folder
@@ -93,9 +93,13 @@ code() {  # the code that runs, into $1 (default /tmp/demo): a commit's
   fi
 }
 
-side() {  # GPU work that may run while parts are still being carried, in /tmp/side
+side() {  # GPU work that may run while parts are still being carried, each job in a code
+  # copy of its own under /tmp/side (a later job's copy must not change a running one's)
+  case "${1:-}" in tests|bf16|families|run) ;; *) echo "side: tests|bf16|families|run, not '${1:-}'" >&2; exit 2 ;; esac
   env_vars
-  export PYTHONPATH=$SITE:$VLLM_SITE:$SIDE/src RESULTS
+  local dir=$SIDE/$1${SIDE_NAME:+-$SIDE_NAME}${SIDE_GPU:+-gpu$SIDE_GPU}
+  code "$dir" && cd "$dir"
+  export PYTHONPATH=$SITE:$VLLM_SITE:$dir/src RESULTS
   mkdir -p "$RESULTS"
   local pids=$RESULTS/side.pids
   if [[ -n ${SIDE_GPU:-} ]]; then  # a GPU of its own: it runs beside the arms
@@ -105,13 +109,11 @@ side() {  # GPU work that may run while parts are still being carried, in /tmp/s
   fi
   case "$1" in
     tests)  # vLLM's GPU tests: GRPO generating with it, and eval's backend
-      code "$SIDE" && cd "$SIDE"
       setsid nohup python3 -m pytest -m gpu -q -p no:cacheprovider -k vllm \
         tests/train/rl/test_grpo.py tests/train/rl/test_multiturn.py \
         tests/evaluate/test_backends.py \
         > "$RESULTS/side_gputests.log" 2>&1 < /dev/null & ;;
     bf16)  # bench/bf16_probe.py on a model converted to bf16 (NAME: a named model)
-      cd "$SIDE"
       setsid nohup bash -c "python3 -m tritonrl convert-gguf $2 --out /tmp/bf16-model \
         --dtype bfloat16 --overwrite && python3 bench/bf16_probe.py --model /tmp/bf16-model \
         --steps 8 --lr 1e-5 --out $RESULTS/bf16_probe_lr1e-5.json && python3 \
@@ -119,16 +121,13 @@ side() {  # GPU work that may run while parts are still being carried, in /tmp/s
         --variants pure_bf16,master_fp32 --out $RESULTS/bf16_probe_lr5e-5.json" \
         > "$RESULTS/side_bf16.log" 2>&1 < /dev/null & ;;
     families)  # every family's solutions verified, N of each (its tables: after each family)
-      code "$SIDE" && cd "$SIDE"
       # shellcheck disable=SC2086  # FAMILIES: names split on spaces
       setsid nohup python3 bench/families_check.py --per-family "${2:-30}" --workers 8 \
         ${FAMILIES:+--families $FAMILIES} ${FAMILIES_ARGS:-} --out "$RESULTS" \
         > "$RESULTS/side_families.log" 2>&1 < /dev/null & ;;
     run)  # any command, e.g. bench/grpo_step_time.py on GPU SIDE_GPU
-      code "$SIDE" && cd "$SIDE"
       setsid nohup bash -c "${2:?side run CMD}" > "$RESULTS/side_${SIDE_NAME:-run}.log" 2>&1 \
         < /dev/null & ;;
-    *) echo "side: tests|bf16|families|run, not $1" >&2; exit 2 ;;
   esac
   # setsid runs in the background child itself (not a group leader), so $! leads the job's
   # process group: `start` stops the job and its children by it.
