@@ -747,7 +747,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     sft_extra, rl_extra = split_extra(args.extra)
-    config = load_config(args.config, sft_extra, cuda_available=args.device == "cuda")
+    try:  # GRPO's overrides too: refused now, not after SFT and its eval
+        config = load_config(args.config, sft_extra, cuda_available=args.device == "cuda")
+        load_config(args.config, rl_extra, cuda_available=args.device == "cuda")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     cuda = args.device == "cuda"
     started = time.monotonic()
     heldout = work / "heldout"
