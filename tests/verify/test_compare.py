@@ -88,6 +88,23 @@ def test_lower_precision_products_and_one_wrong_element_are_still_refused():
     assert compare_outputs(ref, one).startswith("output 0: 1 of 4096 elements differ")
 
 
+def test_infinities_of_one_sign_agree_and_a_nan_reference_is_named():
+    # A product that overflows in both answers is inf in both: equal, as torch.allclose
+    # has it (both used to fail: inf - inf is NaN), while a number where the reference is
+    # inf fails (rtol x inf used to let it pass). A reference that is NaN where the answer
+    # has a number fails, and says so (the message used to read "max abs error 0").
+    inf = float("inf")
+    ref = torch.tensor([1.0, inf, -inf, 2.0])
+    assert compare_outputs(ref, ref.clone()) is None
+    for wrong in ([1.0, -inf, -inf, 2.0], [1.0, 1e30, -inf, 2.0]):  # rtol x inf: no pass
+        reason = compare_outputs(ref, torch.tensor(wrong))
+        assert reason.startswith("output 0: 1 of 4 elements differ (max abs error inf"), wrong
+    nan_ref = torch.tensor([1.0, float("nan"), float("nan"), 2.5])
+    reason = compare_outputs(nan_ref, torch.tensor([1.0, 3.0, 4.0, 2.0]))
+    assert reason.startswith("output 0: 3 of 4 elements differ (max abs error 0.5, atol ")
+    assert reason.endswith("); the reference is NaN at 2 of them")
+
+
 def test_a_near_miss_after_a_squashing_epilogue_passes_against_float64():
     # tanh after a long sum: the outputs are near +-1, but where the sum cancels to near
     # 0 its rounding passes through tanh whole, beyond the share of the mean |output|. The

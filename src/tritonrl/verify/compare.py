@@ -120,7 +120,7 @@ def _compare_tensor(r: torch.Tensor, n: Any, atol: float, rtol: float) -> tuple[
     device = _device_for(r)
     rf = r.detach().reshape(-1)
     chunk = _reader(n, rf.numel())
-    bad_total, worst = 0, 0.0
+    bad_total, worst, ref_nan = 0, 0.0, 0
     for start in range(0, rf.numel(), COMPARE_CHUNK):
         k = min(COMPARE_CHUNK, rf.numel() - start)
         r64 = rf[start : start + k].to(device).double()
@@ -129,16 +129,23 @@ def _compare_tensor(r: torch.Tensor, n: Any, atol: float, rtol: float) -> tuple[
         if n_nan.any() and not torch.equal(n_nan, r_nan):
             return "NaN where the reference has none", float("inf")
         err = (n64 - r64).abs()
-        bad = ~(r_nan & n_nan) & ~(err <= atol + rtol * r64.abs())
+        # a finite reference value within the tolerance; any other only by equality (an
+        # infinity by the same one, as torch.allclose has it: rtol x inf allows anything)
+        close = torch.isfinite(r64) & (err <= atol + rtol * r64.abs())
+        bad = ~((r_nan & n_nan) | (n64 == r64) | close)
         count = int(bad.sum())
         if count:
             bad_total += count
-            worst = max(worst, err[bad].max().item())
+            ref_nan += int((bad & r_nan).sum())  # an error of NaN: no size to report
+            sized = err[bad & ~r_nan]
+            if sized.numel():
+                worst = max(worst, sized.max().item())
     if bad_total:
+        nan = f"; the reference is NaN at {ref_nan} of them" if ref_nan else ""
         return (
             f"{bad_total} of {r.numel()} elements differ "
-            f"(max abs error {worst:.3g}, atol {atol:.3g}, rtol {rtol:.3g})"
-        ), worst
+            f"(max abs error {worst:.3g}, atol {atol:.3g}, rtol {rtol:.3g}){nan}"
+        ), (float("inf") if ref_nan else worst)
     return None, 0.0
 
 
