@@ -242,8 +242,8 @@ def test_tf32_left_alone_where_the_stage_leaves_it_alone(matmul_precision):
 
     from tritonrl.train.precision import tf32_kept
 
-    before = torch.backends.cuda.matmul.fp32_precision
+    torch.set_float32_matmul_precision("highest")  # a known start: IEEE
     with tf32_kept(None):
-        torch.set_float32_matmul_precision("high")
+        torch.set_float32_matmul_precision("high")  # what a vLLM told "high" would do
     assert "VLLM_FLOAT32_MATMUL_PRECISION" not in os.environ
-    assert torch.backends.cuda.matmul.fp32_precision == "tf32" != before
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"  # not set back to IEEE
