@@ -3,7 +3,7 @@ commands on one GPU, and the verifier's timing spread while the vLLM run trains.
 
     python bench/grpo_step_time.py --model DIR --out OUT.json [--work DIR] [--steps 3]
         [--prompts 8] [--group 8] [--max-tokens 1024] [--sft-steps 16] [--bf16]
-        [--config qwen-coder-1.5b-1gpu] [--generators off,on] [--probe-runs 12]
+        [--config qwen-coder-1.5b-1gpu] [--generators off,on,overlap] [--probe-runs 12]
         [--idle-probe-runs 6] [-- --rl.generated_tasks 400 ...]
 
 DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). In
@@ -18,16 +18,17 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    demo's SFT model), or with `--sft-steps N` N full-parameter float32 steps at lr 5e-5
    on the builtin suite and 200 generator tasks; kept and reused by a later call with
    the same WORK;
-2. per generator (`--rl.vllm off`, then `on`): a copy of that run and `tritonrl rl --algo
-   grpo --rl.vllm G` for `--steps` optimizer steps of `--prompts` x `--group` completions
-   (64 by default) of at most `--max-tokens` tokens, generated at once; each step's
-   seconds come from the run's log_history.json, where the trainer writes them
+2. per generator (`off`: `--rl.vllm off`; `on`: `--rl.vllm on`; `overlap`: vLLM and
+   `--rl.overlap_reward true`, each batch verified during the step before): a copy of
+   that run and `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x
+   `--group` completions (64 by default) of at most `--max-tokens` tokens, generated at
+   once; each step's seconds come from the run's log_history.json, where the trainer writes them
    (`tritonrl.train.rl.grpo.StepClock`): `time/generate_s`, `time/reward_wait_s` (the
    verifier), `time/update_s` (log-probabilities, loss, backward, optimizer) and
    `time/step_s`, beside TRL's completion lengths;
 3. a one-lane pool in this process verifies a copy of a reference
    (`learning_demo.timing_probe`; its true speedup is 1) `--idle-probe-runs` times with
-   the GPU idle, then up to `--probe-runs` times while the vLLM run trains (from its
+   the GPU idle, then up to `--probe-runs` times while each vLLM run trains (from its
    first verified completion to its end): the spread of honest timing beside it.
 
 The summary takes the mean over the steps after the first (the first holds warm-ups: the
@@ -35,9 +36,9 @@ verifier's lanes start, kernels compile): per run the step, generation, reward-w
 update seconds, generated tokens a second, the reward-wait share of a step, and where
 the wait went (`verify/programs` verified a step, `verify/stage_s/<stage>` their
 seconds per verifier stage summed over lanes: `performance` is the timing, `gpu_wait`
-the wait for the GPU alone); the speedup of a
-step (off / on) and of generation, and `same_prompts`: the share of steps whose tasks
-were the same in both runs (the curriculum draws from one seed; what a step's answers
+the wait for the GPU alone); the speedup of a step (off / on, off / overlap) and of
+generation, and `same_prompts`: the share of steps whose tasks were the same in the
+runs (the curriculum draws from one seed; what a step's answers
 earn can change later draws). Results merge into OUT.json by generator, so the runs
 can be split over calls (`--generators off`, then `--generators on` with the same WORK
 and OUT). Measures; asserts nothing.
@@ -88,11 +89,15 @@ def sft_args(model: Path, steps: int, device: str) -> list[str]:
     ]  # fmt: skip
 
 
+GENERATORS = {"off": ["--rl.vllm", "off"], "on": ["--rl.vllm", "on"],
+              "overlap": ["--rl.vllm", "on", "--rl.overlap_reward", "true"]}  # fmt: skip
+
+
 def rl_args(generator: str, args) -> list[str]:
     """GRPO's overrides: `--prompts` x `--group` completions a step, in micro-batches of
     a group; float32 unless `--bf16`; then the rl overrides after `--`."""
     return [
-        "--algo", "grpo", "--rl.vllm", generator, "--rl.device", args.device,
+        "--algo", "grpo", *GENERATORS[generator], "--rl.device", args.device,
         "--verify.device", args.device, "--rl.max_steps", str(args.steps),
         "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
         "--rl.gradient_accumulation", str(args.prompts),
@@ -182,14 +187,21 @@ def summary(report: dict) -> dict:
     shown = (*TIMES, "reward_wait_share", "generated_tokens_per_s", "verify/programs")
     out = {g: {k: v for k, v in r["steady"].items() if k in shown or k.startswith(VERIFY)}
            for g, r in runs.items()}  # fmt: skip
-    if runs.get("off", {}).get("steady") and runs.get("on", {}).get("steady"):
-        off, on = runs["off"]["steady"], runs["on"]["steady"]
-        out["speedup_step"] = round(off["time/step_s"] / on["time/step_s"], 2)
-        out["speedup_generate"] = round(off["time/generate_s"] / on["time/generate_s"], 2)
-        a, b = runs["off"].get("tasks", {}), runs["on"].get("tasks", {})
+    off = runs.get("off", {}).get("steady")
+    for g in ("on", "overlap"):
+        other = runs.get(g, {}).get("steady")
+        if not (off and other):
+            continue
+        out.setdefault("speedup_step", {})[g] = round(off["time/step_s"] / other["time/step_s"], 2)
+        out.setdefault("speedup_generate", {})[g] = round(
+            off["time/generate_s"] / other["time/generate_s"], 2
+        )
+        a, b = runs["off"].get("tasks", {}), runs[g].get("tasks", {})
         shared = [k for k in a if k in b]
         if shared:
-            out["same_prompts"] = round(sum(a[k] == b[k] for k in shared) / len(shared), 2)
+            out.setdefault("same_prompts", {})[g] = round(
+                sum(a[k] == b[k] for k in shared) / len(shared), 2
+            )
     return out
 
 
@@ -206,7 +218,7 @@ def parse(argv):
                     help="SFT at lr 5e-5 for N steps (default: the config's own SFT)")  # fmt: skip
     ap.add_argument("--bf16", action="store_true", help="RL under bf16 autocast")
     ap.add_argument("--config", default="qwen-coder-1.5b-1gpu", help="every command's")
-    ap.add_argument("--generators", default="off,on", help="which runs: off, on, or both")
+    ap.add_argument("--generators", default="off,on,overlap", help="which runs, in order")
     ap.add_argument("--probe-runs", type=int, default=12)
     ap.add_argument("--idle-probe-runs", type=int, default=6)
     ap.add_argument("--device", default="cuda", help="cpu: try the script (off only, no probe)")
@@ -217,8 +229,8 @@ def parse(argv):
     args.work = args.work or args.out.parent / "work"
     args.logs = args.out.parent
     args.generators = [g.strip() for g in args.generators.split(",") if g.strip()]
-    if not set(args.generators) <= {"off", "on"}:
-        ap.error("--generators takes off, on or off,on")
+    if not set(args.generators) <= set(GENERATORS):
+        ap.error(f"--generators takes a list of {', '.join(GENERATORS)}")
     if args.device != "cuda" and args.generators != ["off"]:
         ap.error("--device cpu runs --generators off only (vLLM needs CUDA)")
     return args
@@ -247,18 +259,20 @@ def main(argv: list[str] | None = None) -> int:
                        *args.sft_extra)  # fmt: skip
         seconds = run_logged(cmd, args.logs / "grpo_step_time_sft.log")
         report["sft"] = {"command": cmd[2:], "seconds": round(seconds, 1)}
-    if "on" in args.generators:
+    if set(args.generators) - {"off"}:
         rows = timing_probe(args.idle_probe_runs, None, threading.Event())
         report["probe_idle"] = {"rows": rows, "device": spread(rows, "device"),
                                 "launch": spread(rows, "launch")}  # fmt: skip
     runs = report.setdefault("runs", {})
     for generator in args.generators:
-        runs[generator] = rl_run(generator, sft_run, args, probe=generator == "on")
+        runs[generator] = rl_run(generator, sft_run, args, probe=generator != "off")
         report["summary"] = summary(report)
         args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report["summary"], indent=1))
-    idle, beside = report.get("probe_idle"), runs.get("on", {}).get("probe")
-    for name, p in (("idle", idle), ("beside GRPO with vLLM", beside)):
+    shown = [("idle", report.get("probe_idle"))] + [
+        (f"beside GRPO ({g})", runs[g].get("probe")) for g in runs if g != "off"
+    ]
+    for name, p in shown:
         if p:
             print(f"copy of the reference, {name}: device {p['device']}, launch {p['launch']}")
     return 0

@@ -196,6 +196,9 @@ def test_every_extension_can_be_switched_off():
         (["--verify.ray_actors", "2"], "set verify.backend to 'ray'"),
         (["--verify.backend", "ray", "--verify.ray_actors", "-1"], "verify.ray_actors must be 0"),
         (["--verify.backend", "ray", "--verify.endpoint", "http://h:8765"], "give one of them"),
+        (["--rl.overlap_reward", "true", "--rl.turns", "3"], "multi-turn rollouts verify inside"),
+        (["--rl.overlap_reward", "true", "--rl.hierarchical", "true"], "rl.overlap_reward false"),
+        (["--rl.overlap_reward", "true", "--rl.algo", "best-of-n"], "rl.algo grpo or rloo"),
     ],
 )
 def test_bad_overrides_name_what_is_wrong(overrides, message):

@@ -578,6 +578,11 @@ class RlConfig:
     # Tokens a later turn's prompt plus its answer (sampling.max_new_tokens) may take: the
     # oldest earlier answers and their feedback are dropped to fit. null: sft.max_length.
     turn_max_length: int | None = None
+    # GRPO/RLOO: verify each batch while the trainer updates on the one before and
+    # generates the next (tritonrl.train.rl.overlap): the step waits only for what the
+    # verifier has left, at the price of training each batch one optimizer step after
+    # it was generated (the loss's clipped ratio corrects for it). Single-turn only.
+    overlap_reward: bool = False
     # Only the tasks the starting policy solves sometimes (tritonrl.train.rl.data): an eval
     # folder of it on the run's training tasks (`tritonrl eval --model RUN/sft/final
     # --tasks train:RUN --samples 4 --out DIR`, its samples.jsonl); the tasks whose
@@ -638,6 +643,14 @@ class RlConfig:
             self.turns == 1 or self.algo in ("grpo", "rloo"),
             f"rl.turns {self.turns} needs rl.algo grpo or rloo (TRL's trainers); "
             f"{self.algo} samples single answers: set rl.turns 1",
+        )
+        _need(
+            not self.overlap_reward
+            or (self.turns == 1 and not self.hierarchical and self.algo in ("grpo", "rloo")),
+            "rl.overlap_reward verifies a single-turn GRPO or RLOO batch during the step "
+            "before; multi-turn rollouts verify inside the generation and rl.hierarchical "
+            "splits the rewards: set rl.overlap_reward false, or rl.turns 1, "
+            "rl.hierarchical false and rl.algo grpo or rloo",
         )
         _need(
             self.turns == 1 or not self.hierarchical,

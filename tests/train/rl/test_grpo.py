@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -381,13 +382,16 @@ def test_the_trainer_holds_its_gpu_gate_except_while_the_rewards_are_verified(
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("overlap", [False, True], ids=["in-step", "overlap"])
 def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
-    sft_run, monkeypatch, caplog
+    sft_run, monkeypatch, caplog, overlap
 ):
     """Two GRPO steps of the tiny model on CUDA, its completions from vLLM in the
     trainer's process (TRL's use_vllm, colocate): vLLM's generate runs while the trainer
     holds its GPU's gate (so no kernel is timed beside it), the steps' times are logged
-    and the stage records how it generated. Runs where vLLM is installed (its extra)."""
+    and the stage records how it generated. With rl.overlap_reward both batches are
+    generated in the first step, from the scoring thread. Runs where vLLM is installed
+    (its extra)."""
     vllm = pytest.importorskip("vllm")
     import importlib.util
 
@@ -403,13 +407,13 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
     generate = vllm.LLM.generate
 
     def watched(self, *args, **kwargs):
-        seen.append(gate._shared)
+        seen.append((gate._shared, threading.current_thread().name))
         return generate(self, *args, **kwargs)
 
     monkeypatch.setattr(vllm.LLM, "generate", watched)
     overrides = ["--rl.device", "cuda", "--verify.device", "cuda", "--rl.vllm", "on",
                  "--rl.vllm_gpu_memory_utilization", "0.2", "--rl.max_steps", "2",
-                 *QUIET]  # fmt: skip
+                 "--rl.overlap_reward", str(overlap).lower(), *QUIET]  # fmt: skip
     environ = dict(os.environ)  # TRL sets RANK, WORLD_SIZE, MASTER_ADDR... for vLLM
     try:
         with caplog.at_level(logging.INFO, logger="tritonrl.train.rl.grpo"):
@@ -422,7 +426,9 @@ def test_grpo_generates_with_colocated_vllm_inside_the_trainers_gpu_hold(
     # vLLM's start in this process set float32 products to IEEE: rl.tf32 (on) is back
     if torch.cuda.get_device_capability()[0] >= 8:
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
-    assert seen == [1, 1]  # one generation a step, inside the trainer's hold alone
+    # one generation a step (both in the first with overlap), inside the trainer's hold
+    thread = "tritonrl-scoring" if overlap else threading.main_thread().name
+    assert seen == [(1, thread), (1, thread)]
     rl = Run.open(sft_run).stage("rl")
     assert rl["info"]["generation"]["backend"] == "vllm"
     history = json.loads(Run.open(sft_run).artifact("rl", "log_history").read_text())

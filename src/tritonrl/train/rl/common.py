@@ -127,8 +127,9 @@ class CompletionLog:
 
         async def with_details(prompts, completions, **kwargs):
             rewards, details = await reward.with_details(prompts, completions, **kwargs)
-            state = kwargs.get("trainer_state")
+            state, ahead = kwargs.get("trainer_state"), kwargs.get("rl_step")
             step = state.global_step + 1 if state is not None else None  # the step it trains
+            step = ahead[0] if ahead else step  # verified a step early (rl.overlap_reward)
             self.record(step, details, completions)
             return rewards, details
 

@@ -18,6 +18,10 @@ each prompt num_generations x turns times. TRL's warning that `rollout_func` is
 experimental is left out where we pass ours (nothing else is silenced). With one turn
 the trainers are as below.
 
+With `rl.overlap_reward` each step generates the next step's batch before it waits for
+its own batch's rewards, verified since the step before (`tritonrl.train.rl.overlap`:
+one step off-policy, the ratio corrected by the generating policy's log-probabilities).
+
 With `curriculum.enabled` the trainer's sampler is a `CurriculumSampler` (the layout of
 TRL's RepeatSampler, each chunk drawn at the share of the moment); after each optimizer
 step the curriculum may grow; its metrics join every log line (`curriculum/...`) and its
@@ -103,6 +107,7 @@ from tritonrl.train.rl.curriculum import Curriculum, CurriculumSampler
 from tritonrl.train.rl.data import rl_prompts
 from tritonrl.train.rl.hierarchical import hierarchical_trainer
 from tritonrl.train.rl.multiturn import MultiTurn
+from tritonrl.train.rl.overlap import in_scoring_thread, overlapped
 from tritonrl.train.sft import _reporters, save_final
 from tritonrl.train.trl_args import trl_config
 from tritonrl.verify.pool.gate import current_gate, gate_for, visible_gpus
@@ -310,6 +315,9 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
         def verifying(self) -> Iterator[None]:
             """Waiting for the verifier: timed as such, the GPU hold let go meanwhile (the
             verifier times while the trainer waits for it)."""
+            if in_scoring_thread():  # verified ahead: the trainer's thread waits later
+                yield
+                return
             hold = self._gpu_hold
             let_go = hold is not None and hold.held
             with self._clock.part("reward_wait"):
@@ -376,7 +384,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
 
     if config.rl.hierarchical:
         return hierarchical_trainer(Trainer, config.rl)
-    return Trainer
+    return overlapped(Trainer) if config.rl.overlap_reward else Trainer
 
 
 def _callbacks(run: Run, config: Config, stop: StopSignals, card, curriculum, ranks: Ranks) -> list:
@@ -489,6 +497,8 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     finally:
         if trainer._gpu_hold is not None:  # held past a failure in the optimizer step
             trainer._gpu_hold.release()
+        if config.rl.overlap_reward:  # the batch verified ahead, before the pool closes
+            trainer.finish_overlap()
     if stop.signal:
         raise Interrupted(stop.signal)
     if ranks.main:

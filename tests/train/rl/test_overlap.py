@@ -1,0 +1,151 @@
+"""The reward verified a step ahead (`rl.overlap_reward`), for real on the CPU: the tiny
+model after a short SFT, TRL's GRPO trainer, the verifier as reward. Each batch is
+generated and sent to the verifier during the step before the one that trains on it, and
+trains with its own rewards, corrected by its generating policy's log-probabilities."""
+
+import json
+import threading
+
+import pytest
+
+from tritonrl.config_loader import load_config
+from tritonrl.data.prompts import build_messages
+from tritonrl.runs import Run
+from tritonrl.tasks import load_builtin
+from tritonrl.verify.pool.pool import close_shared_pools
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.slow  # trains models
+
+RELU = load_builtin("level1/1_ReLU").tasks[0]
+HONEST = f"```python\n{RELU.solution}```"
+CHEAT = ("```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+         "    def forward(self, x):\n        return torch.relu(x)\n```")  # fmt: skip
+QUIET = ["--run.report_to", "[none]"]
+# What the rollout answers, by the order the batches are generated: all right, all
+# cheating, half and half. A batch trained with another's rewards shows in the logs.
+PLAN = {1: [HONEST] * 4, 2: [CHEAT] * 4, 3: [HONEST, CHEAT] * 2}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_pools_closed():
+    yield
+    close_shared_pools()
+
+
+def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewards(
+    sft_run, tmp_path, monkeypatch
+):
+    import datasets
+    from transformers import TrainerCallback
+
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.rl.common import CompletionLog, load_policy
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    config = load_config(None, ["--rl.max_steps", "3", "--rl.overlap_reward", "true",
+                                "--curriculum.enabled", "false", *QUIET])  # fmt: skip
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    events, old_logps = [], []
+
+    def rollout(prompts, trainer):
+        batch = 1 + sum(e[0] == "generate" for e in events)
+        events.append(("generate", batch, trainer.state.global_step + 1))
+        text = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                for p in prompts]  # fmt: skip
+        done = [tokenizer(c)["input_ids"] for c in PLAN[batch]]
+        return {"prompt_ids": [tokenizer(t)["input_ids"] for t in text], "completion_ids": done,
+                "logprobs": None}  # fmt: skip
+
+    log = CompletionLog(tmp_path / "completions.jsonl", {RELU.id: 1})
+    verifier = log.trl_reward(make_trl_reward([RELU], config.verify, asynchronous=True))
+
+    async def reward(prompts, completions, **kwargs):
+        events.append(("verify", kwargs["rl_step"][0]))
+        rewards = await verifier(prompts, completions, **kwargs)
+        events.append(("verified", kwargs["rl_step"][0]))
+        return rewards
+
+    class StepEnd(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            events.append(("step_end", state.global_step))
+
+    prompts = datasets.Dataset.from_list(
+        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 8
+    )
+    trainer = _trainer_class(config, None, [RELU.id] * 8)(
+        model=model, reward_funcs=[reward], args=trainer_args(config, tmp_path / "o", "cpu"),
+        train_dataset=prompts, processing_class=tokenizer, rollout_func=rollout,
+        callbacks=[StepEnd()],
+    )  # fmt: skip
+    loss = trainer.compute_loss
+
+    def compute_loss(model, inputs, *args, **kwargs):
+        old_logps.append("old_per_token_logps" in inputs)
+        return loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = compute_loss
+    trainer.train()
+    trainer.finish_overlap()
+
+    # batches 1 and 2 generated in step 1, batch 3 in step 2, none ahead of the last
+    assert [e for e in events if e[0] == "generate"] == [
+        ("generate", 1, 1), ("generate", 2, 1), ("generate", 3, 2)
+    ]  # fmt: skip
+    order = [e for e in events if e[0] != "generate"]
+    for step in (1, 2):  # the next step's batch went to the verifier before this one ended
+        assert order.index(("verify", step + 1)) < order.index(("step_end", step))
+    for step in (1, 2, 3):  # each step waited for its own batch's rewards
+        assert order.index(("verified", step)) < order.index(("step_end", step))
+    # each step trained with the rewards of the completions it trained on
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    good = [r["reward"] for r in _rows(log) if r["step"] == 1]
+    assert len(good) == 4 and good[0] > 0
+    assert [h["reward"] for h in history] == pytest.approx([good[0], 0.0, good[0] / 2])
+    # each completion recorded under the step that trains on it (batch 2, all cheats,
+    # may be verified before batch 1)
+    steps = {s: [r["reward"] for r in _rows(log) if r["step"] == s] for s in (1, 2, 3)}
+    assert steps == {1: [good[0]] * 4, 2: [0.0] * 4, 3: [good[0], 0.0] * 2}
+    for h, step in zip(history, (1, 2, 3), strict=True):  # and so are the reward's logs
+        assert h["verify/correct"] == [1.0, 0.0, 0.5][step - 1]
+    assert old_logps and all(old_logps)  # the generating policy's, for the ratio
+    assert trainer.num_iterations == 1  # as TRL set it, once the scoring thread was done
+    assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
+
+
+def _rows(log) -> list[dict]:
+    return [json.loads(line) for line in log.path.read_text().splitlines()]
+
+
+def test_rloo_through_the_command_verifies_ahead_and_ends_with_no_batch_left(
+    sft_run, train_app, monkeypatch
+):
+    """`tritonrl rl --algo rloo --rl.overlap_reward true`: the tiny model's own answers,
+    the next step's generated in each step but the last, each step's completions recorded
+    under the step that trains on them, no scoring thread left behind."""
+    from trl import RLOOTrainer
+    from typer.testing import CliRunner
+
+    generate, generated = RLOOTrainer._generate, []
+
+    def counted(self, prompts):
+        generated.append(self.state.global_step + 1)
+        return generate(self, prompts)
+
+    monkeypatch.setattr(RLOOTrainer, "_generate", counted)
+
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(sft_run), "--algo", "rloo",
+                                            "--rl.max_steps", "3", "--rl.overlap_reward", "true",
+                                            *QUIET])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = Run.open(sft_run)
+    assert run.stage("rl")["step"] == 3
+    assert generated == [1, 1, 2]  # batches 1 and 2 in step 1, batch 3 in step 2
+    log = run.stage_dir("rl") / "completions.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["step"] for r in rows) == [1] * 4 + [2] * 4 + [3] * 4
+    history = json.loads(run.artifact("rl", "log_history").read_text())
+    assert [h["step"] for h in history if "loss" in h] == [1, 2, 3]
+    assert all("time/reward_wait_s" in h for h in history if "loss" in h)
+    assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
