@@ -31,8 +31,9 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    the GPU idle, then up to `--probe-runs` times while each vLLM run trains (from its
    first verified completion to its end): the spread of honest timing beside it.
 
-The summary takes the mean over the steps after the first (the first holds warm-ups: the
-verifier's lanes start, kernels compile): per run the step, generation, reward-wait and
+The summary takes the mean over the steps between the first and the last (the first
+holds warm-ups: the verifier's lanes start, kernels compile; with `overlap` it generates
+two batches and the last none): per run the step, generation, reward-wait and
 update seconds, generated tokens a second, the reward-wait share of a step, and where
 the wait went (`verify/programs` verified a step, `verify/stage_s/<stage>` their
 seconds per verifier stage summed over lanes: `performance` is the timing, `gpu_wait`
@@ -124,8 +125,9 @@ def steps_of(run: Path) -> list[dict]:
 
 
 def steady(steps: list[dict], completions: int) -> dict:
-    """Means over the steps after the first (all of them when there is one)."""
-    rows = steps[1:] or steps
+    """Means over the steps between the first and the last (all of them when there are
+    fewer than three)."""
+    rows = steps[1:-1] if len(steps) > 2 else steps
     if not rows:
         return {}
     keys = [k for k in rows[0] if kept(k) and all(k in r for r in rows)]
