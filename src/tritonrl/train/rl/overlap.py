@@ -50,18 +50,23 @@ class Scoring:
         # what the reward logs through TRL's log_metric / log_extra, kept with the batch
         self.metrics: dict[str, list] = defaultdict(list)
         self.extra: dict[str, list] = defaultdict(list)
-        self._thread = threading.Thread(target=self._run, args=(run, device), daemon=True,
+        gpu = None  # the trainer's GPU (this thread's current one), not cuda:0
+        if device is not None and device.type == "cuda":
+            import torch
+
+            gpu = device.index if device.index is not None else torch.cuda.current_device()
+        self._thread = threading.Thread(target=self._run, args=(run, gpu), daemon=True,
                                         name="tritonrl-scoring")  # fmt: skip
         self._thread.start()
         self.parked.wait()
 
-    def _run(self, run, device) -> None:
+    def _run(self, run, gpu) -> None:
         _local.scoring = self
         try:
-            if device is not None and device.type == "cuda":
+            if gpu is not None:
                 import torch
 
-                torch.cuda.set_device(device)  # the trainer's GPU, not cuda:0
+                torch.cuda.set_device(gpu)
             self.output = run(self.inputs)
         except BaseException as exc:  # raised in the trainer's thread by result()
             self.error = exc
