@@ -203,9 +203,13 @@ run_rl(override_config(Run.open(sys.argv[1]).config, sys.argv[2:]), sys.argv[1])
 """
 
 
-def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, tmp_path):
+@pytest.mark.parametrize("overlap", [False, True], ids=["in-step", "overlap"])
+def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, tmp_path, overlap):
+    """With rl.overlap_reward too: the batch verified ahead of the stop is waited for
+    (its thread ends), never trained, and generated afresh by the resumed run."""
     run_dir = sft_run
-    overrides = ["--rl.max_steps", "6", "--rl.save_steps", "1", *QUIET]
+    overrides = ["--rl.max_steps", "6", "--rl.save_steps", "1",
+                 "--rl.overlap_reward", str(overlap).lower(), *QUIET]  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED, str(run_dir), *overrides],
         env={**os.environ, "TQDM_DISABLE": "1"},
@@ -248,6 +252,9 @@ def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, 
     after = [h for h in history if "loss" in h and h["step"] > stopped]
     assert after and all(h["curriculum/level2_share"] == 0.3 for h in after)
     assert {r["step"] for r in _rows(run_dir)} == set(range(1, 7))
+    counts = {step: [r["step"] for r in _rows(run_dir)].count(step) for step in range(1, 7)}
+    # the step after the stop: verified ahead (overlap), then again by the resumed run
+    assert counts == {step: 8 if overlap and step == stopped + 1 else 4 for step in range(1, 7)}
 
 
 def test_rl_without_a_finished_sft_stage_names_it(tmp_path, train_app):
