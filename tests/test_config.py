@@ -199,6 +199,7 @@ def test_every_extension_can_be_switched_off():
         (["--rl.overlap_reward", "true", "--rl.turns", "3"], "multi-turn rollouts verify inside"),
         (["--rl.overlap_reward", "true", "--rl.hierarchical", "true"], "rl.overlap_reward false"),
         (["--rl.overlap_reward", "true", "--rl.algo", "best-of-n"], "rl.algo grpo or rloo"),
+        (["--rl.reward_lanes", "0"], r"rl.reward_lanes must be >= 1 or null"),
     ],
 )
 def test_bad_overrides_name_what_is_wrong(overrides, message):

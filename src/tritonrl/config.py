@@ -583,6 +583,11 @@ class RlConfig:
     # verifier has left, at the price of training each batch one optimizer step after
     # it was generated (the loss's clipped ratio corrects for it). Single-turn only.
     overlap_reward: bool = False
+    # The reward verifier's lanes (GRPO, RLOO; each a worker process with a
+    # CUDA context of its own). null: one per CPU core, at most 16 a GPU. Fewer leave
+    # cores to the trainer, whose update runs beside the verifier's compiles with
+    # rl.overlap_reward.
+    reward_lanes: int | None = None
     # Only the tasks the starting policy solves sometimes (tritonrl.train.rl.data): an eval
     # folder of it on the run's training tasks (`tritonrl eval --model RUN/sft/final
     # --tasks train:RUN --samples 4 --out DIR`, its samples.jsonl); the tasks whose
@@ -651,6 +656,10 @@ class RlConfig:
             "before; multi-turn rollouts verify inside the generation and rl.hierarchical "
             "splits the rewards: set rl.overlap_reward false, or rl.turns 1, "
             "rl.hierarchical false and rl.algo grpo or rloo",
+        )
+        _need(
+            self.reward_lanes is None or self.reward_lanes >= 1,
+            f"rl.reward_lanes must be >= 1 or null (one per core), not {self.reward_lanes}",
         )
         _need(
             self.turns == 1 or not self.hierarchical,

@@ -121,12 +121,16 @@ def _rows(log) -> list[dict]:
 def test_rloo_through_the_command_verifies_ahead_and_ends_with_no_batch_left(
     sft_run, train_app, monkeypatch
 ):
-    """`tritonrl rl --algo rloo --rl.overlap_reward true`: the tiny model's own answers,
-    the next step's generated in each step but the last, each step's completions recorded
-    under the step that trains on them, no scoring thread left behind."""
+    """`tritonrl rl --algo rloo --rl.overlap_reward true --rl.reward_lanes 2`: the tiny
+    model's own answers, the next step's generated in each step but the last, each step's
+    completions recorded under the step that trains on them, verified by a pool of two
+    lanes, no scoring thread left behind."""
     from trl import RLOOTrainer
     from typer.testing import CliRunner
 
+    from tritonrl.verify.pool import pool
+
+    close_shared_pools()  # the other test's pool, of the default size
     generate, generated = RLOOTrainer._generate, []
 
     def counted(self, prompts):
@@ -137,7 +141,7 @@ def test_rloo_through_the_command_verifies_ahead_and_ends_with_no_batch_left(
 
     result = CliRunner().invoke(train_app, ["rl", "--run", str(sft_run), "--algo", "rloo",
                                             "--rl.max_steps", "3", "--rl.overlap_reward", "true",
-                                            *QUIET])  # fmt: skip
+                                            "--rl.reward_lanes", "2", *QUIET])  # fmt: skip
     assert result.exit_code == 0, result.output
     run = Run.open(sft_run)
     assert run.stage("rl")["step"] == 3
@@ -149,3 +153,4 @@ def test_rloo_through_the_command_verifies_ahead_and_ends_with_no_batch_left(
     assert [h["step"] for h in history if "loss" in h] == [1, 2, 3]
     assert all("time/reward_wait_s" in h for h in history if "loss" in h)
     assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
+    assert [len(p.lanes) for p in pool._SHARED.values()] == [2]  # rl.reward_lanes

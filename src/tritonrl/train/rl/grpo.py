@@ -466,7 +466,8 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     curriculum = _curriculum(config, tasks, resume)
     levels = {t: task.level for t, task in tasks.items()}
     recorder = CompletionLog(log_path, levels, curriculum)
-    verifier = make_trl_reward(tasks, verify, asynchronous=True, memo=config.rl.reward_memo)
+    verifier = make_trl_reward(tasks, verify, asynchronous=True, memo=config.rl.reward_memo,
+                               workers=config.rl.reward_lanes)  # fmt: skip
     multiturn = _multiturn(config, verifier)  # a bad length fails before the models load
     reward = recorder.trl_reward(verifier) if multiturn is None else multiturn.reward(recorder)
     model, tokenizer = load_policy(run, config, device)

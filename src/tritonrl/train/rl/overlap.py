@@ -20,7 +20,7 @@ parks where TRL waits for the rewards; the trainer's thread waits for that point
 advantages and TRL's logs of that batch, with what its reward logged) and waits for it.
 The two threads never run the trainer's code at once.
 
-A stop (SIGTERM, the step budget) waits for the batch verified ahead, which never
+A stop by signal (SIGTERM) waits for the batch verified ahead, which never
 trains: its completions stay in completions.jsonl under the step it was for, and a
 resumed run generates that step afresh (a checkpoint holds no batch in flight).
 
