@@ -20,7 +20,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    and `--heldout-families` task-family tasks of held-out signatures (from 401);
 3. `tritonrl sft --run work/run --config CONFIG` on the builtin suite less the held-out
    tasks plus the config's generator tasks (seeds from 0), or, with `--family-tasks N`,
-   N training tasks of each strict task family instead; every training task equal to a
+   N training tasks of each strict task family instead (beside them with
+   `--with-generated`); every training task equal to a
    held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
    `builtin:heldout`) is left out unless `--no-decontaminate`, and so is every fresh
    task GRPO is given (`-- --rl.generated_tasks N`, from the generator or, with
@@ -685,6 +686,9 @@ def parse(argv):
         default=0,
         help="train on N tasks of each strict family instead of the generator's",
     )
+    ap.add_argument("--with-generated", action="store_true",
+                    help="with --family-tasks: the families beside the generator's tasks, "
+                    "not instead of them")  # fmt: skip
     ap.add_argument("--no-decontaminate", action="store_true",
                     help="do not leave out training tasks equal to held-out ones")  # fmt: skip
     ap.add_argument("--samples", type=int, default=4)
@@ -776,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
     run = work / "run"
     device = ["--sft.device", args.device, "--rl.device", args.device]
     data = ["--data.tasks", ",".join(training_specs(args.family_tasks))]
-    if args.family_tasks:  # the families instead of the generator's tasks
+    if args.family_tasks and not args.with_generated:  # instead of the generator's tasks
         data += ["--data.generated_tasks", "0"]
     if not args.no_decontaminate:  # nothing trained on equals a held-out task
         data += ["--data.decontaminate_against", f"builtin:heldout,{heldout}"]
