@@ -18,23 +18,17 @@ import time
 from pathlib import Path
 
 import pytest
+from relu_answers import CHEAT, HONEST, QUIET, RELU
 from typer.testing import CliRunner
 
 from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run, RunError
 from tritonrl.runs.checkpoint import seal
-from tritonrl.tasks import load_builtin
 from tritonrl.verify.pool.pool import close_shared_pools
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow  # trains models
-
-RELU = load_builtin("level1/1_ReLU").tasks[0]
-HONEST = f"```python\n{RELU.solution}```"
-CHEAT = ("```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
-         "    def forward(self, x):\n        return torch.relu(x)\n```")  # fmt: skip
-QUIET = ["--run.report_to", "[none]"]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,21 +7,16 @@ import json
 import threading
 
 import pytest
+from relu_answers import CHEAT, HONEST, QUIET, RELU
 
 from tritonrl.config_loader import load_config
 from tritonrl.data.prompts import build_messages
 from tritonrl.runs import Run
-from tritonrl.tasks import load_builtin
 from tritonrl.verify.pool.pool import close_shared_pools
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow  # trains models
 
-RELU = load_builtin("level1/1_ReLU").tasks[0]
-HONEST = f"```python\n{RELU.solution}```"
-CHEAT = ("```python\nimport torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
-         "    def forward(self, x):\n        return torch.relu(x)\n```")  # fmt: skip
-QUIET = ["--run.report_to", "[none]"]
 # What the rollout answers, by the order the batches are generated: all right, all
 # cheating, half and half. A batch trained with another's rewards shows in the logs.
 PLAN = {1: [HONEST] * 4, 2: [CHEAT] * 4, 3: [HONEST, CHEAT] * 2}
