@@ -109,6 +109,51 @@ def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewar
     assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
 
 
+def test_a_failure_generating_the_next_batch_stops_training_and_leaves_no_thread(
+    sft_run, tmp_path, monkeypatch
+):
+    """The batch generated ahead fails (here the rollout raises): the step stops with
+    that error, and the batch already being verified is waited for, not left behind."""
+    import datasets
+
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.rl.common import load_policy
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    config = load_config(None, ["--rl.max_steps", "3", "--rl.overlap_reward", "true",
+                                "--curriculum.enabled", "false", *QUIET])  # fmt: skip
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    calls = []
+
+    def rollout(prompts, trainer):
+        calls.append(len(prompts))
+        if len(calls) == 2:
+            raise RuntimeError("the generation server went away")
+        ids = [tokenizer(HONEST)["input_ids"]] * len(prompts)
+        return {"prompt_ids": ids, "completion_ids": ids, "logprobs": None}
+
+    verified = []
+    verifier = make_trl_reward([RELU], config.verify, asynchronous=True)
+
+    async def reward(prompts, completions, **kwargs):
+        rewards = await verifier(prompts, completions, **kwargs)
+        verified.append(kwargs["rl_step"][0])
+        return rewards
+
+    prompts = datasets.Dataset.from_list(
+        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 8
+    )
+    trainer = _trainer_class(config, None, [RELU.id] * 8)(
+        model=model, reward_funcs=[reward], args=trainer_args(config, tmp_path / "o", "cpu"),
+        train_dataset=prompts, processing_class=tokenizer, rollout_func=rollout,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="the generation server went away"):
+        trainer.train()
+    assert len(calls) == 2 and verified == [1]  # batch 1 verified to its end
+    assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
+
+
 def _rows(log) -> list[dict]:
     return [json.loads(line) for line in log.path.read_text().splitlines()]
 

@@ -159,7 +159,11 @@ def overlapped(base: type) -> type:
                 pending = self._score(inputs, self.state.global_step + 1)
             last = self.state.global_step + 1 >= self.state.max_steps
             if self._next_batch is not None and not last:
-                self._pending = self._score(self._next_batch, self.state.global_step + 2)
+                try:
+                    self._pending = self._score(self._next_batch, self.state.global_step + 2)
+                except BaseException:  # the next batch failed: this one's thread ends too
+                    pending.wait()
+                    raise
             with self.verifying():
                 return pending.result()
 
