@@ -81,7 +81,8 @@ def test_a_bad_rank_environment_is_a_clear_error(monkeypatch, env, message):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [(["--rl.algo", "best-of-n"], "rl --algo best-of-n runs in one process, not 2"),
-     (["--rl.algo", "rwsft"], "only grpo and rloo train on several GPUs")],
+     (["--rl.algo", "rwsft"], "only grpo and rloo train on several GPUs"),
+     (["--rl.overlap_reward", "true"], "rl.overlap_reward runs in one process, not 2")],
 )  # fmt: skip
 def test_rl_refuses_what_several_processes_cannot_train(overrides, message):
     from tritonrl.config_loader import load_config

@@ -25,7 +25,9 @@ trains: its completions stay in completions.jsonl under the step it was for, and
 resumed run generates that step afresh (a checkpoint holds no batch in flight).
 
 What it does NOT do: multi-turn rollouts (their turns verify inside the generation) or
-`rl.hierarchical` (config refuses both); a curriculum sees a step's results one step
+`rl.hierarchical` (config refuses both), or several processes (`check_ranks` refuses:
+TRL gathers a batch's rewards across the ranks as they come in, which here would cross
+the update's own collectives); a curriculum sees a step's results one step
 later, and draws the next step's prompts one step early.
 """
 
