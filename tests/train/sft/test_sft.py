@@ -456,3 +456,32 @@ def test_sft_run_trains_on_the_distilled_answers(distill_run, train_app, caplog)
     assert (info["train_examples"], info["validation_examples"]) == (2, 2)
     card = (Run.open(distill_run).artifact("sft", "model") / "README.md").read_text()
     assert "- data: distill (2 train, 2 validation examples)" in card
+
+
+def test_examples_longer_than_max_length_are_counted_as_the_trainer_tokenizes_them(tmp_path):
+    """`long_examples` counts what TRL's SFTTrainer would cut at sft.max_length: the
+    lengths it gives are those of the trainer's own tokenized dataset."""
+    import datasets
+    from trl import SFTConfig, SFTTrainer
+
+    from tritonrl.config import TinyModelConfig
+    from tritonrl.models.tiny import init_model, train_tokenizer
+    from tritonrl.train.sft.data import long_examples
+
+    tasks = generate_tasks(4, seed=7)
+    rows = [sft_example(t.source, t.solution, include_example=False) for t in tasks]
+    rows[1]["completion"][-1]["content"] += "\n# a long remark" * 200  # one much longer
+    tokenizer = train_tokenizer(iter([t.source + t.solution for t in tasks]), vocab_size=512)
+    small = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                            intermediate_size=64)  # fmt: skip
+    model = init_model(tokenizer, small)
+
+    args = SFTConfig(output_dir=str(tmp_path), max_length=None, use_cpu=True, report_to=[])
+    trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer,
+                         train_dataset=datasets.Dataset.from_list(rows))  # fmt: skip
+    lengths = sorted(len(ids) for ids in trainer.train_dataset["input_ids"])
+    assert lengths[-1] > 2 * lengths[-2]  # the long one
+    assert long_examples(rows, tokenizer, lengths[-1]) == (0, lengths[-1])
+    assert long_examples(rows, tokenizer, lengths[-1] - 1) == (1, lengths[-1])
+    assert long_examples(rows, tokenizer, lengths[0] - 1) == (4, lengths[-1])
+    assert long_examples(rows, tokenizer, lengths[1] - 1) == (3, lengths[-1])

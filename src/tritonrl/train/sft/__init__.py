@@ -65,7 +65,7 @@ from tritonrl.runs.lifecycle import resume_point, stage, stage_services
 from tritonrl.train.model_card import sft_card
 from tritonrl.train.precision import final_dtype, load_dtype, nonfinite_guard, tf32_arg
 from tritonrl.train.ranks import Ranks
-from tritonrl.train.sft.data import load_datasets, sft_data_files
+from tritonrl.train.sft.data import load_datasets, long_examples, sft_data_files
 from tritonrl.train.sft.run_dir import open_run, resolve_base
 from tritonrl.train.trl_args import trl_config
 
@@ -333,6 +333,14 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals, ranks: Rank
                                                            device)  # fmt: skip
     train_ds, val_ds = load_datasets(train_file, val_file, config)
     tokenizer = load_tokenizer(base, config)
+    long, longest = long_examples(train_ds, tokenizer, config.sft.max_length)
+    if long and ranks.main:
+        log.warning(
+            "SFT: %d of %d training examples are longer than sft.max_length (%d tokens; "
+            "the longest %d): the trainer cuts them there, and a kernel cut short teaches "
+            "answers that do not end; --sft.max_length %d keeps them whole",
+            long, len(train_ds), config.sft.max_length, longest, longest,
+        )  # fmt: skip
     model = load_model(base, config, device)
     stage_dir = run.stage_dir(STAGE)
     n_val = len(val_ds) if val_ds is not None else 0
@@ -372,6 +380,7 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals, ranks: Rank
         data_source=source,
         train_examples=len(train_ds),
         validation_examples=n_val,
+        longer_than_max_length=long,
         first_loss=first,
         last_loss=last,
         eval_loss=eval_loss,

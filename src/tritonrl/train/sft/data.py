@@ -27,7 +27,10 @@ Note that the builtin suite is also what `tritonrl eval` measures by default: a 
 SFT'd on builtin solutions must be evaluated on the validation split's tasks (their ids
 are in `sft/validation_data`) or on other tasks, or its scores are contaminated.
 
-What it does NOT do: it does not tokenize or truncate (the trainer does), download
+`long_examples` counts the examples longer than `sft.max_length` tokens, which the
+trainer would cut (the stage warns and records the count).
+
+What it does NOT do: it does not truncate (the trainer does), download
 KernelBook (`tritonrl.data.kernelbook`), or check solutions with the verifier (the builtin
 and generated solutions are checked by their own tests).
 """
@@ -277,3 +280,15 @@ def load_datasets(train: Path, val: Path | None, config: Config):
     train_ds = datasets.Dataset.from_list(train_rows)
     val_ds = datasets.Dataset.from_list(val_rows) if val_rows else None
     return train_ds, val_ds
+
+
+def long_examples(rows, tokenizer, max_length: int) -> tuple[int, int]:
+    """(how many of `rows` run past `max_length` tokens, the longest's tokens): each
+    prompt and completion in the model's chat template, as the trainer tokenizes them
+    before it cuts them at max_length."""
+    longest, over = 0, 0
+    for row in rows:
+        text = tokenizer.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
+        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        longest, over = max(longest, n), over + (n > max_length)
+    return over, longest
