@@ -33,16 +33,25 @@ def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewar
 ):
     import datasets
     from transformers import TrainerCallback
+    from trl.trainer import grpo_trainer
 
     from tritonrl.reward.adapters import make_trl_reward
     from tritonrl.train.rl.common import CompletionLog, load_policy
     from tritonrl.train.rl.grpo import _trainer_class, trainer_args
+    from tritonrl.verify.pool.gate import GpuGate
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     config = load_config(None, ["--rl.max_steps", "3", "--rl.overlap_reward", "true",
                                 "--curriculum.enabled", "false", *QUIET])  # fmt: skip
     model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
-    events, old_logps = [], []
+    events, old_logps, gate, tail_held = [], [], GpuGate(), []
+    gather = grpo_trainer.gather_object
+
+    def gathered(value):  # TRL's advantages and logs of a batch, after its rewards
+        tail_held.append(gate._shared)
+        return gather(value)
+
+    monkeypatch.setattr(grpo_trainer, "gather_object", gathered)
 
     def rollout(prompts, trainer):
         batch = 1 + sum(e[0] == "generate" for e in events)
@@ -69,7 +78,7 @@ def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewar
     prompts = datasets.Dataset.from_list(
         [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 8
     )
-    trainer = _trainer_class(config, None, [RELU.id] * 8)(
+    trainer = _trainer_class(config, None, [RELU.id] * 8, gate)(
         model=model, reward_funcs=[reward], args=trainer_args(config, tmp_path / "o", "cpu"),
         train_dataset=prompts, processing_class=tokenizer, rollout_func=rollout,
         callbacks=[StepEnd()],
@@ -106,6 +115,9 @@ def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewar
         assert h["verify/correct"] == [1.0, 0.0, 0.5][step - 1]
     assert old_logps and all(old_logps)  # the generating policy's, for the ratio
     assert trainer.num_iterations == 1  # as TRL set it, once the scoring thread was done
+    # the trainer holds its GPU's gate while TRL finishes a batch (its advantages are GPU
+    # work): a timing phase of the batch verified ahead does not run beside it
+    assert tail_held and set(tail_held) == {1} and gate._shared == 0
     assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
 
 

@@ -52,7 +52,10 @@ class Scoring:
 
     def __init__(self, run, inputs, device=None):
         self.inputs, self.output, self.error = inputs, None, None
-        self.parked, self.claimed = threading.Event(), threading.Event()
+        # parked: generated, rewards asked for; rewarded: they are in; claimed: the
+        # trainer's thread waits for the rest (TRL's advantages and logs)
+        self.parked, self.rewarded = threading.Event(), threading.Event()
+        self.claimed = threading.Event()
         # what the reward logs through TRL's log_metric / log_extra, kept with the batch
         self.metrics: dict[str, list] = defaultdict(list)
         self.extra: dict[str, list] = defaultdict(list)
@@ -78,6 +81,7 @@ class Scoring:
             self.error = exc
         finally:
             self.parked.set()
+            self.rewarded.set()
 
     def result(self):
         """The batch's TRL inputs to the loss, once its rewards are in (the rest of
@@ -166,8 +170,9 @@ def overlapped(base: type) -> type:
                 except BaseException:  # the next batch failed: this one's thread ends too
                     pending.wait()
                     raise
-            with self.verifying():
-                return pending.result()
+            with self.verifying():  # the hold let go while the verifier finishes
+                pending.rewarded.wait()
+            return pending.result()  # TRL's advantages (GPU work): inside the hold
 
         def _calculate_rewards(self, *args, **kwargs):
             scoring = getattr(_local, "scoring", None)
@@ -175,7 +180,10 @@ def overlapped(base: type) -> type:
                 return super()._calculate_rewards(*args, **kwargs)
             self._restore_iterations()
             scoring.parked.set()  # generated: the trainer's thread goes on
-            rewards = super()._calculate_rewards(*args, **kwargs)
+            try:
+                rewards = super()._calculate_rewards(*args, **kwargs)
+            finally:
+                scoring.rewarded.set()
             scoring.claimed.wait()  # TRL's advantages and logs: in the step that trains
             for name, values in scoring.metrics.items():
                 self._pending_metrics[name].extend(values)
