@@ -16,9 +16,10 @@ two batches and the last none ahead.
 
 How: TRL's `_generate_and_score_completions` runs whole, in a thread of its own, which
 parks where TRL waits for the rewards; the trainer's thread waits for that point
-(generation and log-probabilities done) and, a step later, lets the thread finish (the
-advantages and TRL's logs of that batch, with what its reward logged) and waits for it.
-The two threads never run the trainer's code at once.
+(generation and log-probabilities done) and, a step later, waits for the rewards with
+its GPU hold let go (the verifier times then), takes the hold again and lets the thread
+finish (TRL's advantages and logs of that batch, with what its reward logged). The two
+threads never run the trainer's code at once.
 
 A stop by signal (SIGTERM) waits for the batch verified ahead, which never
 trains: its completions stay in completions.jsonl under the step it was for, and a
