@@ -34,7 +34,6 @@ later, and draws the next step's prompts one step early.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import defaultdict
 
@@ -84,19 +83,18 @@ class Scoring:
             self.parked.set()
             self.rewarded.set()
 
-    def result(self):
-        """The batch's TRL inputs to the loss, once its rewards are in (the rest of
-        TRL's scoring runs now, while the trainer's thread waits for it)."""
+    def wait(self) -> None:
+        """The thread ended (its rewards recorded), whatever it returned: the rest of
+        TRL's scoring runs now, while the trainer's thread waits for it."""
         self.claimed.set()
         self._thread.join()
+
+    def result(self):
+        """The batch's TRL inputs to the loss, once its rewards are in."""
+        self.wait()
         if self.error is not None:
             raise self.error
         return self.output
-
-    def wait(self) -> None:
-        """The thread ended (its rewards recorded), whatever it returned."""
-        self.claimed.set()
-        self._thread.join()
 
 
 def overlapped(base: type) -> type:
@@ -106,8 +104,7 @@ def overlapped(base: type) -> type:
     class RewardOverlap(base):
         def __init__(self, *args, **kwargs):
             self._pending: Scoring | None = None
-            self._ahead: list = []
-            self._ahead_of = None
+            self._ahead_of = None  # the epoch iterator _next_batch was taken from
             self._next_batch = None
             super().__init__(*args, **kwargs)
 
@@ -115,17 +112,14 @@ def overlapped(base: type) -> type:
             """This step's batches, and the next step's first (its prompts generate
             now): taken from the same iterator one step early."""
             if epoch_iterator is not self._ahead_of:  # a new epoch, or a resumed run
-                self._ahead, self._ahead_of = [], epoch_iterator
-            batches, self._ahead = self._ahead[:num_batches], self._ahead[num_batches:]
+                self._next_batch, self._ahead_of = None, epoch_iterator
+            batches = [] if self._next_batch is None else [self._next_batch]
             while len(batches) < num_batches:
                 try:
                     batches.append(next(epoch_iterator))
                 except StopIteration:
                     break
-            if not self._ahead:
-                with contextlib.suppress(StopIteration):
-                    self._ahead.append(next(epoch_iterator))
-            self._next_batch = self._ahead[0] if self._ahead else None
+            self._next_batch = next(epoch_iterator, None)  # None: the epoch's last step
             return batches, self._get_num_items_in_batch(batches, device)
 
         def _score(self, inputs, step: int) -> Scoring:

@@ -333,8 +333,11 @@ def _train(run: Run, config: Config, device: str, stop: StopSignals, ranks: Rank
                                                            device)  # fmt: skip
     train_ds, val_ds = load_datasets(train_file, val_file, config)
     tokenizer = load_tokenizer(base, config)
-    long, longest = long_examples(train_ds, tokenizer, config.sft.max_length)
-    if long and ranks.main:
+    # rank 0 alone warns and records it
+    long, longest = (
+        long_examples(train_ds, tokenizer, config.sft.max_length) if ranks.main else (0, 0)
+    )
+    if long:
         log.warning(
             "SFT: %d of %d training examples are longer than sft.max_length (%d tokens; "
             "the longest %d): the trainer cuts them there, and a kernel cut short teaches "
