@@ -19,7 +19,9 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    on the builtin suite and 200 generator tasks; kept and reused by a later call with
    the same WORK;
 2. per generator (`off`: `--rl.vllm off`; `on`: `--rl.vllm on`; `overlap`: vLLM and
-   `--rl.overlap_reward true`, each batch verified during the step before): a copy of
+   `--rl.overlap_reward true`, each batch verified during the step before;
+   `overlap_lanes8`: that with 8 reward lanes, leaving cores to the trainer;
+   `overlap_bf16`: that with the update under bf16 autocast): a copy of
    that run and `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x
    `--group` completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
@@ -32,12 +34,12 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    first verified completion to its end): the spread of honest timing beside it.
 
 The summary takes the mean over the steps between the first and the last (the first
-holds warm-ups: the verifier's lanes start, kernels compile; with `overlap` it generates
+holds warm-ups: the verifier's lanes start, kernels compile; with overlap it generates
 two batches and the last none): per run the step, generation, reward-wait and
 update seconds, generated tokens a second, the reward-wait share of a step, and where
 the wait went (`verify/programs` verified a step, `verify/stage_s/<stage>` their
 seconds per verifier stage summed over lanes: `performance` is the timing, `gpu_wait`
-the wait for the GPU alone); the speedup of a step (off / on, off / overlap) and of
+the wait for the GPU alone); the speedup of a step (off / each other run) and of
 generation, and `same_prompts`: the share of steps whose tasks were the same in the
 runs (the curriculum draws from one seed; what a step's answers
 earn can change later draws). Results merge into OUT.json by generator, so the runs
@@ -90,20 +92,27 @@ def sft_args(model: Path, steps: int, device: str) -> list[str]:
     ]  # fmt: skip
 
 
-GENERATORS = {"off": ["--rl.vllm", "off"], "on": ["--rl.vllm", "on"],
-              "overlap": ["--rl.vllm", "on", "--rl.overlap_reward", "true"]}  # fmt: skip
+OVERLAP = ["--rl.vllm", "on", "--rl.overlap_reward", "true"]
+GENERATORS = {
+    "off": ["--rl.vllm", "off"],
+    "on": ["--rl.vllm", "on"],
+    "overlap": OVERLAP,
+    "overlap_lanes8": [*OVERLAP, "--rl.reward_lanes", "8"],  # cores left to the trainer
+    "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],  # the update under bf16 autocast
+}
 
 
 def rl_args(generator: str, args) -> list[str]:
     """GRPO's overrides: `--prompts` x `--group` completions a step, in micro-batches of
     a group; float32 unless `--bf16`; then the rl overrides after `--`."""
     return [
-        "--algo", "grpo", *GENERATORS[generator], "--rl.device", args.device,
+        "--algo", "grpo", "--rl.bf16", str(args.bf16).lower(), *GENERATORS[generator],
+        "--rl.device", args.device,
         "--verify.device", args.device, "--rl.max_steps", str(args.steps),
         "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
         "--rl.gradient_accumulation", str(args.prompts),
         "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
-        "--rl.bf16", str(args.bf16).lower(), "--rl.gradient_checkpointing", "false",
+        "--rl.gradient_checkpointing", "false",
         "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
         *args.rl_extra,
     ]  # fmt: skip
@@ -190,7 +199,7 @@ def summary(report: dict) -> dict:
     out = {g: {k: v for k, v in r["steady"].items() if k in shown or k.startswith(VERIFY)}
            for g, r in runs.items()}  # fmt: skip
     off = runs.get("off", {}).get("steady")
-    for g in ("on", "overlap"):
+    for g in (g for g in GENERATORS if g != "off"):
         other = runs.get(g, {}).get("steady")
         if not (off and other):
             continue
