@@ -42,7 +42,7 @@ from tritonrl.config_loader import load_config, override_config, split_overrides
 
 log = logging.getLogger(__name__)
 
-# Checks of a command's config beyond config.py's own, which may need more than it
+# Checks of a command's config beyond tritonrl.config's own, which may need more than it
 # imports (the verifier's op names, torch's namespaces); the CLI (tritonrl.cli) adds them.
 CONFIG_CHECKS: list[Callable[[Config], None]] = []
 
