@@ -285,10 +285,10 @@ def load_datasets(train: Path, val: Path | None, config: Config):
 def long_examples(rows, tokenizer, max_length: int) -> tuple[int, int]:
     """(how many of `rows` run past `max_length` tokens, the longest's tokens): each
     prompt and completion in the model's chat template, as the trainer tokenizes them
-    before it cuts them at max_length."""
-    longest, over = 0, 0
-    for row in rows:
-        text = tokenizer.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
-        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-        longest, over = max(longest, n), over + (n > max_length)
-    return over, longest
+    before it cuts them at max_length. One batch: a fast tokenizer encodes it in parallel."""
+    chats = [row["prompt"] + row["completion"] for row in rows]
+    if not chats:
+        return 0, 0
+    texts = tokenizer.apply_chat_template(chats, tokenize=False)
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    return sum(n > max_length for n in lengths), max(lengths)
