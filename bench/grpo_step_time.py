@@ -18,10 +18,12 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    demo's SFT model), or with `--sft-steps N` N full-parameter float32 steps at lr 5e-5
    on the builtin suite and 200 generator tasks; kept and reused by a later call with
    the same WORK;
-2. per generator (`off`: `--rl.vllm off`; `on`: `--rl.vllm on`; `overlap`: vLLM and
-   `--rl.overlap_reward true`, each batch verified during the step before;
-   `overlap_lanes8`: that with 8 reward lanes, leaving cores to the trainer;
-   `overlap_bf16`: that with the update under bf16 autocast): a copy of
+2. per generator (`off`: `--rl.vllm off`; `off_bf16`: that with the update under bf16
+   autocast; `on`: `--rl.vllm on`; `overlap`: vLLM and `--rl.overlap_reward true`, each
+   batch verified during the step before, the verifier's lanes at the default
+   `rl.reward_nice`; `overlap_nice0`: that with the lanes at the trainer's CPU priority;
+   `overlap_lanes8`: with 8 reward lanes, leaving cores to the trainer;
+   `overlap_bf16`: overlap with the update under bf16 autocast): a copy of
    that run and `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x
    `--group` completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
@@ -30,21 +32,21 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    `time/step_s`, beside TRL's completion lengths;
 3. a one-lane pool in this process verifies a copy of a reference
    (`learning_demo.timing_probe`; its true speedup is 1) `--idle-probe-runs` times with
-   the GPU idle, then up to `--probe-runs` times while each vLLM run trains (from its
+   the GPU idle, then up to `--probe-runs` times while each vLLM run trains (0: none; from its
    first verified completion to its end): the spread of honest timing beside it.
 
 The summary takes the mean over the steps between the first and the last (the first
 holds warm-ups: the verifier's lanes start, kernels compile; with overlap it generates
-two batches and the last none): per run the step, generation, reward-wait and
-update seconds, generated tokens a second, the reward-wait share of a step, and where
-the wait went (`verify/programs` verified a step, `verify/stage_s/<stage>` their
-seconds per verifier stage summed over lanes: `performance` is the timing, `gpu_wait`
-the wait for the GPU alone); the speedup of a step (off / each other run) and of
-generation, and `same_prompts`: the share of steps whose tasks were the same in the
-runs (the curriculum draws from one seed; what a step's answers
-earn can change later draws). Results merge into OUT.json by generator, so the runs
-can be split over calls (`--generators off`, then `--generators on` with the same WORK
-and OUT). Measures; asserts nothing.
+two batches and the last none): per run the step, generation, reward-wait and update
+seconds, generated tokens a second, the reward-wait share of a step, and where the wait
+went (`verify/programs` verified a step, `verify/stage_s/<stage>` their seconds per
+verifier stage summed over lanes: `performance` is the timing, `gpu_wait` the wait for
+the GPU alone); the speedup of a step (the transformers run of the same precision, off
+or off_bf16, / each other run) and of generation, and `same_prompts`: the share of steps
+whose tasks were the same in the runs (the curriculum draws from one seed; what a step's
+answers earn can change later draws). Results merge into OUT.json by generator, so the
+runs can be split over calls (`--generators off`, then `--generators on` with the same
+WORK and OUT). Measures; asserts nothing.
 
 On the workplace's H100 vLLM comes from bench/carry_vllm.sh (set
 VLLM_USE_FLASHINFER_SAMPLER=0 there) and the model from bench/carry_model.sh.
@@ -95,18 +97,26 @@ def sft_args(model: Path, steps: int, device: str) -> list[str]:
 OVERLAP = ["--rl.vllm", "on", "--rl.overlap_reward", "true"]
 GENERATORS = {
     "off": ["--rl.vllm", "off"],
+    "off_bf16": ["--rl.vllm", "off", "--rl.bf16", "true"],  # the update under bf16 autocast
     "on": ["--rl.vllm", "on"],
-    "overlap": OVERLAP,
+    "overlap": OVERLAP,  # its reward lanes at the default rl.reward_nice (10)
+    "overlap_nice0": [*OVERLAP, "--rl.reward_nice", "0"],  # the lanes share the cores evenly
     "overlap_lanes8": [*OVERLAP, "--rl.reward_lanes", "8"],  # cores left to the trainer
-    "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],  # the update under bf16 autocast
+    "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],
 }
+
+
+def baseline(generator: str) -> str:
+    """The transformers run a generator's step is compared with: the same precision."""
+    return "off_bf16" if "bf16" in generator else "off"
 
 
 def rl_args(generator: str, args) -> list[str]:
     """GRPO's overrides: `--prompts` x `--group` completions a step, in micro-batches of
-    a group; float32 unless `--bf16`; then the rl overrides after `--`."""
+    a group; float32 unless `--bf16`; the generator's own (which win over those); then the
+    rl overrides after `--`."""
     return [
-        "--algo", "grpo", "--rl.bf16", str(args.bf16).lower(), *GENERATORS[generator],
+        "--algo", "grpo", "--rl.bf16", str(args.bf16).lower(),
         "--rl.device", args.device,
         "--verify.device", args.device, "--rl.max_steps", str(args.steps),
         "--rl.num_generations", str(args.group), "--rl.per_device_batch_size", str(args.group),
@@ -114,7 +124,7 @@ def rl_args(generator: str, args) -> list[str]:
         "--sampling.max_new_tokens", str(args.max_tokens), "--rl.learning_rate", "1e-6",
         "--rl.gradient_checkpointing", "false",
         "--rl.save_steps", "100000", "--rl.logging_steps", "1", "--run.report_to", "none",
-        *args.rl_extra,
+        *GENERATORS[generator], *args.rl_extra,
     ]  # fmt: skip
 
 
@@ -198,16 +208,15 @@ def summary(report: dict) -> dict:
     shown = (*TIMES, "reward_wait_share", "generated_tokens_per_s", "verify/programs")
     out = {g: {k: v for k, v in r["steady"].items() if k in shown or k.startswith(VERIFY)}
            for g, r in runs.items()}  # fmt: skip
-    off = runs.get("off", {}).get("steady")
-    for g in (g for g in GENERATORS if g != "off"):
-        other = runs.get(g, {}).get("steady")
+    for g in (g for g in GENERATORS if g != baseline(g)):
+        off, other = (runs.get(k, {}).get("steady") for k in (baseline(g), g))
         if not (off and other):
             continue
         out.setdefault("speedup_step", {})[g] = round(off["time/step_s"] / other["time/step_s"], 2)
         out.setdefault("speedup_generate", {})[g] = round(
             off["time/generate_s"] / other["time/generate_s"], 2
         )
-        a, b = runs["off"].get("tasks", {}), runs[g].get("tasks", {})
+        a, b = runs[baseline(g)].get("tasks", {}), runs[g].get("tasks", {})
         shared = [k for k in a if k in b]
         if shared:
             out.setdefault("same_prompts", {})[g] = round(
@@ -242,8 +251,8 @@ def parse(argv):
     args.generators = [g.strip() for g in args.generators.split(",") if g.strip()]
     if not set(args.generators) <= set(GENERATORS):
         ap.error(f"--generators takes a list of {', '.join(GENERATORS)}")
-    if args.device != "cuda" and args.generators != ["off"]:
-        ap.error("--device cpu runs --generators off only (vLLM needs CUDA)")
+    if args.device != "cuda" and not all(g.startswith("off") for g in args.generators):
+        ap.error("--device cpu runs --generators off or off_bf16 only (vLLM needs CUDA)")
     return args
 
 
@@ -270,18 +279,19 @@ def main(argv: list[str] | None = None) -> int:
                        *args.sft_extra)  # fmt: skip
         seconds = run_logged(cmd, args.logs / "grpo_step_time_sft.log")
         report["sft"] = {"command": cmd[2:], "seconds": round(seconds, 1)}
-    if set(args.generators) - {"off"}:
+    if args.idle_probe_runs and set(args.generators) - {"off", "off_bf16"}:
         rows = timing_probe(args.idle_probe_runs, None, threading.Event())
         report["probe_idle"] = {"rows": rows, "device": spread(rows, "device"),
                                 "launch": spread(rows, "launch")}  # fmt: skip
     runs = report.setdefault("runs", {})
     for generator in args.generators:
-        runs[generator] = rl_run(generator, sft_run, args, probe=generator != "off")
+        probe = args.probe_runs > 0 and not generator.startswith("off")
+        runs[generator] = rl_run(generator, sft_run, args, probe=probe)
         report["summary"] = summary(report)
         args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report["summary"], indent=1))
     shown = [("idle", report.get("probe_idle"))] + [
-        (f"beside GRPO ({g})", runs[g].get("probe")) for g in runs if g != "off"
+        (f"beside GRPO ({g})", runs[g].get("probe")) for g in runs
     ]
     for name, p in shown:
         if p:

@@ -200,6 +200,8 @@ def test_every_extension_can_be_switched_off():
         (["--rl.overlap_reward", "true", "--rl.hierarchical", "true"], "rl.overlap_reward false"),
         (["--rl.overlap_reward", "true", "--rl.algo", "best-of-n"], "rl.algo grpo or rloo"),
         (["--rl.reward_lanes", "0"], r"rl.reward_lanes must be >= 1 or null"),
+        (["--rl.reward_nice", "20"], r"rl.reward_nice must be from 0 to 19 .*not 20"),
+        (["--verify.nice", "-1"], r"verify.nice must be a whole number from 0 .*not -1"),
     ],
 )
 def test_bad_overrides_name_what_is_wrong(overrides, message):
@@ -403,7 +405,7 @@ def test_a_command_checks_only_the_clashes_of_what_it_uses():
 
 def test_rl_trains_on_its_own_reward_scheme_else_the_verifiers():
     config = load_config(None, ["--verify.reward_scheme", "kevin", "--rl.reward_scheme", "null"])
-    assert config.rl_reward_scheme == "kevin" and config.rl_verify is config.verify
+    assert config.rl_reward_scheme == "kevin" and config.rl_verify.reward_scheme == "kevin"
     config = load_config(
         None, ["--verify.reward_scheme", "kevin", "--rl.reward_scheme", "tritonrl"]
     )
@@ -425,6 +427,15 @@ def test_rl_times_rewards_under_its_own_timing_when_set():
             load_config(None, ["--rl.timing_target_rse", bad])
     with pytest.raises(ValueError, match="takes 600 trials at least but 500 at most"):
         load_config(None, ["--rl.timing_trials", "600"])  # beyond verify.max_trials
+
+
+def test_rls_reward_verifier_yields_the_cores_and_evals_does_not():
+    config = load_config(None, [])
+    assert (config.verify.nice, config.rl_verify.nice) == (0, 10)  # rl.reward_nice's default
+    config = load_config(None, ["--rl.reward_nice", "3", "--verify.nice", "5"])
+    assert (config.verify.nice, config.rl_verify.nice) == (5, 3)
+    config = load_config(None, ["--rl.reward_nice", "null", "--verify.nice", "5"])
+    assert config.rl_verify.nice == 5  # null: verify.nice
 
 
 def test_the_reward_memo_is_a_count_of_programs():

@@ -114,9 +114,12 @@ class Config:
 
     @property
     def rl_verify(self) -> VerifyConfig:
-        """The `verify` section with RL's own reward scheme, wall clock and timing in it,
-        where `rl.reward_scheme`, `rl.verify_timeout_s` and `rl.timing_*` set them."""
+        """The `verify` section with RL's own reward scheme, wall clock, timing and CPU
+        priority in it, where `rl.reward_scheme`, `rl.verify_timeout_s`, `rl.timing_*` and
+        `rl.reward_nice` set them."""
         changes: dict = {}
+        if self.rl.reward_nice is not None:
+            changes["nice"] = self.rl.reward_nice
         if self.rl.reward_scheme:
             changes["reward_scheme"] = self.rl.reward_scheme
         if self.rl.verify_timeout_s is not None:

@@ -163,6 +163,11 @@ class RlConfig:
     # cores to the trainer, whose update runs beside the verifier's compiles with
     # rl.overlap_reward.
     reward_lanes: int | None = None
+    # The reward verifier's CPU priority (verify.nice, 0-19) while the trainer runs in the
+    # same process: its lanes' compiles and checks yield the cores to the trainer's own
+    # threads (kernel launches, vLLM's scheduler), which rl.overlap_reward runs beside
+    # them. null: verify.nice.
+    reward_nice: int | None = 10
     # Only the tasks the starting policy solves sometimes (tritonrl.train.rl.data): an eval
     # folder of it on the run's training tasks (`tritonrl eval --model RUN/sft/final
     # --tasks train:RUN --samples 4 --out DIR`, its samples.jsonl); the tasks whose
@@ -235,6 +240,11 @@ class RlConfig:
         need(
             self.reward_lanes is None or self.reward_lanes >= 1,
             f"rl.reward_lanes must be >= 1 or null (one per core), not {self.reward_lanes}",
+        )
+        need(
+            self.reward_nice is None or 0 <= self.reward_nice <= 19,
+            f"rl.reward_nice must be from 0 to 19 (as nice(1)) or null (verify.nice), "
+            f"not {self.reward_nice}",
         )
         need(
             self.turns == 1 or not self.hierarchical,

@@ -110,6 +110,10 @@ class VerifyConfig:
     # The worker pool (batch verification, trainer adapters): a lane's sandbox is
     # replaced after this many jobs (and after any timeout or crash).
     pool_recycle_jobs: int = 256
+    # The CPU priority of the pool's lanes and the workers they fork, as nice(1) takes it
+    # (0-19): higher leaves the host's cores to other work first. RL's reward pool runs
+    # beside the trainer at `rl.reward_nice`.
+    nice: int = 0
     # The pool's GPU-memory budget (tritonrl.verify.pool.budget): before a lane runs a job it
     # reserves the job's estimate, gpu_memory_factor x its largest input set's bytes
     # (inputs, parameters, reference outputs) plus 1 GB for the worker's CUDA context,
@@ -219,6 +223,11 @@ class VerifyConfig:
             raise ValueError("verify.noise_floor must be in [0, 1)")
         if self.pool_recycle_jobs < 1:
             raise ValueError("verify.pool_recycle_jobs must be at least 1")
+        if not (isinstance(self.nice, int) and 0 <= self.nice <= 19):
+            raise ValueError(
+                f"verify.nice must be a whole number from 0 (the default priority) to 19 "
+                f"(the lowest), not {self.nice!r}"
+            )
         if not 0 < self.gpu_memory_fraction <= 1 or self.gpu_memory_budget_mb < 0:
             raise ValueError(
                 "verify.gpu_memory_fraction must be in (0, 1] and verify.gpu_memory_budget_mb"

@@ -199,6 +199,29 @@ def test_a_job_runs_with_one_passive_openmp_thread(lane1):
     assert "threads=1 wait=PASSIVE" in (r.error or ""), r.error
 
 
+def nice_probe() -> str:
+    """The ReLU whose model, when made, fails with the job's CPU priority in its error."""
+    return GOOD.replace(
+        "class ModelNew(nn.Module):\n",
+        "class ModelNew(nn.Module):\n    def __new__(cls, *a, **k):\n        import os\n"
+        "        raise RuntimeError(f'nice={os.nice(0)}')\n\n",
+        1,
+    )  # fmt: skip
+
+
+def test_a_job_runs_at_the_pools_cpu_priority(lane1):
+    # verify.nice (the reward's rl.reward_nice): the lanes yield the cores to the trainer
+    # beside them. The jobs a zygote forks inherit its priority.
+    here = os.nice(0)
+    config = VerifyConfig(device="cpu", static_checks=False)
+    r = lane1.verify_many([(RELU, nice_probe())], config)[0]
+    assert f"nice={here}" in (r.error or ""), r.error  # verify.nice 0: as the caller
+    with VerifierPool(VerifyConfig(device="cpu", nice=7), workers=1) as pool:
+        lower = pool.verify_many([(RELU, nice_probe()), (RELU, GOOD)], config)
+    assert f"nice={min(here + 7, 19)}" in (lower[0].error or ""), lower[0].error
+    assert lower[1].correct, lower[1].error  # the lowered lane verifies as before
+
+
 def test_a_lane_starts_a_fresh_zygote_after_recycle_jobs_clean_jobs():
     with VerifierPool(CPU, workers=1, recycle_jobs=2) as p:
         lane = p.lanes[0]

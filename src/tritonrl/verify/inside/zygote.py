@@ -6,8 +6,10 @@
 It imports torch, triton and the worker's modules once (installing no guard and never
 touching CUDA; given TRITONRL_ZYGOTE_TARGET, the GPU's compute capability, it
 compiles one trusted kernel so that forked jobs start past Triton's
-first-compile cost, see `_warm_compiler`), says `Z{"zygote": "ready"}` and then serves
-one job at a time. A job is one JSON line on stdin, from the trusted side:
+first-compile cost, see `_warm_compiler`; given TRITONRL_ZYGOTE_NICE, it first lowers
+its CPU priority by that much, and every job it forks inherits it), says
+`Z{"zygote": "ready"}` and then serves one job at a time. A job is one JSON line on
+stdin, from the trusted side:
 
     {"dir": JOB_DIR, "env": {...}, "landlock": {"rw": [...], "deny_tcp": true} | null,
      "sweep": true}
@@ -330,6 +332,8 @@ def main() -> None:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphaned grandchildren come back to us
     _prctl(_PR_SET_DUMPABLE, 0)  # a child cannot open our /proc/<pid>/fd or mem
+    if os.environ.get("TRITONRL_ZYGOTE_NICE"):  # verify.nice: the host's cores to others first
+        os.nice(int(os.environ["TRITONRL_ZYGOTE_NICE"]))
     _preload()
     zygote = _Zygote(ctl)
     zygote.say(zygote="ready", pid=os.getpid())

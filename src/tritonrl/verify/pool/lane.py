@@ -91,6 +91,8 @@ class Lane:
         base = sandbox_config(config, device, pool_file_mb(config, device))
         env = {**base.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
         env["OMP_NUM_THREADS"] = "1"  # the lanes share the cores; one thread per job each
+        if config.nice:  # the zygote lowers its priority; the jobs it forks inherit it
+            env["TRITONRL_ZYGOTE_NICE"] = str(config.nice)
         if capability is not None:  # the zygote compiles once for it: zygote._warm_compiler
             env["TRITONRL_ZYGOTE_TARGET"] = str(capability)
         self.sandbox = dataclasses.replace(
