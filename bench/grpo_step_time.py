@@ -46,7 +46,8 @@ or off_bf16, / each other run) and of generation, and `same_prompts`: the share 
 whose tasks were the same in the runs (the curriculum draws from one seed; what a step's
 answers earn can change later draws). Results merge into OUT.json by generator, so the
 runs can be split over calls (`--generators off`, then `--generators on` with the same
-WORK and OUT). Measures; asserts nothing.
+WORK and OUT); a run that fails is recorded with its log's tail and the next one runs.
+Measures; asserts nothing.
 
 On the workplace's H100 vLLM comes from bench/carry_vllm.sh (set
 VLLM_USE_FLASHINFER_SAMPLER=0 there) and the model from bench/carry_model.sh.
@@ -206,7 +207,8 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
 def summary(report: dict) -> dict:
     runs = report.get("runs", {})
     shown = (*TIMES, "reward_wait_share", "generated_tokens_per_s", "verify/programs")
-    out = {g: {k: v for k, v in r["steady"].items() if k in shown or k.startswith(VERIFY)}
+    out = {g: {k: v for k, v in r.get("steady", {}).items() if k in shown or k.startswith(VERIFY)}
+           if "error" not in r else {"error": r["error"].splitlines()[0]}
            for g, r in runs.items()}  # fmt: skip
     for g in (g for g in GENERATORS if g != baseline(g)):
         off, other = (runs.get(k, {}).get("steady") for k in (baseline(g), g))
@@ -286,7 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = report.setdefault("runs", {})
     for generator in args.generators:
         probe = args.probe_runs > 0 and not generator.startswith("off")
-        runs[generator] = rl_run(generator, sft_run, args, probe=probe)
+        try:
+            runs[generator] = rl_run(generator, sft_run, args, probe=probe)
+        except RuntimeError as e:  # the run failed (its log's tail): the next still run
+            runs[generator] = {"error": str(e)[-2000:]}
         report["summary"] = summary(report)
         args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report["summary"], indent=1))
