@@ -23,7 +23,8 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    batch verified during the step before, the verifier's lanes at the default
    `rl.reward_nice`; `overlap_nice0`: that with the lanes at the trainer's CPU priority;
    `overlap_lanes8`: with 8 reward lanes, leaving cores to the trainer;
-   `overlap_bf16`: overlap with the update under bf16 autocast): a copy of
+   `overlap_bf16`: overlap with the update under bf16 autocast; `overlap_bf16_alone`:
+   that with `--rl.update_gpu_alone true`): a copy of
    that run and `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x
    `--group` completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
@@ -104,6 +105,8 @@ GENERATORS = {
     "overlap_nice0": [*OVERLAP, "--rl.reward_nice", "0"],  # the lanes share the cores evenly
     "overlap_lanes8": [*OVERLAP, "--rl.reward_lanes", "8"],  # cores left to the trainer
     "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],
+    # and the update with the GPU alone (the verifier's GPU work waits for it)
+    "overlap_bf16_alone": [*OVERLAP, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
 }
 
 

@@ -200,6 +200,7 @@ def test_every_extension_can_be_switched_off():
         (["--rl.overlap_reward", "true", "--rl.hierarchical", "true"], "rl.overlap_reward false"),
         (["--rl.overlap_reward", "true", "--rl.algo", "best-of-n"], "rl.algo grpo or rloo"),
         (["--rl.reward_lanes", "0"], r"rl.reward_lanes must be >= 1 or null"),
+        (["--rl.update_gpu_alone", "true"], "set rl.overlap_reward true, or"),
         (["--rl.reward_nice", "20"], r"rl.reward_nice must be from 0 to 19 .*not 20"),
         (["--verify.nice", "-1"], r"verify.nice must be a whole number from 0 .*not -1"),
     ],

@@ -158,6 +158,10 @@ class RlConfig:
     # verifier has left, at the price of training each batch one optimizer step after
     # it was generated (the loss's clipped ratio corrects for it). Single-turn only.
     overlap_reward: bool = False
+    # With rl.overlap_reward: the update (loss, backward, optimizer) has the GPU alone: the
+    # verifier's correctness runs, reference passes and workers' CUDA starts wait for it
+    # (its compiles go on), and run beside the next batch's generation instead.
+    update_gpu_alone: bool = False
     # The reward verifier's lanes (GRPO, RLOO; each a worker process with a
     # CUDA context of its own). null: one per CPU core, at most 16 a GPU. Fewer leave
     # cores to the trainer, whose update runs beside the verifier's compiles with
@@ -236,6 +240,12 @@ class RlConfig:
             "before; multi-turn rollouts verify inside the generation and rl.hierarchical "
             "splits the rewards: set rl.overlap_reward false, or rl.turns 1, "
             "rl.hierarchical false and rl.algo grpo or rloo",
+        )
+        need(
+            self.overlap_reward or not self.update_gpu_alone,
+            "rl.update_gpu_alone keeps the verifier's GPU work out of the update that "
+            "rl.overlap_reward runs beside it: set rl.overlap_reward true, or "
+            "rl.update_gpu_alone false",
         )
         need(
             self.reward_lanes is None or self.reward_lanes >= 1,

@@ -121,6 +121,60 @@ def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewar
     assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
 
 
+def test_with_update_gpu_alone_the_update_holds_the_gpu_alone(sft_run, tmp_path, monkeypatch):
+    """rl.update_gpu_alone: batches are generated under the gate's shared side, as
+    before (the verifier's correctness runs go on beside them); from TRL's advantages
+    through the optimizer step the trainer holds the exclusive side, so those runs wait
+    for the update. The gate is free once training ends."""
+    import datasets
+    from trl.trainer import grpo_trainer
+
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.rl.common import load_policy
+    from tritonrl.train.rl.grpo import _trainer_class, trainer_args
+    from tritonrl.verify.pool.gate import GpuGate
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    config = load_config(None, ["--rl.max_steps", "2", "--rl.overlap_reward", "true",
+                                "--rl.update_gpu_alone", "true", "--curriculum.enabled", "false",
+                                *QUIET])  # fmt: skip
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    gate, seen = GpuGate(), {"generate": set(), "tail": set(), "loss": set()}
+    gather = grpo_trainer.gather_object
+
+    def gathered(value):
+        seen["tail"].add((gate._shared, gate._held))
+        return gather(value)
+
+    monkeypatch.setattr(grpo_trainer, "gather_object", gathered)
+
+    def rollout(prompts, trainer):
+        seen["generate"].add((gate._shared, gate._held))
+        ids = [tokenizer(HONEST)["input_ids"]] * len(prompts)
+        return {"prompt_ids": ids, "completion_ids": ids, "logprobs": None}
+
+    prompts = datasets.Dataset.from_list(
+        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 8
+    )
+    trainer = _trainer_class(config, None, [RELU.id] * 8, gate)(
+        model=model, args=trainer_args(config, tmp_path / "o", "cpu"),
+        reward_funcs=[make_trl_reward([RELU], config.verify, asynchronous=True)],
+        train_dataset=prompts, processing_class=tokenizer, rollout_func=rollout,
+    )  # fmt: skip
+    loss = trainer.compute_loss
+
+    def compute_loss(model, inputs, *args, **kwargs):
+        seen["loss"].add((gate._shared, gate._held))
+        return loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = compute_loss
+    trainer.train()
+    trainer.finish_overlap()
+    # (shared holders, exclusive held): generation shared; the update alone
+    assert seen == {"generate": {(1, False)}, "tail": {(0, True)}, "loss": {(0, True)}}
+    assert gate._shared == 0 and not gate._held
+
+
 def test_a_failure_generating_the_next_batch_stops_training_and_leaves_no_thread(
     sft_run, tmp_path, monkeypatch
 ):

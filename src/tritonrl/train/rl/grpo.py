@@ -170,10 +170,12 @@ def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
 
 
 class GpuHold:
-    """The trainer's hold on the shared side of its GPU's verifier gate: while it holds,
-    the pool's timing phases (the exclusive side) wait, so a kernel is never timed beside
+    """The trainer's hold on its GPU's verifier gate: while it holds the shared side, the
+    pool's timing phases (the exclusive side) wait, so a kernel is never timed beside
     the trainer's generation or backward pass. Released while the rewards are computed
-    (the trainer waits for them then), taken again after."""
+    (the trainer waits for them then), taken again after: with `exclusive`, the gate's
+    exclusive side, so the verifier's correctness runs, reference passes and workers'
+    CUDA starts wait too (`rl.update_gpu_alone`)."""
 
     def __init__(self, gate):
         self.gate, self._cm = gate, None
@@ -182,10 +184,11 @@ class GpuHold:
     def held(self) -> bool:
         return self._cm is not None
 
-    def take(self) -> None:
+    def take(self, exclusive: bool = False) -> None:
         if self._cm is None:
-            self._cm = self.gate.shared("trainer")
-            self._cm.__enter__()
+            cm = self.gate.exclusive if exclusive else self.gate.shared("trainer")
+            cm.__enter__()
+            self._cm = cm
 
     def release(self) -> None:
         if self._cm is not None:
@@ -314,7 +317,8 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
         @contextlib.contextmanager
         def verifying(self) -> Iterator[None]:
             """Waiting for the verifier: timed as such, the GPU hold let go meanwhile (the
-            verifier times while the trainer waits for it)."""
+            verifier times while the trainer waits for it); taken again for the update,
+            alone with `rl.update_gpu_alone`."""
             if in_scoring_thread():  # verified ahead: the trainer's thread waits later
                 yield
                 return
@@ -327,7 +331,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
                     yield
                 finally:
                     if let_go:
-                        hold.take()
+                        hold.take(exclusive=config.rl.update_gpu_alone)
 
         def _generate(self, prompts):
             waited = self._clock.reward_wait
