@@ -10,6 +10,7 @@ hostile kernels get a fresh worker's verdict from a lane.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from tritonrl.config import VerifyConfig
 from tritonrl.reward import compute_reward
 from tritonrl.tasks import load_builtin
 from tritonrl.verify import verify
-from tritonrl.verify.pool.pool import VerifierPool
+from tritonrl.verify.pool.pool import VerifierPool, close_shared_pools, shared_pool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -216,10 +217,19 @@ def test_a_job_runs_at_the_pools_cpu_priority(lane1):
     config = VerifyConfig(device="cpu", static_checks=False)
     r = lane1.verify_many([(RELU, nice_probe())], config)[0]
     assert f"nice={here}" in (r.error or ""), r.error  # verify.nice 0: as the caller
-    with VerifierPool(VerifyConfig(device="cpu", nice=7), workers=1) as pool:
-        lower = pool.verify_many([(RELU, nice_probe()), (RELU, GOOD)], config)
+    lowered = dataclasses.replace(config, nice=7)
+    with VerifierPool(lowered, workers=1) as pool:
+        lower = pool.verify_many([(RELU, nice_probe()), (RELU, GOOD)], lowered)
+        with pytest.raises(ValueError, match=r"match its pool's in \['nice'\]"):
+            pool.submit(RELU, GOOD, config)  # a lane's priority is its pool's
     assert f"nice={min(here + 7, 19)}" in (lower[0].error or ""), lower[0].error
     assert lower[1].correct, lower[1].error  # the lowered lane verifies as before
+    # the trainer's reward pool (rl.reward_nice) is never an eval's in the same process
+    try:
+        assert shared_pool(lowered, 1) is not shared_pool(config, 1)
+        assert shared_pool(lowered, 1) is shared_pool(lowered, 1)
+    finally:
+        close_shared_pools()
 
 
 def test_a_lane_starts_a_fresh_zygote_after_recycle_jobs_clean_jobs():

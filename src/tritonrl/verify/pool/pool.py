@@ -76,6 +76,7 @@ from tritonrl.verify.result import VerifyResult
 # VerifyConfig fields a lane's sandbox is built from: a job must agree with its pool.
 LANE_FIELDS = (
     "device", "memory_mb", "max_procs", "max_file_mb", "sandbox_strict", "cuda_max_connections",
+    "nice",
 )  # fmt: skip
 _STOP = object()
 
