@@ -1,5 +1,6 @@
 """GRPO step time with transformers' generate and with vLLM, through the product's own
-commands on one GPU, and the verifier's timing spread while the vLLM run trains.
+commands on one GPU (the served arm: two), and the verifier's timing spread while the
+vLLM run trains.
 
     python bench/grpo_step_time.py --model DIR --out OUT.json [--work DIR] [--steps 3]
         [--prompts 8] [--group 8] [--max-tokens 1024] [--sft-steps 16] [--bf16]
@@ -24,7 +25,10 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    `rl.reward_nice`; `overlap_nice0`: that with the lanes at the trainer's CPU priority;
    `overlap_lanes8`: with 8 reward lanes, leaving cores to the trainer;
    `overlap_bf16`: overlap with the update under bf16 autocast; `overlap_bf16_alone`:
-   that with `--rl.update_gpu_alone true`): a copy of
+   that with `--rl.update_gpu_alone true`; `overlap_bf16_served`: overlap_bf16 with the
+   verifier a `tritonrl serve` on the second visible GPU, verifying as the run's reward
+   would (the config's `rl_verify` as `--verify.*`), the trainer on the first, through
+   `--verify.endpoint`): a copy of
    that run and `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x
    `--group` completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
@@ -62,12 +66,19 @@ time (`seconds`: loading, vLLM's profiling and CUDA graphs, the final save).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
+import os
 import shutil
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -107,7 +118,11 @@ GENERATORS = {
     "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],
     # and the update with the GPU alone (the verifier's GPU work waits for it)
     "overlap_bf16_alone": [*OVERLAP, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
+    # and the verifier a `tritonrl serve` on a GPU of its own (`served`)
+    "overlap_bf16_served": [*OVERLAP, "--rl.bf16", "true"],
 }
+SERVED = ("overlap_bf16_served",)
+SERVE_START_S = 300.0  # the service's pool and first answer on a busy host
 
 
 def baseline(generator: str) -> str:
@@ -164,13 +179,110 @@ def steady(steps: list[dict], completions: int) -> dict:
     return {"steps": [r["step"] for r in rows], **mean}
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def served_verify(args) -> list[str]:
+    """`--verify.KEY VALUE` for a `tritonrl serve` that verifies as the run's own reward
+    would: the config's `rl_verify` (RL's reward scheme, wall clock, timing and CPU
+    priority) under the rl overrides after `--`, where it differs from `verify`."""
+    from tritonrl.config_loader import load_config
+
+    config = load_config(args.config, args.rl_extra, cuda_available=args.device == "cuda")
+    ours, theirs = config.rl_verify, config.verify
+    out = ["--verify.device", args.device]
+    for f in dataclasses.fields(ours):
+        value = getattr(ours, f.name)
+        if value != getattr(theirs, f.name) and f.name != "device":
+            out += [f"--verify.{f.name}", str(value).lower() if isinstance(value, bool) else
+                    str(value)]  # fmt: skip
+    return out
+
+
+def gpu_ids() -> list[str]:
+    import torch
+
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return seen.split(",") if seen else [str(i) for i in range(torch.cuda.device_count())]
+
+
+@contextlib.contextmanager
+def served(args, log_path: Path):
+    """A `tritonrl serve` on the second visible GPU, verifying as the run's reward would,
+    and the trainer's commands on the first (CUDA_VISIBLE_DEVICES around the block);
+    yields the service's URL. Stopped by SIGTERM after."""
+    gpus = gpu_ids()
+    if len(gpus) < 2:
+        raise RuntimeError(f"a served verifier needs a second GPU; this machine shows {gpus}")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = tritonrl("serve", "--port", str(port), "--config", args.config, *served_verify(args))
+    with open(log_path, "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "CUDA_VISIBLE_DEVICES": gpus[1]})  # fmt: skip
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        deadline = time.monotonic() + SERVE_START_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"tritonrl serve exited {proc.returncode}:\n"
+                                   f"{log_path.read_text()[-2000:]}")  # fmt: skip
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{url}/health", timeout=2) as answer,
+            ):
+                if answer.status == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"tritonrl serve did not answer in {SERVE_START_S:.0f} s")
+            time.sleep(1)
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
+        yield url
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
     """`tritonrl rl` on a copy of `sft_run` with `--rl.vllm generator`; with `probe`, the
     timing probe runs in this process from its first verified completion to its end."""
     run = args.work / f"rl-{generator}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(sft_run, run)
-    cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args))
+    with contextlib.ExitStack() as stack:
+        endpoint = []
+        if generator in SERVED:
+            log = args.logs / f"grpo_step_time_{generator}_serve.log"
+            endpoint = ["--verify.endpoint", stack.enter_context(served(args, log))]
+        cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args), *endpoint)
+        seconds, rows = trained(cmd, run, args, generator, probe)
+    info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
+    steps = steps_of(run)
+    result = {"command": cmd[2:], "seconds": round(seconds, 1),
+              "generation": info.get("generation"), "per_step": steps,
+              "tasks": step_tasks(run),
+              "steady": steady(steps, args.prompts * args.group)}  # fmt: skip
+    if probe:
+        result["probe"] = {"rows": rows, "device": spread(rows, "device"),
+                           "launch": spread(rows, "launch")}  # fmt: skip
+    return result
+
+
+def trained(cmd: list[str], run: Path, args, generator: str, probe: bool):
+    """(seconds, probe rows) of `cmd`, the probe beside it once its first rewards are in."""
     training, stop, rows = threading.Event(), threading.Event(), []
     completions = run / "rl" / "completions.jsonl"
 
@@ -195,16 +307,7 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
         stop.set()
         for t in threads:
             t.join()
-    info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
-    steps = steps_of(run)
-    result = {"command": cmd[2:], "seconds": round(seconds, 1),
-              "generation": info.get("generation"), "per_step": steps,
-              "tasks": step_tasks(run),
-              "steady": steady(steps, args.prompts * args.group)}  # fmt: skip
-    if probe:
-        result["probe"] = {"rows": rows, "device": spread(rows, "device"),
-                           "launch": spread(rows, "launch")}  # fmt: skip
-    return result
+    return seconds, rows
 
 
 def summary(report: dict) -> dict:
