@@ -5,7 +5,8 @@ A job that hangs or crashes gets a fresh worker's verdict and the lane starts a 
 zygote for the next; one that leaves a process behind, patches torch or writes outside
 its own dirs does not reach the next job of the same zygote (the sweep, the fork, the
 nested Landlock domain); a lane starts a fresh zygote after `recycle_jobs` clean jobs;
-hostile kernels get a fresh worker's verdict from a lane.
+hostile kernels get a fresh worker's verdict from a lane; jobs run at their pool's CPU
+priority (`verify.nice`).
 """
 
 from __future__ import annotations
