@@ -211,9 +211,9 @@ def gpu_ids() -> list[str]:
 
 @contextlib.contextmanager
 def served(args, log_path: Path):
-    """A `tritonrl serve` on the second visible GPU, verifying as the run's reward would,
-    and the trainer's commands on the first (CUDA_VISIBLE_DEVICES around the block);
-    yields the service's URL. Stopped by SIGTERM after."""
+    """A `tritonrl serve` on the second visible GPU, verifying as the run's reward would;
+    yields (its URL, the environment that gives the trainer's command the first GPU).
+    Stopped by SIGTERM after."""
     gpus = gpu_ids()
     if len(gpus) < 2:
         raise RuntimeError(f"a served verifier needs a second GPU; this machine shows {gpus}")
@@ -225,7 +225,6 @@ def served(args, log_path: Path):
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, "CUDA_VISIBLE_DEVICES": gpus[1]})  # fmt: skip
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
     try:
         deadline = time.monotonic() + SERVE_START_S
         while True:
@@ -241,13 +240,8 @@ def served(args, log_path: Path):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"tritonrl serve did not answer in {SERVE_START_S:.0f} s")
             time.sleep(1)
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
-        yield url
+        yield url, {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[0]}
     finally:
-        if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)
@@ -257,18 +251,20 @@ def served(args, log_path: Path):
 
 
 def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
-    """`tritonrl rl` on a copy of `sft_run` with `--rl.vllm generator`; with `probe`, the
-    timing probe runs in this process from its first verified completion to its end."""
+    """`tritonrl rl` on a copy of `sft_run` with the generator's overrides (a served one:
+    beside its `tritonrl serve`); with `probe`, the timing probe runs in this process
+    from its first verified completion to its end."""
     run = args.work / f"rl-{generator}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(sft_run, run)
     with contextlib.ExitStack() as stack:
-        endpoint = []
+        endpoint, env = [], None
         if generator in SERVED:
             log = args.logs / f"grpo_step_time_{generator}_serve.log"
-            endpoint = ["--verify.endpoint", stack.enter_context(served(args, log))]
+            url, env = stack.enter_context(served(args, log))
+            endpoint = ["--verify.endpoint", url]
         cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args), *endpoint)
-        seconds, rows = trained(cmd, run, args, generator, probe)
+        seconds, rows = trained(cmd, run, args, generator, probe, env)
     info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
     steps = steps_of(run)
     result = {"command": cmd[2:], "seconds": round(seconds, 1),
@@ -281,8 +277,9 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
     return result
 
 
-def trained(cmd: list[str], run: Path, args, generator: str, probe: bool):
-    """(seconds, probe rows) of `cmd`, the probe beside it once its first rewards are in."""
+def trained(cmd: list[str], run: Path, args, generator: str, probe: bool, env=None):
+    """(seconds, probe rows) of `cmd` (in `env`), the probe beside it once its first
+    rewards are in."""
     training, stop, rows = threading.Event(), threading.Event(), []
     completions = run / "rl" / "completions.jsonl"
 
@@ -301,7 +298,7 @@ def trained(cmd: list[str], run: Path, args, generator: str, probe: bool):
     for t in threads:
         t.start()
     try:
-        seconds = run_logged(cmd, args.logs / f"grpo_step_time_{generator}.log")
+        seconds = run_logged(cmd, args.logs / f"grpo_step_time_{generator}.log", env=env)
     finally:
         training.clear()
         stop.set()

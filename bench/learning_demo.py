@@ -179,16 +179,17 @@ def tritonrl(*args: str) -> list[str]:
     return [sys.executable, "-m", "tritonrl", *args]
 
 
-def run_logged(cmd: list[str], log_path: Path, budget_s: float | None = None) -> float:
-    """Run `cmd` with its output in `log_path`; seconds. After `budget_s` it gets SIGTERM
-    (a training stage then checkpoints and stops, exit 143, which counts as done). Any
-    other failure raises with the log's tail."""
+def run_logged(cmd: list[str], log_path: Path, budget_s: float | None = None,
+               env: dict[str, str] | None = None) -> float:  # fmt: skip
+    """Run `cmd` (in `env`, else this process's) with its output in `log_path`; seconds.
+    After `budget_s` it gets SIGTERM (a training stage then checkpoints and stops, exit
+    143, which counts as done). Any other failure raises with the log's tail."""
     started = time.monotonic()
     log.info("%s", " ".join(cmd[2:8]))
     with open(log_path, "w") as f:
         f.write(" ".join(cmd) + "\n")
         f.flush()
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
         try:
             rc = proc.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
