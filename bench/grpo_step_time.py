@@ -28,9 +28,11 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    that with `--rl.update_gpu_alone true`; `overlap_bf16_served`: overlap_bf16 with the
    verifier a `tritonrl serve` on the second visible GPU, verifying as the run's reward
    would (the config's `rl_verify` as `--verify.*`), the trainer on the first, through
-   `--verify.endpoint`): a copy of
-   that run and `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x
-   `--group` completions (64 by default) of at most `--max-tokens` tokens, generated at
+   `--verify.endpoint`); `overlap_bf16_mps`: overlap_bf16 with the trainer, its vLLM
+   and the verifier's workers clients of one CUDA MPS server started for the run, so
+   their kernels share the SMs instead of time slices): a copy of that run and
+   `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x `--group`
+   completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
    (`tritonrl.train.rl.grpo.StepClock`): `time/generate_s`, `time/reward_wait_s` (the
    verifier), `time/update_s` (log-probabilities, loss, backward, optimizer) and
@@ -76,6 +78,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -120,8 +123,11 @@ GENERATORS = {
     "overlap_bf16_alone": [*OVERLAP, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
     # and the verifier a `tritonrl serve` on a GPU of its own (`served`)
     "overlap_bf16_served": [*OVERLAP, "--rl.bf16", "true"],
+    # and every process of the run a client of one CUDA MPS server (`mps`)
+    "overlap_bf16_mps": [*OVERLAP, "--rl.bf16", "true"],
 }
 SERVED = ("overlap_bf16_served",)
+MPS = ("overlap_bf16_mps",)
 SERVE_START_S = 300.0  # the service's pool and first answer on a busy host
 
 
@@ -250,10 +256,40 @@ def served(args, log_path: Path):
             proc.wait()
 
 
+@contextlib.contextmanager
+def mps(args, log_path: Path):
+    """A CUDA MPS control daemon of this run's own (its pipe and log folders in a fresh
+    temporary folder, short enough for a socket's path, so no other process on the
+    machine meets it); yields the environment that makes the trainer, its vLLM and the
+    verifier's workers its clients: their kernels then share the GPU's SMs instead of
+    taking turns in time slices. Told to quit after."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        raise RuntimeError("nvidia-cuda-mps-control is not on PATH: no CUDA MPS here")
+    root = Path(tempfile.mkdtemp(prefix="mps-"))
+    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(root / "pipe"),
+           "CUDA_MPS_LOG_DIRECTORY": str(root / "log")}  # fmt: skip
+    for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        Path(env[key]).mkdir(parents=True)
+    started = subprocess.run([control, "-d"], env=env, capture_output=True, text=True)
+    if started.returncode:
+        raise RuntimeError(f"nvidia-cuda-mps-control -d exited {started.returncode}: "
+                           f"{started.stdout}{started.stderr}")  # fmt: skip
+    try:
+        yield env
+    finally:
+        subprocess.run([control], input="quit\n", env=env, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+        for name in ("control.log", "server.log"):
+            with contextlib.suppress(OSError), open(log_path, "a") as log:
+                log.write(f"== {name}\n" + (root / "log" / name).read_text()[-4000:])
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
     """`tritonrl rl` on a copy of `sft_run` with the generator's overrides (a served one:
-    beside its `tritonrl serve`); with `probe`, the timing probe runs in this process
-    from its first verified completion to its end."""
+    beside its `tritonrl serve`; an MPS one: under its own MPS daemon); with `probe`, the
+    timing probe runs in this process from its first verified completion to its end."""
     run = args.work / f"rl-{generator}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(sft_run, run)
@@ -263,6 +299,8 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
             log = args.logs / f"grpo_step_time_{generator}_serve.log"
             url, env = stack.enter_context(served(args, log))
             endpoint = ["--verify.endpoint", url]
+        if generator in MPS:
+            env = stack.enter_context(mps(args, args.logs / f"grpo_step_time_{generator}_mps.log"))
         cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args), *endpoint)
         seconds, rows = trained(cmd, run, args, generator, probe, env)
     info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
