@@ -48,10 +48,13 @@ two batches and the last none): per run the step, generation, reward-wait and up
 seconds, generated tokens a second, the reward-wait share of a step, and where the wait
 went (`verify/programs` verified a step, `verify/stage_s/<stage>` their seconds per
 verifier stage summed over lanes: `performance` is the timing, `gpu_wait` the wait for
-the GPU alone); the speedup of a step (the transformers run of the same precision, off
-or off_bf16, / each other run) and of generation, and `same_prompts`: the share of steps
-whose tasks were the same in the runs (the curriculum draws from one seed; what a step's
-answers earn can change later draws). Results merge into OUT.json by generator, so the
+the GPU alone), and what the GPU gate cost the trainer (`time/gpu_wait_s`, its wait to
+take its hold, inside the update's and the reward wait's seconds; the verifier's timing
+windows `gpu/timing_windows`, `gpu/window_s`, `gpu/timing_held_s`); the speedup of a
+step (the transformers run of the same precision, off or off_bf16, / each other run)
+and of generation, and `same_prompts`: the share of steps whose tasks were the same
+in the runs (the curriculum draws from one seed; what a step's answers earn can change
+later draws). Results merge into OUT.json by generator, so the
 runs can be split over calls (`--generators off`, then `--generators on` with the same
 WORK and OUT); a run that fails is recorded with its log's tail and the next one runs.
 Measures; asserts nothing.
@@ -92,10 +95,13 @@ KEPT = (*TIMES, "completions/mean_length", "completions/clipped_ratio", "reward"
 # where the reward's wait went: programs verified a step and their seconds per stage,
 # summed over the pool's lanes (tritonrl.reward.adapters)
 VERIFY = ("verify/programs", "verify/stage_s/")
+# what the GPU gate cost the trainer a step: its wait to take its hold, the verifier's
+# timing windows (tritonrl.train.rl.grpo.GpuHold)
+GATE = ("time/gpu_wait_s", "gpu/")
 
 
 def kept(key: str) -> bool:
-    return key in KEPT or key.startswith(VERIFY)
+    return key in KEPT or key.startswith(VERIFY + GATE)
 
 
 def sft_args(model: Path, steps: int, device: str) -> list[str]:
@@ -348,7 +354,8 @@ def trained(cmd: list[str], run: Path, args, generator: str, probe: bool, env=No
 def summary(report: dict) -> dict:
     runs = report.get("runs", {})
     shown = (*TIMES, "reward_wait_share", "generated_tokens_per_s", "verify/programs")
-    out = {g: {k: v for k, v in r.get("steady", {}).items() if k in shown or k.startswith(VERIFY)}
+    out = {g: {k: v for k, v in r.get("steady", {}).items()
+               if k in shown or k.startswith(VERIFY + GATE)}
            if "error" not in r else {"error": r["error"].splitlines()[0]}
            for g, r in runs.items()}  # fmt: skip
     for g in (g for g in GENERATORS if g != baseline(g)):

@@ -174,3 +174,38 @@ def test_the_step_clock_splits_a_step(monkeypatch):
                            "time/update_s": 5.0, "time/step_s": 10.0}  # fmt: skip
     clock.begin()  # 20.0: the next step starts afresh
     assert clock.started == 20.0 and clock.generate == clock.reward_wait == 0.0
+
+
+def test_the_gpu_hold_says_what_the_gate_cost_the_step():
+    """The trainer's hold waits for a timing phase that holds its GPU; step_metrics gives
+    that wait and the window it waited for, then starts again from zero."""
+    import threading
+    import time
+
+    from tritonrl.train.rl.grpo import GpuHold
+    from tritonrl.verify.pool.gate import GpuGate
+
+    gate = GpuGate()
+    hold = GpuHold(gate)
+    timing, done = threading.Event(), threading.Event()
+
+    def time_a_kernel():
+        with gate.exclusive:
+            timing.set()
+            time.sleep(0.3)
+        done.set()
+
+    threading.Thread(target=time_a_kernel).start()
+    assert timing.wait(5)
+    hold.take()  # waits for the timing phase to leave
+    assert done.is_set() and hold.held
+    hold.release()
+    first = hold.step_metrics()
+    assert 0.2 <= first["time/gpu_wait_s"] < 5
+    assert first["gpu/timing_windows"] == 1
+    assert 0.25 <= first["gpu/timing_held_s"] <= first["gpu/window_s"] < 5
+    hold.take()  # nothing in the way
+    hold.release()
+    second = hold.step_metrics()
+    assert second["gpu/timing_windows"] == 0 and second["gpu/window_s"] == 0
+    assert second["time/gpu_wait_s"] < 0.1

@@ -119,6 +119,9 @@ def test_each_batch_is_verified_during_the_step_before_and_trains_with_its_rewar
     # work): a timing phase of the batch verified ahead does not run beside it
     assert tail_held and set(tail_held) == {1} and gate._shared == 0
     assert not [t for t in threading.enumerate() if t.name == "tritonrl-scoring"]
+    # and each step's log says what the gate cost it (no timing on the CPU: no windows)
+    for h in history:
+        assert 0 <= h["time/gpu_wait_s"] < h["time/step_s"] and h["gpu/timing_windows"] == 0
 
 
 def test_with_update_gpu_alone_the_update_holds_the_gpu_alone(sft_run, tmp_path, monkeypatch):

@@ -50,7 +50,10 @@ GPU work (the gate's lock reaches verifiers in other processes on that GPU too).
 also held while the trainer is built (colocated vLLM starts then: weights, profiling,
 CUDA graphs). Each step's seconds, split where the hold changes hands, join the logs
 (`StepClock`): `time/generate_s`, `time/reward_wait_s`, `time/update_s` (the rest:
-log-probabilities, loss, backward, optimizer) and `time/step_s`.
+log-probabilities, loss, backward, optimizer) and `time/step_s`; on CUDA with them what
+the gate cost the step (`GpuHold.step_metrics`): `time/gpu_wait_s`, the seconds the
+trainer waited to take its hold (inside the update's and the reward wait's), and the
+verifier's timing windows (`gpu/timing_windows`, `gpu/window_s`, `gpu/timing_held_s`).
 
 Several processes (`accelerate launch --num_processes N -m tritonrl rl --algo grpo ...`):
 each rank generates, is rewarded for and trains on its share of every batch, appending
@@ -175,10 +178,18 @@ class GpuHold:
     the trainer's generation or backward pass. Released while the rewards are computed
     (the trainer waits for them then), taken again after: with `exclusive`, the gate's
     exclusive side, so the verifier's correctness runs, reference passes and workers'
-    CUDA starts wait too (`rl.update_gpu_alone`)."""
+    CUDA starts wait too (`rl.update_gpu_alone`).
+
+    `step_metrics()` says what the gate cost the trainer since it was last asked: the
+    seconds it waited to take its hold (`time/gpu_wait_s`), and the verifier's timing
+    windows (`gpu/timing_windows`, `gpu/window_s` from a first timing phase asking
+    until the last left, `gpu/timing_held_s` the phases' holds of the GPU). With
+    `exclusive` the trainer's own hold counts as a window too."""
 
     def __init__(self, gate):
         self.gate, self._cm = gate, None
+        self.waited = 0.0
+        self._seen = gate.stats()
 
     @property
     def held(self) -> bool:
@@ -187,8 +198,21 @@ class GpuHold:
     def take(self, exclusive: bool = False) -> None:
         if self._cm is None:
             cm = self.gate.exclusive if exclusive else self.gate.shared("trainer")
+            asked = time.perf_counter()
             cm.__enter__()
+            self.waited += time.perf_counter() - asked
             self._cm = cm
+
+    def step_metrics(self) -> dict[str, float]:
+        now, seen = self.gate.stats(), self._seen
+        metrics = {
+            "time/gpu_wait_s": round(self.waited, 3),
+            "gpu/timing_windows": now["windows"] - seen["windows"],
+            "gpu/window_s": round(now["window_s"] - seen["window_s"], 3),
+            "gpu/timing_held_s": round(now["timing_held_s"] - seen["timing_held_s"], 3),
+        }
+        self.waited, self._seen = 0.0, now
+        return metrics
 
     def release(self) -> None:
         if self._cm is not None:
@@ -276,9 +300,12 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
             self.trainer = trainer
 
         def on_step_end(self, args, state, control, **kwargs):
-            if self.trainer._gpu_hold is not None:
-                self.trainer._gpu_hold.release()
-            for key, seconds in self.trainer._clock.end().items():
+            hold, times = self.trainer._gpu_hold, self.trainer._clock.end()
+            if hold is not None:
+                hold.release()
+                if times:
+                    times |= hold.step_metrics()
+            for key, seconds in times.items():
                 self.trainer._metrics["train"][key].append(seconds)
 
         def on_train_end(self, args, state, control, **kwargs):
