@@ -3,7 +3,8 @@ no stage trained on, with the product's own commands; one GPU, one command.
 
     python bench/learning_demo.py --model qwen2.5-coder-1.5b --out OUT \
         [--kernelbench KB_CHECKOUT] [--config qwen-coder-1.5b-1gpu] [--samples 4]
-        [--rl-budget-s 600 | --deadline-s 1260] [--device cuda] [--work DIR]
+        [--rl-budget-s 600 | --deadline-s 1260] [--rl-turns 3 --turns-rl-args "..."]
+        [--device cuda] [--work DIR]
         [-- --rl.learning_rate 1e-6 ...]
 
 The model is a named offline model (`qwen2.5-coder-0.5b`, `qwen2.5-coder-1.5b`,
@@ -37,6 +38,12 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    beside that (not with `--turns-rl-only`, when its figures come from an earlier run),
    and of the last GRPO point after its eval when the deadline leaves time (the GRPO
    budget then keeps half as much again as one eval for it);
+   With `--rl-turns T` (and `--rl-budget-s`), single-turn against multi-turn GRPO at the
+   same GPU budget on one GPU: after the single-turn arm and its evals, `tritonrl rl
+   --rl.turns T` (plus `--turns-rl-args`) on a copy of the run made before GRPO (the
+   same SFT model, work/run-turnsT, its log rl_turns.log) for the same budget; its
+   points (`rlTt-STEP`) are evaluated as the others, and the last point of each arm
+   also with `--turns T`;
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
    extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
@@ -418,11 +425,12 @@ def rl_budget(ctx: dict) -> float | None:
     return max(120.0, left)
 
 
-def grpo(cmd: list[str], run: Path, ctx: dict) -> float:
-    """The GRPO stage within the time budget; seconds. When it fails before its first
-    checkpoint with vLLM generating, it runs again with transformers' generate (said in
-    the report): a demo that still measures learning beats none."""
-    log_path = ctx["out"] / "rl.log"
+def grpo(cmd: list[str], run: Path, ctx: dict, name: str = "rl") -> float:
+    """The GRPO stage within the time budget; seconds (its log OUT/NAME.log). When it
+    fails before its first checkpoint with vLLM generating, it runs again with
+    transformers' generate (said in the report): a demo that still measures learning
+    beats none."""
+    log_path = ctx["out"] / f"{name}.log"
     budget = rl_budget(ctx)
     ctx["seconds"]["rl_budget"] = budget
     started = time.monotonic()
@@ -431,11 +439,11 @@ def grpo(cmd: list[str], run: Path, ctx: dict) -> float:
     except RuntimeError as e:
         if checkpoints(run) or "--rl.vllm" in cmd:
             raise
-        ctx["fallbacks"].append(f"rl: failed with vLLM generating ({str(e)[-300:]})")
+        ctx["fallbacks"].append(f"{name}: failed with vLLM generating ({str(e)[-300:]})")
         log.warning("GRPO failed; again with --rl.vllm off")
-        shutil.copy(log_path, ctx["out"] / "rl_vllm_failed.log")
+        shutil.copy(log_path, ctx["out"] / f"{name}_vllm_failed.log")
         cmd += ["--rl.vllm", "off"]
-        ctx["commands"]["rl"] = cmd[2:]
+        ctx["commands"][name] = cmd[2:]
         return run_logged(cmd, log_path, budget and max(60.0, budget - time.monotonic() + started))
 
 
@@ -444,18 +452,18 @@ def checkpoints(run: Path) -> list[tuple[int, Path]]:
     return sorted((int(p.name.split("-")[1]), p) for p in found if (p / "config.json").is_file())
 
 
-def rl_points(run: Path, most: int) -> list[tuple[str, Path]]:
+def rl_points(run: Path, most: int, prefix: str = "rl") -> list[tuple[str, Path]]:
     """What to evaluate after GRPO: up to `most` checkpoints spread over the run (the
-    last always), or the final model when the stage finished."""
+    last always), or the final model when the stage finished; labelled PREFIX-STEP."""
     found = checkpoints(run)
     if len(found) > most:
         keep = {round(i * (len(found) - 1) / (most - 1)) for i in range(most)} if most > 1 else {
             len(found) - 1}  # fmt: skip
         found = [c for i, c in enumerate(found) if i in keep]
-    points = [(f"rl-{step}", path) for step, path in found]
+    points = [(f"{prefix}-{step}", path) for step, path in found]
     final = run / "rl" / "final"
     if (final / "config.json").is_file() and not points:
-        points.append(("rl-final", final))
+        points.append((f"{prefix}-final", final))
     return points
 
 
@@ -576,21 +584,8 @@ def markdown(report: dict) -> str:
             f"never, {f['above_max']} always)"
             + (f", and {fresh} fresh tasks (`rl.generated_tasks`)." if fresh else "."),
         ]
-    curve = report.get("rl_curve") or []
-    if curve:
-        lines += ["", "| GRPO step | mean reward | batch correct | compiled | clipped | "
-                  "groups with one reward | entropy | tasks retired | correct, paid 0 | "
-                  "reward wait s | step s |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for c in curve:
-            lines.append(f"| {c['step']} | {c['reward']:.3f} | {_pct(c.get('verify/correct'))} | "
-                         f"{_pct(c.get('verify/compiled'))} | "
-                         f"{_pct(c.get('completions/clipped_ratio'))} | "
-                         f"{_pct(c.get('frac_reward_zero_std'))} | "
-                         f"{_num(c.get('entropy'))} | {_num(c.get('curriculum/retired'), 0)} | "
-                         f"{c.get('correct_unpaid', '-')} | "
-                         f"{c.get('time/reward_wait_s', '-')} | "
-                         f"{c.get('time/step_s', c.get('step_time', '-'))} |")  # fmt: skip
+    for key, name in (("rl_curve", "GRPO"), ("rl_curve_turns", "multi-turn GRPO")):
+        lines += _curve_lines(report.get(key) or [], name)
     unseen = report.get("unseen") or []
     if unseen:
         lines += ["", "Answers to tasks no earlier GRPO step drew (sampled before any training "
@@ -612,6 +607,26 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {phase}, {key} | {s['n']} | {s['min']} | {s['median']} | "
                              f"{s['max']} | {s['iqr']} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _curve_lines(curve: list[dict], name: str) -> list[str]:
+    """The table of a GRPO run's steps (`rl_curve`)."""
+    if not curve:
+        return []
+    lines = ["", f"| {name} step | mean reward | batch correct | compiled | clipped | "
+             "groups with one reward | entropy | tasks retired | correct, paid 0 | "
+             "reward wait s | step s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for c in curve:
+        lines.append(f"| {c['step']} | {c['reward']:.3f} | {_pct(c.get('verify/correct'))} | "
+                     f"{_pct(c.get('verify/compiled'))} | "
+                     f"{_pct(c.get('completions/clipped_ratio'))} | "
+                     f"{_pct(c.get('frac_reward_zero_std'))} | "
+                     f"{_num(c.get('entropy'))} | {_num(c.get('curriculum/retired'), 0)} | "
+                     f"{c.get('correct_unpaid', '-')} | "
+                     f"{c.get('time/reward_wait_s', '-')} | "
+                     f"{c.get('time/step_s', c.get('step_time', '-'))} |")  # fmt: skip
+    return lines
 
 
 def _num(v, digits: int = 3) -> str:
@@ -708,6 +723,13 @@ def parse(argv):
     ap.add_argument("--turns-rl-only", action="store_true",
                     help="with --turns-eval: the last GRPO point's only, not the SFT "
                     "model's")  # fmt: skip
+    ap.add_argument("--rl-turns", type=int, default=0,
+                    help="after single-turn GRPO, GRPO with --rl.turns T from the same SFT "
+                    "model for the same --rl-budget-s; both arms' last points evaluated "
+                    "with one answer and with --turns T")  # fmt: skip
+    ap.add_argument("--turns-rl-args", default="",
+                    help="with --rl-turns: more rl overrides for that arm alone, as one "
+                    "string (its batch must be a multiple of num_generations x T)")  # fmt: skip
     ap.add_argument("--rl-budget-s", type=float, default=0, help="SIGTERM GRPO after (0: none)")
     ap.add_argument("--deadline-s", type=float, default=0, help="the whole demo's seconds")
     ap.add_argument("--rl-evals", type=int, default=2, help="GRPO checkpoints evaluated")
@@ -734,6 +756,15 @@ def parse(argv):
         ap.error("--filter-samples must be 0 or at least 2 (one answer a task is greedy)")
     if args.config is None:
         args.config = "tiny-cpu" if args.model == "tiny" else "qwen-coder-1.5b-1gpu"
+    if args.rl_turns:
+        if args.rl_turns < 2 or not args.rl_budget_s or args.deadline_s:
+            ap.error("--rl-turns T takes T >= 2 and --rl-budget-s (both arms get it), "
+                     "not --deadline-s")  # fmt: skip
+        if args.turns_eval not in (0, args.rl_turns):
+            ap.error("--turns-eval must equal --rl-turns (or be left out)")
+        if not args.turns_eval:
+            args.turns_eval, args.turns_rl_only = args.rl_turns, True
+    args.turns_rl_args = args.turns_rl_args.split()
     return args
 
 
@@ -803,6 +834,10 @@ def main(argv: list[str] | None = None) -> int:
         rl_cmd += ["--rl.pass_rates", str(pass_rates(run, rl_extra, ctx))]
     turn_folders = [("sft", sft_turns.get())] if sft_turns is not None else []
     ctx["commands"]["rl"] = rl_cmd[2:]
+    run_turns = work / f"run-turns{args.rl_turns}"
+    if args.rl_turns:  # the multi-turn arm starts from the same SFT model
+        shutil.rmtree(run_turns, ignore_errors=True)
+        shutil.copytree(run, run_turns)
     stop, training = threading.Event(), threading.Event()
     probe = None
     if cuda and args.probe_runs:
@@ -831,6 +866,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report["skipped"] = (f"{points[-1][0]}'s --turns eval: {left:.0f} s left, "
                                  f"{need:.0f} s needed")  # fmt: skip
+    if args.rl_turns:  # GRPO with feedback turns, the same budget, then its evals
+        cmd = [str(run_turns) if c == str(run) else c for c in rl_cmd]
+        cmd += ["--rl.turns", str(args.rl_turns), *args.turns_rl_args]
+        ctx["commands"]["rl_turns"] = cmd[2:]
+        ctx["seconds"]["rl_turns"] = round(grpo(cmd, run_turns, ctx, "rl_turns"), 1)
+        report["rl_curve_turns"] = rl_curve(run_turns)
+        points_t = rl_points(run_turns, args.rl_evals, f"rl{args.rl_turns}t")
+        arm = [(label, evaluate(label, path, ctx)) for label, path in points_t]
+        folders += arm
+        for label, folder in arm:
+            report["points"].append({"label": label, "eval": str(folder.relative_to(work)),
+                                     "figures": point_figures(folder, args.samples)})  # fmt: skip
+        if points_t:
+            turn_folders.append((points_t[-1][0], turns_eval(*points_t[-1], ctx)))
     report["turns"] = {label: turn_figures(f, args.turns_eval) for label, f in turn_folders}
     compare = subprocess.run(tritonrl("eval", "--compare", *(str(f) for _, f in folders),
                                       "--json"), capture_output=True, text=True)  # fmt: skip
