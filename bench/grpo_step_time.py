@@ -24,7 +24,8 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    batch verified during the step before, the verifier's lanes at the default
    `rl.reward_nice`; `overlap_nice0`: that with the lanes at the trainer's CPU priority;
    `overlap_lanes8`: with 8 reward lanes, leaving cores to the trainer;
-   `overlap_bf16`: overlap with the update under bf16 autocast; `overlap_bf16_alone`:
+   `overlap_bf16`: overlap with the update under bf16 autocast; `overlap_bf16_lanes4`:
+   that with 4 reward lanes (less verifier work at once beside it); `overlap_bf16_alone`:
    that with `--rl.update_gpu_alone true`; `overlap_bf16_served`: overlap_bf16 with the
    verifier a `tritonrl serve` on the second visible GPU, verifying as the run's reward
    would (the config's `rl_verify` as `--verify.*`), the trainer on the first, through
@@ -125,6 +126,8 @@ GENERATORS = {
     "overlap_nice0": [*OVERLAP, "--rl.reward_nice", "0"],  # the lanes share the cores evenly
     "overlap_lanes8": [*OVERLAP, "--rl.reward_lanes", "8"],  # cores left to the trainer
     "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],
+    # and 4 reward lanes: less of the verifier's GPU work at once beside the trainer
+    "overlap_bf16_lanes4": [*OVERLAP, "--rl.bf16", "true", "--rl.reward_lanes", "4"],
     # and the update with the GPU alone (the verifier's GPU work waits for it)
     "overlap_bf16_alone": [*OVERLAP, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
     # and the verifier a `tritonrl serve` on a GPU of its own (`served`)
