@@ -324,6 +324,7 @@ def _trainer_class(config: Config, curriculum, task_ids: list[str], gate=None, m
             finally:
                 if self._gpu_hold is not None:
                     self._gpu_hold.release()
+                    self._gpu_hold.step_metrics()  # the build's wait is no step's
             self.remove_callback(ProgressCallback)
             self.add_callback(StepEnd(self))
 
