@@ -29,7 +29,10 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    that with `--rl.update_gpu_alone true`; `overlap_bf16_served`: overlap_bf16 with the
    verifier a `tritonrl serve` on the second visible GPU, verifying as the run's reward
    would (the config's `rl_verify` as `--verify.*`), the trainer on the first, through
-   `--verify.endpoint`); `overlap_bf16_mps`: overlap_bf16 with the trainer, its vLLM
+   `--verify.endpoint`); `overlap_bf16_served_same`: that service on the trainer's own
+   GPU (honest: the GPU gate's lock reaches across processes), so the verifier's trusted
+   side (extraction, static checks, the reference's passes, comparisons) runs outside
+   the trainer's process and its Python; `overlap_bf16_mps`: overlap_bf16 with the trainer, its vLLM
    and the verifier's workers clients of one CUDA MPS server started for the run, so
    their kernels share the SMs instead of time slices): a copy of that run and
    `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x `--group`
@@ -132,10 +135,12 @@ GENERATORS = {
     "overlap_bf16_alone": [*OVERLAP, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
     # and the verifier a `tritonrl serve` on a GPU of its own (`served`)
     "overlap_bf16_served": [*OVERLAP, "--rl.bf16", "true"],
+    # and that service on the trainer's GPU: the trusted side out of the trainer's process
+    "overlap_bf16_served_same": [*OVERLAP, "--rl.bf16", "true"],
     # and every process of the run a client of one CUDA MPS server (`mps`)
     "overlap_bf16_mps": [*OVERLAP, "--rl.bf16", "true"],
 }
-SERVED = ("overlap_bf16_served",)
+SERVED = {"overlap_bf16_served": 1, "overlap_bf16_served_same": 0}  # the service's GPU
 MPS = ("overlap_bf16_mps",)
 SERVE_START_S = 300.0  # the service's pool and first answer on a busy host
 
@@ -225,13 +230,14 @@ def gpu_ids() -> list[str]:
 
 
 @contextlib.contextmanager
-def served(args, log_path: Path):
-    """A `tritonrl serve` on the second visible GPU, verifying as the run's reward would;
-    yields (its URL, the environment that gives the trainer's command the first GPU).
-    Stopped by SIGTERM after."""
+def served(args, log_path: Path, gpu: int = 1):
+    """A `tritonrl serve` on visible GPU `gpu` (1: the second; 0: the trainer's own),
+    verifying as the run's reward would; yields (its URL, the environment that gives the
+    trainer's command the first GPU). Stopped by SIGTERM after."""
     gpus = gpu_ids()
-    if len(gpus) < 2:
-        raise RuntimeError(f"a served verifier needs a second GPU; this machine shows {gpus}")
+    if len(gpus) <= gpu:
+        raise RuntimeError(f"a verifier served on GPU {gpu} needs {gpu + 1} GPUs; this "
+                           f"machine shows {gpus}")  # fmt: skip
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = tritonrl("serve", "--port", str(port), "--config", args.config, *served_verify(args))
@@ -239,7 +245,7 @@ def served(args, log_path: Path):
         log.write(" ".join(cmd) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "CUDA_VISIBLE_DEVICES": gpus[1]})  # fmt: skip
+                                env={**os.environ, "CUDA_VISIBLE_DEVICES": gpus[gpu]})  # fmt: skip
     try:
         deadline = time.monotonic() + SERVE_START_S
         while True:
@@ -306,7 +312,7 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
         endpoint, env = [], None
         if generator in SERVED:
             log = args.logs / f"grpo_step_time_{generator}_serve.log"
-            url, env = stack.enter_context(served(args, log))
+            url, env = stack.enter_context(served(args, log, SERVED[generator]))
             endpoint = ["--verify.endpoint", url]
         if generator in MPS:
             env = stack.enter_context(mps(args, args.logs / f"grpo_step_time_{generator}_mps.log"))
