@@ -32,9 +32,10 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    `--verify.endpoint`); `overlap_bf16_served_same`: that service on the trainer's own
    GPU (honest: the GPU gate's lock reaches across processes), so the verifier's trusted
    side (extraction, static checks, the reference's passes, comparisons) runs outside
-   the trainer's process and its Python; `overlap_bf16_mps`: overlap_bf16 with the trainer, its vLLM
-   and the verifier's workers clients of one CUDA MPS server started for the run, so
-   their kernels share the SMs instead of time slices): a copy of that run and
+   the trainer's process and its Python; `overlap_bf16_mps`: overlap_bf16 with the
+   trainer, its vLLM and the verifier's workers clients of one CUDA MPS server started
+   for the run, so their kernels share the SMs instead of time slices): a copy of that
+   run and
    `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x `--group`
    completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
@@ -93,6 +94,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from learning_demo import run_logged, split_extra, spread, timing_probe, tritonrl  # noqa: E402
+
+from tritonrl.verify.pool.gate import visible_gpus  # noqa: E402
 
 TIMES = ("time/generate_s", "time/reward_wait_s", "time/update_s", "time/step_s")
 KEPT = (*TIMES, "completions/mean_length", "completions/clipped_ratio", "reward", "step_time")
@@ -222,19 +225,12 @@ def served_verify(args) -> list[str]:
     return out
 
 
-def gpu_ids() -> list[str]:
-    import torch
-
-    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return seen.split(",") if seen else [str(i) for i in range(torch.cuda.device_count())]
-
-
 @contextlib.contextmanager
 def served(args, log_path: Path, gpu: int = 1):
     """A `tritonrl serve` on visible GPU `gpu` (1: the second; 0: the trainer's own),
     verifying as the run's reward would; yields (its URL, the environment that gives the
     trainer's command the first GPU). Stopped by SIGTERM after."""
-    gpus = gpu_ids()
+    gpus = visible_gpus()
     if len(gpus) <= gpu:
         raise RuntimeError(f"a verifier served on GPU {gpu} needs {gpu + 1} GPUs; this "
                            f"machine shows {gpus}")  # fmt: skip
@@ -272,7 +268,7 @@ def served(args, log_path: Path, gpu: int = 1):
 
 
 @contextlib.contextmanager
-def mps(args, log_path: Path):
+def mps(log_path: Path):
     """A CUDA MPS control daemon of this run's own (its pipe and log folders in a fresh
     temporary folder, short enough for a socket's path, so no other process on the
     machine meets it); yields the environment that makes the trainer, its vLLM and the
@@ -295,9 +291,10 @@ def mps(args, log_path: Path):
     finally:
         subprocess.run([control], input="quit\n", env=env, capture_output=True, text=True,
                        timeout=60)  # fmt: skip
-        for name in ("control.log", "server.log"):
-            with contextlib.suppress(OSError), open(log_path, "a") as log:
-                log.write(f"== {name}\n" + (root / "log" / name).read_text()[-4000:])
+        with open(log_path, "a") as log:
+            for name in ("control.log", "server.log"):
+                with contextlib.suppress(OSError):
+                    log.write(f"== {name}\n" + (root / "log" / name).read_text()[-4000:])
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -315,7 +312,7 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
             url, env = stack.enter_context(served(args, log, SERVED[generator]))
             endpoint = ["--verify.endpoint", url]
         if generator in MPS:
-            env = stack.enter_context(mps(args, args.logs / f"grpo_step_time_{generator}_mps.log"))
+            env = stack.enter_context(mps(args.logs / f"grpo_step_time_{generator}_mps.log"))
         cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args), *endpoint)
         seconds, rows = trained(cmd, run, args, generator, probe, env)
     info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]

@@ -273,6 +273,12 @@ def evaluate(label: str, model: Path, ctx: dict) -> Path:
     return folder
 
 
+def point(label: str, folder: Path, work: Path, samples: int) -> dict:
+    """A point of the report: its label, eval folder (under `work`) and figures."""
+    return {"label": label, "eval": str(folder.relative_to(work)),
+            "figures": point_figures(folder, samples)}  # fmt: skip
+
+
 def point_figures(folder: Path, samples: int) -> dict:
     """Overall and per-source metrics of one eval folder, from its samples.jsonl."""
     from tritonrl.evaluate.metrics import summarize
@@ -853,9 +859,7 @@ def main(argv: list[str] | None = None) -> int:
     report["pass_rate_filter"] = stage_info(run, "rl").get("pass_rate_filter")
     for label, path in rl_points(run, args.rl_evals):
         folders.append((label, evaluate(label, path, ctx)))
-    for label, folder in folders:
-        report["points"].append({"label": label, "eval": str(folder.relative_to(work)),
-                                 "figures": point_figures(folder, args.samples)})  # fmt: skip
+    report["points"] += [point(label, folder, work, args.samples) for label, folder in folders]
     points = rl_points(run, args.rl_evals)
     if args.turns_eval and points:  # the last GRPO point's, if the deadline leaves time
         one_eval = ctx["seconds"].get("eval_sft", args.eval_estimate_s)
@@ -875,9 +879,7 @@ def main(argv: list[str] | None = None) -> int:
         points_t = rl_points(run_turns, args.rl_evals, f"rl{args.rl_turns}t")
         arm = [(label, evaluate(label, path, ctx)) for label, path in points_t]
         folders += arm
-        for label, folder in arm:
-            report["points"].append({"label": label, "eval": str(folder.relative_to(work)),
-                                     "figures": point_figures(folder, args.samples)})  # fmt: skip
+        report["points"] += [point(label, folder, work, args.samples) for label, folder in arm]
         if points_t:
             turn_folders.append((points_t[-1][0], turns_eval(*points_t[-1], ctx)))
     report["turns"] = {label: turn_figures(f, args.turns_eval) for label, f in turn_folders}

@@ -187,19 +187,20 @@ def test_the_gpu_hold_says_what_the_gate_cost_the_step():
 
     gate = GpuGate()
     hold = GpuHold(gate)
-    timing, done = threading.Event(), threading.Event()
+    timing = threading.Event()
 
     def time_a_kernel():
         with gate.exclusive:
             timing.set()
             time.sleep(0.3)
-        done.set()
 
-    threading.Thread(target=time_a_kernel).start()
+    phase = threading.Thread(target=time_a_kernel)
+    phase.start()
     assert timing.wait(5)
     hold.take()  # waits for the timing phase to leave
-    assert done.is_set() and hold.held
+    assert hold.held and not gate._held
     hold.release()
+    phase.join()
     first = hold.step_metrics()
     assert 0.2 <= first["time/gpu_wait_s"] < 5
     assert first["gpu/timing_windows"] == 1
