@@ -22,17 +22,20 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
 2. per generator (`off`: `--rl.vllm off`; `off_bf16`: that with the update under bf16
    autocast; `on`: `--rl.vllm on`; `overlap`: vLLM and `--rl.overlap_reward true`, each
    batch verified during the step before, the verifier's lanes at the default
-   `rl.reward_nice`; `overlap_nice0`: that with the lanes at the trainer's CPU priority;
-   `overlap_lanes8`: with 8 reward lanes, leaving cores to the trainer;
-   `overlap_bf16`: overlap with the update under bf16 autocast; `overlap_bf16_lanes4`:
-   that with 4 reward lanes (less verifier work at once beside it); `overlap_bf16_alone`:
-   that with `--rl.update_gpu_alone true`; `overlap_bf16_served`: overlap_bf16 with the
+   `rl.reward_nice`, the verifier a child process of the stage (`rl.reward_process`
+   auto); `overlap_trainer`: that with the verifier in the trainer's process
+   (`--rl.reward_process trainer`), as are the next five: `overlap_nice0`, with the lanes
+   at the trainer's CPU priority; `overlap_lanes8`, with 8 reward lanes, leaving cores to
+   the trainer; `overlap_bf16_trainer`, with the update under bf16 autocast;
+   `overlap_bf16_lanes4`, that with 4 reward lanes (less verifier work at once beside
+   it); `overlap_bf16_alone`, that with `--rl.update_gpu_alone true`; `overlap_bf16`:
+   overlap with the update under bf16 autocast; `overlap_bf16_served`: overlap_bf16 with the
    verifier a `tritonrl serve` on the second visible GPU, verifying as the run's reward
    would (the config's `rl_verify` as `--verify.*`), the trainer on the first, through
    `--verify.endpoint`); `overlap_bf16_served_same`: that service on the trainer's own
    GPU (honest: the GPU gate's lock reaches across processes), so the verifier's trusted
    side (extraction, static checks, the reference's passes, comparisons) runs outside
-   the trainer's process and its Python; `overlap_bf16_mps`: overlap_bf16 with the
+   the trainer's process and its Python; `overlap_bf16_mps`: overlap_bf16_trainer with the
    trainer, its vLLM and the verifier's workers clients of one CUDA MPS server started
    for the run, so their kernels share the SMs instead of time slices): a copy of that
    run and
@@ -123,25 +126,29 @@ def sft_args(model: Path, steps: int, device: str) -> list[str]:
     ]  # fmt: skip
 
 
-OVERLAP = ["--rl.vllm", "on", "--rl.overlap_reward", "true"]
+OVERLAP = ["--rl.vllm", "on", "--rl.overlap_reward", "true"]  # the verifier a child (auto)
+# the verifier in the trainer's process, as before rl.reward_process
+TRAINER = [*OVERLAP, "--rl.reward_process", "trainer"]
 GENERATORS = {
     "off": ["--rl.vllm", "off"],
     "off_bf16": ["--rl.vllm", "off", "--rl.bf16", "true"],  # the update under bf16 autocast
     "on": ["--rl.vllm", "on"],
     "overlap": OVERLAP,  # its reward lanes at the default rl.reward_nice (10)
-    "overlap_nice0": [*OVERLAP, "--rl.reward_nice", "0"],  # the lanes share the cores evenly
-    "overlap_lanes8": [*OVERLAP, "--rl.reward_lanes", "8"],  # cores left to the trainer
+    "overlap_trainer": TRAINER,
+    "overlap_nice0": [*TRAINER, "--rl.reward_nice", "0"],  # the lanes share the cores evenly
+    "overlap_lanes8": [*TRAINER, "--rl.reward_lanes", "8"],  # cores left to the trainer
     "overlap_bf16": [*OVERLAP, "--rl.bf16", "true"],
+    "overlap_bf16_trainer": [*TRAINER, "--rl.bf16", "true"],
     # and 4 reward lanes: less of the verifier's GPU work at once beside the trainer
-    "overlap_bf16_lanes4": [*OVERLAP, "--rl.bf16", "true", "--rl.reward_lanes", "4"],
+    "overlap_bf16_lanes4": [*TRAINER, "--rl.bf16", "true", "--rl.reward_lanes", "4"],
     # and the update with the GPU alone (the verifier's GPU work waits for it)
-    "overlap_bf16_alone": [*OVERLAP, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
+    "overlap_bf16_alone": [*TRAINER, "--rl.bf16", "true", "--rl.update_gpu_alone", "true"],
     # and the verifier a `tritonrl serve` on a GPU of its own (`served`)
     "overlap_bf16_served": [*OVERLAP, "--rl.bf16", "true"],
     # and that service on the trainer's GPU: the trusted side out of the trainer's process
     "overlap_bf16_served_same": [*OVERLAP, "--rl.bf16", "true"],
     # and every process of the run a client of one CUDA MPS server (`mps`)
-    "overlap_bf16_mps": [*OVERLAP, "--rl.bf16", "true"],
+    "overlap_bf16_mps": [*TRAINER, "--rl.bf16", "true"],
 }
 SERVED = {"overlap_bf16_served": 1, "overlap_bf16_served_same": 0}  # the service's GPU
 MPS = ("overlap_bf16_mps",)

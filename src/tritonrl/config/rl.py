@@ -70,6 +70,7 @@ RL_ALGOS = ("grpo", "rloo", "best-of-n", "rwsft")
 RL_LOSS_TYPES = ("dapo", "dr_grpo", "grpo", "bnpo", "cispo", "sapo")
 VLLM_CHOICES = ("auto", "on", "off")
 VLLM_MODES = ("colocate", "server")
+REWARD_PROCESSES = ("auto", "child", "trainer")
 
 
 @dataclass
@@ -167,6 +168,13 @@ class RlConfig:
     # cores to the trainer, whose update runs beside the verifier's compiles with
     # rl.overlap_reward.
     reward_lanes: int | None = None
+    # Where GRPO's and RLOO's reward verifier runs (tritonrl.verify.child): `child`, a
+    # `tritonrl serve` the stage starts beside the trainer (loopback, a fresh token, the
+    # same GPUs and settings) and stops after, so the verifier's trusted side shares
+    # neither the trainer's interpreter lock nor its CUDA streams; `trainer`, threads of
+    # the trainer's own process; `auto`, child where the reward is verified beside the
+    # update (rl.overlap_reward) on CUDA, else trainer. verify.endpoint, when set, wins.
+    reward_process: str = "auto"  # auto | child | trainer
     # The reward verifier's CPU priority (verify.nice, 0-19) while the trainer runs in the
     # same process: its lanes' compiles and checks yield the cores to the trainer's own
     # threads (kernel launches, vLLM's scheduler), which rl.overlap_reward runs beside
@@ -246,6 +254,10 @@ class RlConfig:
             "rl.update_gpu_alone keeps the verifier's GPU work out of the update that "
             "rl.overlap_reward runs beside it: set rl.overlap_reward true, or "
             "rl.update_gpu_alone false",
+        )
+        need(
+            self.reward_process in REWARD_PROCESSES,
+            f"rl.reward_process must be one of {REWARD_PROCESSES}, not {self.reward_process!r}",
         )
         need(
             self.reward_lanes is None or self.reward_lanes >= 1,

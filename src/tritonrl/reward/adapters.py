@@ -188,13 +188,38 @@ class _Scorer:
         keys, known = self.memo.split(jobs) if same_program else ([None] * len(jobs), {})
         todo = [job for i, job in enumerate(jobs) if i not in known]
         if self.client is not None:
-            fresh = self.client.verify_many(todo) if todo else []
+            fresh = self.served(todo, same_program)
         else:
             futures = self.pool.submit_many(todo, self.config, same_program)
             results = [_as_result(_outcome(f), job) for f, job in zip(futures, todo, strict=True)]
             self.work = _work(results, futures)
             fresh = unshared(results, futures)
         return (self.memo.merge(keys, known, fresh) if same_program else fresh), len(known)
+
+    def served(self, jobs: list[tuple[Task, str]], same_program: bool = True) -> list[VerifyResult]:
+        """The service's verdicts of `jobs`, each job (with `same_program`: each program)
+        of a task sent once, a copy for the others, as the pool does; the work it did is
+        kept for `report`, as the pool's is."""
+        first: dict[tuple, int] = {}
+        key = program_key if same_program else str
+        which, unique = [], []
+        for job in jobs:
+            k = first.setdefault((job[0].id, key(job[1])), len(first))
+            if k == len(unique):
+                unique.append(job)
+            which.append(k)
+        answers = self.client.verify_many(unique) if unique else []
+        seconds: dict[str, float] = {}
+        for r in answers:
+            for name, t in r.stage_times.items():
+                seconds[name] = seconds.get(name, 0.0) + t
+        self.work = (len(answers), seconds)
+        seen: set[int] = set()
+        out = []
+        for k in which:
+            out.append(answers[k] if k not in seen else copy.deepcopy(answers[k]))
+            seen.add(k)
+        return out
 
     def report(
         self, results: list[VerifyResult], hits: int, kwargs
@@ -246,7 +271,7 @@ def make_trl_reward(
             keys, known = scorer.memo.split(jobs)
             todo = [job for i, job in enumerate(jobs) if i not in known]
             if scorer.client is not None:
-                fresh = await asyncio.to_thread(scorer.client.verify_many, todo) if todo else []
+                fresh = await asyncio.to_thread(scorer.served, todo)
             else:
                 futures = scorer.pool.submit_many(todo, scorer.config, same_program=True)
                 results = await asyncio.gather(

@@ -136,6 +136,65 @@ def test_one_rloo_step(sft_run, train_app):
     )
 
 
+def test_the_reward_verified_in_a_child_process_trains_as_in_the_trainers(sft_run, train_app):
+    """`tritonrl rl --rl.overlap_reward true --rl.reward_process child`: the verifier is a
+    child service of the stage (its log in the stage's folder), the trainer's process
+    builds no pool of its own, every completion gets a real verdict and the reward's
+    work is logged as the in-process pool's is; the child is gone after."""
+    from tritonrl.verify.pool import pool
+
+    close_shared_pools()
+    args = ["rl", "--run", str(sft_run), "--rl.max_steps", "2", "--rl.overlap_reward", "true",
+            "--rl.reward_lanes", "1", "--rl.reward_process", "child", *QUIET]  # fmt: skip
+    result = CliRunner().invoke(train_app, args)
+    assert result.exit_code == 0, result.output
+    run = Run.open(sft_run)
+    rl = run.stage("rl")
+    assert rl["step"] == 2 and rl["info"]["reward_process"] == "child"
+    said = (run.stage_dir("rl") / "verifier.log").read_text()
+    assert f"(1 lanes) for pid {os.getpid()}" in said, said
+    assert not pool._SHARED  # no pool in the trainer's process
+    rows = _rows(sft_run)
+    assert len(rows) == 8
+    assert not [r for r in rows if (r["error"] or "").startswith("verifier error")]
+    history = [h for h in json.loads(run.artifact("rl", "log_history").read_text()) if "loss" in h]
+    assert all(h["verify/programs"] >= 1 and "verify/stage_s/extract" in h for h in history)
+    gone = subprocess.run(["pgrep", "-f", "tritonrl.verify.child"], capture_output=True)
+    assert gone.returncode == 1, gone.stdout  # no child left
+
+
+def test_the_child_scores_as_the_trainers_process_and_each_program_once(tmp_path):
+    """The same completions scored through `reward_verifier`'s child and in this process:
+    the same rewards (an honest kernel scores, a torch cheat 0), and a program sent twice
+    in a batch (the same code, other prose) verified once by the child."""
+    from tritonrl.reward.adapters import make_trl_reward
+    from tritonrl.train.rl.grpo import reward_verifier
+
+    config = load_config(None, ["--rl.reward_process", "child", "--rl.reward_lanes", "1",
+                                *QUIET])  # fmt: skip
+    texts = [HONEST, CHEAT, "Here it is again:\n" + HONEST]
+    ids = {"task_id": [RELU.id] * len(texts)}
+    with reward_verifier(config, "cpu", tmp_path) as served:
+        assert served.endpoint.startswith("http://127.0.0.1:")
+        child = make_trl_reward([RELU], served)
+        rewards, details = child.with_details(None, texts, **ids)
+        child.scorer.served([(RELU, t) for t in texts])
+        assert child.scorer.work[0] == 2  # programs the child verified
+    here = make_trl_reward([RELU], config.rl_verify)(None, texts, **ids)
+    assert rewards == here and rewards[0] > 0.5 and rewards[1] == 0.0 and rewards[2] == rewards[0]
+    assert "torch_compute" in details[1]["flags"]
+    assert "(1 lanes)" in (tmp_path / "verifier.log").read_text()
+
+
+def test_on_the_cpu_auto_verifies_the_reward_in_the_trainers_process(sft_run, train_app):
+    result = CliRunner().invoke(train_app, ["rl", "--run", str(sft_run), "--rl.max_steps", "1",
+                                            "--rl.overlap_reward", "true", *QUIET])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = Run.open(sft_run)
+    assert run.stage("rl")["info"]["reward_process"] == "trainer"
+    assert not (run.stage_dir("rl") / "verifier.log").exists()
+
+
 def test_a_cheating_completion_that_reaches_the_trainer_scores_0(sft_run, tmp_path, monkeypatch):
     """A real GRPO step whose rollouts are an honest kernel and a torch cheat for the same
     prompt (TRL's rollout_func hook stands in for the sampler): the cheat scores 0 in the

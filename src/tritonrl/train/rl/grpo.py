@@ -81,7 +81,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from tritonrl.config import Config
+from tritonrl.config import Config, VerifyConfig
 from tritonrl.reward.adapters import make_trl_reward
 from tritonrl.runs import Interrupted, Run, StopSignals, atomic_write_json
 from tritonrl.runs.lifecycle import resume_point
@@ -113,11 +113,14 @@ from tritonrl.train.rl.multiturn import MultiTurn
 from tritonrl.train.rl.overlap import in_scoring_thread, overlapped
 from tritonrl.train.sft import _reporters, save_final
 from tritonrl.train.trl_args import trl_config
+from tritonrl.verify.child import child_service
+from tritonrl.verify.client import ENDPOINT_ENV, client_for
 from tritonrl.verify.pool.gate import current_gate, gate_for, visible_gpus
 
 log = logging.getLogger(__name__)
 # The start of TRL's warning (GRPOTrainer) when it is given a `rollout_func`.
 ROLLOUT_FUNC_WARNING = r"You are using 'rollout_func', which is an experimental feature"
+CHILD_LOG = "verifier.log"  # the child verifier's log, in the stage's folder
 
 
 def trainer_args(config: Config, out_dir: Path, device: str, generator=None):
@@ -478,14 +481,56 @@ def _multiturn(config: Config, verifier) -> MultiTurn | None:
     return MultiTurn(config, verifier.scorer) if config.rl.turns > 1 else None
 
 
+def reward_in_child(config: Config, device: str) -> bool:
+    """Whether the reward's verifier runs in a child service (`rl.reward_process`): `auto`
+    takes it where the reward is verified beside the update (rl.overlap_reward) on CUDA
+    on this machine's pool; a service elsewhere (verify.endpoint) is never replaced."""
+    choice, verify = config.rl.reward_process, config.rl_verify
+    if client_for(verify) is not None:
+        if choice == "child":
+            log.warning("rl.reward_process child: verify.endpoint (or $%s) names a service "
+                        "already; the reward goes there", ENDPOINT_ENV)  # fmt: skip
+        return False
+    if choice == "child" and verify.backend != "local":
+        raise ValueError(
+            f"rl.reward_process child verifies on this machine's pool, not verify.backend "
+            f"{verify.backend!r}: set rl.reward_process trainer, or verify.backend local"
+        )
+    if choice == "auto":
+        return device == "cuda" and config.rl.overlap_reward and verify.backend == "local"
+    return choice == "child"
+
+
+@contextlib.contextmanager
+def reward_verifier(config: Config, device: str, stage_dir: Path) -> Iterator[VerifyConfig]:
+    """The verify settings the reward takes: RL's (`config.rl_verify`), in a child
+    service started here and stopped on leaving when `reward_in_child` says so."""
+    verify = config.rl_verify
+    if not reward_in_child(config, device):
+        yield verify
+        return
+    ranks = Ranks.from_env()
+    log_path = stage_dir / (CHILD_LOG if not ranks.many else f"verifier.rank{ranks.rank}.log")
+    with child_service(verify, config.rl.reward_lanes, log_path) as served:
+        log.info("the reward is verified by a child process (rl.reward_process %s) at %s; "
+                 "its log: %s", config.rl.reward_process, served.endpoint, log_path)  # fmt: skip
+        yield served
+
+
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
+    with reward_verifier(config, device, run.stage_dir(STAGE)) as verify:
+        return _train(run, config, device, stop, verify)
+
+
+def _train(
+    run: Run, config: Config, device: str, stop: StopSignals, verify: VerifyConfig
+) -> RlResult:
     started = time.monotonic()
     ranks = Ranks.from_env()
     generator = choose(config, device)  # rl.vllm on where it cannot run fails here
     generator = turns_generator(config, generator)
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
-    verify = config.rl_verify
     stage_dir = run.stage_dir(STAGE)
     log_path = stage_dir / COMPLETIONS
 
@@ -505,7 +550,9 @@ def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     model, tokenizer = load_policy(run, config, device)
     generator = check_model(generator, config, model.name_or_path)
     log.info("%s: %s", config.rl.algo.upper(), generator.line)
-    run.set_info(STAGE, generation=generator.info())
+    child = verify.endpoint != config.rl_verify.endpoint
+    where = "child" if child else "service" if client_for(verify) else "trainer"
+    run.set_info(STAGE, generation=generator.info(), reward_process=where)
     if generator.mode == "server" and ranks.main:
         warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")
