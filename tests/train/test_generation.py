@@ -210,3 +210,36 @@ def test_the_gpu_hold_says_what_the_gate_cost_the_step():
     second = hold.step_metrics()
     assert second["gpu/timing_windows"] == 0 and second["gpu/window_s"] == 0
     assert second["time/gpu_wait_s"] < 0.1
+
+
+def test_the_gpu_hold_in_the_reward_childs_gate_waits_for_its_timing(tmp_path):
+    """With the reward's verifier a child process, the trainer's hold is taken in the
+    child's gate (`RemoteGate`): it waits for a timing phase there, and step_metrics
+    reports the child's windows."""
+    import threading
+    import time
+
+    from tritonrl.config import VerifyConfig
+    from tritonrl.train.rl.grpo import GpuHold
+    from tritonrl.verify.child import RemoteGate, child_service
+
+    with child_service(VerifyConfig(device="cpu"), 1, tmp_path / "v.log") as served:
+        hold = GpuHold(RemoteGate(served, "0"))
+        timing = threading.Event()
+
+        def time_a_kernel():  # a timing phase of the child's, as its lanes take it
+            with RemoteGate(served, "0").exclusive:
+                timing.set()
+                time.sleep(0.3)
+
+        phase = threading.Thread(target=time_a_kernel)
+        phase.start()
+        assert timing.wait(10)
+        hold.take()
+        assert hold.held
+        hold.release()
+        phase.join()
+        first = hold.step_metrics()
+        assert 0.15 <= first["time/gpu_wait_s"] < 5
+        assert first["gpu/timing_windows"] == 1 and first["gpu/timing_held_s"] >= 0.25
+        assert hold.step_metrics()["gpu/timing_windows"] == 0

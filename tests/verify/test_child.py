@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,8 +16,8 @@ import pytest
 
 from tritonrl.config import VerifyConfig
 from tritonrl.tasks import load_builtin
-from tritonrl.verify.child import ChildServiceError, child_service
-from tritonrl.verify.client import VerifyClient, client_for, read_token
+from tritonrl.verify.child import ChildServiceError, RemoteGate, child_service
+from tritonrl.verify.client import ServiceError, VerifyClient, client_for, read_token
 from tritonrl.verify.funnel import verify
 
 RELU = load_builtin("level1/1_ReLU").tasks[0]
@@ -111,3 +112,40 @@ def test_a_child_that_cannot_start_says_why(tmp_path, monkeypatch):
     said = "exited 1 before answering(?s:.*)no such build"
     with pytest.raises(ChildServiceError, match=said), child_service(CONFIG, 1, tmp_path / "v"):
         pass
+
+
+def test_a_hold_taken_from_the_parent_is_a_holder_of_the_childs_gate(tmp_path):
+    """The trainer's hold in the child's gate: an exclusive hold there keeps a shared one
+    waiting until it is let go, and the child's gate counts the window; an id that is not
+    held is refused; a plain `tritonrl serve` has no holds to give."""
+    with child_service(CONFIG, workers=1, log_path=tmp_path / "v.log") as served:
+        gate = RemoteGate(served, "0")
+        entered = threading.Event()
+
+        def shared_hold():
+            with gate.shared("trainer"):
+                entered.set()
+
+        with gate.exclusive:
+            waiter = threading.Thread(target=shared_hold)
+            waiter.start()
+            assert not entered.wait(1.0)  # the timing side holds the GPU alone
+        assert entered.wait(30)
+        waiter.join()
+        stats = gate.stats()
+        assert stats["windows"] == 1 and stats["shared"]["trainer"]["holds"] == 1
+        client = client_for(served)
+        with pytest.raises(ServiceError, match="400 .*no hold 99 is held"):
+            client.call("POST", "/gate/release", {"hold": 99})
+
+
+def test_a_public_service_gives_no_gate_holds():
+    from tritonrl.verify.pool.pool import VerifierPool
+    from tritonrl.verify.service import VerifyService
+
+    with VerifyService(VerifierPool(CONFIG, 1)) as service:
+        client = VerifyClient(service.address, tries=1)
+        with pytest.raises(ServiceError, match="404"):
+            client.call("POST", "/gate/hold", {"gpu": "0"})
+        with pytest.raises(ServiceError, match="404"):
+            client.call("GET", "/gate/stats/0")

@@ -8,8 +8,11 @@ The verifier's trusted side (extraction, static checks, the reference's passes, 
 outputs) otherwise runs in threads of the trainer's process, sharing its interpreter lock
 and its CUDA streams with the update's kernel launches. The child is a process of its
 own on the same GPUs (the same environment), with its own pool of lanes under the same
-`VerifyConfig`; timing stays exclusive across both processes through the GPU's
-`ProcessLock` (`tritonrl.verify.pool.gate`).
+`VerifyConfig`. The trainer's hold on its GPU is taken in the child's gate
+(`RemoteGate`, through the child's /gate/hold and /gate/release, which a public
+`tritonrl serve` does not offer): the child's timing phases wait for it, and its lanes
+fill those waits, as they do for a holder of their own process (held across processes
+instead, a timing phase waiting for the trainer would keep every lane out meanwhile).
 
 The child reads its settings and token from its stdin (nothing in its command line or
 environment), serves on a free loopback port, writes its address to a file once it
@@ -43,10 +46,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from tritonrl.config import VerifyConfig
+from tritonrl.verify.client import VerifyClient, read_token
+from tritonrl.verify.pool.gate import CROSS_WAIT_S
 
 START_S = 300.0  # the longest the child may take to answer (its pool's lanes start)
 STOP_S = 60.0  # the longest it may take to stop once its stdin closes
 MAX_QUEUE = 1 << 16  # one client: its batches are never turned away
+HOLD_WAIT_S = 2 * CROSS_WAIT_S  # the longest a hold may wait (another process's timing)
 
 
 class ChildServiceError(RuntimeError):
@@ -84,6 +90,47 @@ def child_service(
     finally:
         _stop(proc)
         shutil.rmtree(private, ignore_errors=True)
+
+
+class RemoteGate:
+    """The GPU gate of the child's process, held from its parent: the trainer's hold
+    (`GpuHold`: the shared side under its label, or the exclusive side) taken in the
+    child's gate for GPU `gpu`, so the child's timing phases wait for the trainer and its
+    lanes fill the wait as they fill it for holders of their own process. The same calls
+    as `GpuGate` that a hold makes: `shared(label)`, `exclusive`, `stats()`."""
+
+    def __init__(self, served: VerifyConfig, gpu: str):
+        self.gpu = gpu
+        self._client = VerifyClient(served.endpoint, read_token(served.endpoint_token_file),
+                                    tries=1, timeout_s=HOLD_WAIT_S)  # fmt: skip
+
+    def shared(self, label: str = "run") -> _RemoteHold:
+        return _RemoteHold(self._client, {"gpu": self.gpu, "label": label})
+
+    @property
+    def exclusive(self) -> _RemoteHold:
+        return _RemoteHold(self._client, {"gpu": self.gpu, "exclusive": True})
+
+    def stats(self) -> dict:
+        return self._client.call("GET", f"/gate/stats/{self.gpu}")
+
+
+class _RemoteHold:
+    """One hold of a `RemoteGate`: taken on entering (waiting as the child's holders wait),
+    let go on leaving."""
+
+    def __init__(self, client: VerifyClient, body: dict):
+        self._client, self._body, self._id = client, body, None
+
+    def __enter__(self) -> float:
+        answer = self._client.call("POST", "/gate/hold", self._body)
+        self._id = answer["hold"]
+        return answer["waited_s"]
+
+    def __exit__(self, *exc) -> None:
+        held, self._id = self._id, None
+        if held is not None:
+            self._client.call("POST", "/gate/release", {"hold": held})
 
 
 def _wait_ready(proc: subprocess.Popen, address_file: Path, log_path: Path) -> str:
@@ -131,7 +178,8 @@ def main() -> None:
     config = VerifyConfig(**settings["verify"])
     config = dataclasses.replace(config, endpoint="", endpoint_token_file="")
     pool = VerifierPool(config, settings["workers"])
-    service = VerifyService(pool, "127.0.0.1", 0, settings["token"], MAX_QUEUE)
+    service = VerifyService(pool, "127.0.0.1", 0, settings["token"], MAX_QUEUE,
+                            gate_holds=True)  # fmt: skip
     stopping = threading.Event()
 
     def stop(*_) -> None:

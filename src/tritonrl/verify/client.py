@@ -95,7 +95,7 @@ class VerifyClient:
 
     def health(self) -> dict[str, Any]:
         """The server's /health answer: status, workers, max_queue, max_request_bytes."""
-        return self._call("GET", "/health", None)
+        return self.call("GET", "/health", None)
 
     def verify_many(self, jobs: list[tuple[Task, str | bytes]]) -> list[VerifyResult]:
         """Every (task, completion)'s verdict, in order, as the server's pool gives it."""
@@ -107,7 +107,7 @@ class VerifyClient:
         for start in range(0, len(jobs), self._max_queue):
             piece = jobs[start : start + self._max_queue]
             body = {"jobs": [{"task": task_payload(t), "completion": _text(c)} for t, c in piece]}
-            answer = self._call("POST", "/verify", body)
+            answer = self.call("POST", "/verify", body)
             results += [VerifyResult.from_dict(r) for r in answer["results"]]
         return results
 
@@ -120,7 +120,8 @@ class VerifyClient:
             for k, r in enumerate(self.verify_many(jobs[start : start + chunk])):
                 yield start + k, r
 
-    def _call(self, method: str, path: str, body: dict | None) -> dict[str, Any]:
+    def call(self, method: str, path: str, body: dict | None = None) -> dict[str, Any]:
+        """`method` `path` with the JSON `body`, tried as the class says; the JSON answer."""
         url = self.endpoint + path
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}

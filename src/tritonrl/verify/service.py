@@ -33,13 +33,15 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tritonrl.tasks import Task, TaskLoadError, load_source
 from tritonrl.verify.client import TOKEN_HEADER
+from tritonrl.verify.pool.gate import GpuGate, gate_for
 from tritonrl.verify.pool.pool import VerifierPool, unshared
 from tritonrl.verify.result import VerifyResult
 
@@ -125,6 +127,7 @@ class VerifyService:
         max_queue: int = 256,
         max_request_bytes: int = 16 << 20,
         score: Callable[[VerifyResult], float] | None = None,
+        gate_holds: bool = False,
     ):
         if not token and not is_loopback(host):
             raise ValueError(
@@ -136,6 +139,9 @@ class VerifyService:
         self.pool, self.token, self.score = pool, token, score
         self.max_queue, self.max_request_bytes = max_queue, max_request_bytes
         self.in_flight = 0
+        self.gate_holds = gate_holds
+        self._holds: dict[int, tuple[Any, GpuGate]] = {}  # hold id -> (its context, gate)
+        self._next_hold = 0
         self._lock = threading.Lock()
         self._server = _Server((host, port), _handler_for(self))
         self._thread: threading.Thread | None = None
@@ -171,6 +177,33 @@ class VerifyService:
                 row["reward"] = self.score(r)
         return rows
 
+    def hold(self, gpu: str, label: str, exclusive: bool) -> dict[str, Any]:
+        """Take GPU `gpu`'s gate for a holder in the client's process (the shared side
+        under `label`, or the exclusive side), waiting as this process's own holders
+        wait; {"hold": id, "waited_s"}. Only with `gate_holds`."""
+        gate = gate_for(gpu)
+        held = gate.exclusive if exclusive else gate.shared(label)
+        asked = time.monotonic()
+        held.__enter__()
+        with self._lock:
+            hold, self._next_hold = self._next_hold, self._next_hold + 1
+            self._holds[hold] = (held, gate)
+        return {"hold": hold, "waited_s": round(time.monotonic() - asked, 4)}
+
+    def release(self, hold: int) -> None:
+        """Let go of a hold `hold` took; an unknown id is a BadRequest."""
+        with self._lock:
+            held = self._holds.pop(hold, None)
+        if held is None:
+            raise BadRequest(f"no hold {hold!r} is held")
+        held[0].__exit__(None, None, None)
+
+    def release_all(self) -> None:
+        """Every hold let go (the service stops: its client is gone)."""
+        for hold in list(self._holds):
+            with suppress(BadRequest):
+                self.release(hold)
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
@@ -205,6 +238,7 @@ class VerifyService:
             self._server.shutdown()
             self._thread.join()
         self._server.server_close()
+        self.release_all()
         self.pool.close()
 
     def __enter__(self) -> VerifyService:
@@ -254,6 +288,9 @@ def _handler_for(service: VerifyService) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if not self._allowed():
                 return
+            if self.path.startswith("/gate/stats/") and service.gate_holds:
+                self._send(200, gate_for(self.path.removeprefix("/gate/stats/")).stats())
+                return
             if self.path != "/health":
                 self._error(404, f"no {self.path}: GET /health or POST /verify")
                 return
@@ -261,6 +298,9 @@ def _handler_for(service: VerifyService) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             if not self._allowed():
+                return
+            if self.path in ("/gate/hold", "/gate/release") and service.gate_holds:
+                self._gate(self.path)
                 return
             if self.path != "/verify":
                 self._error(404, f"no {self.path}: POST /verify or GET /health", True)
@@ -296,5 +336,19 @@ def _handler_for(service: VerifyService) -> type[BaseHTTPRequestHandler]:
                 self._error(500, f"verification failed: {e!r}")
                 return
             self._send(200, {"results": rows})
+
+        def _gate(self, path: str) -> None:
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                if path == "/gate/hold":
+                    answer = service.hold(str(body["gpu"]), str(body.get("label", "client")),
+                                          bool(body.get("exclusive", False)))  # fmt: skip
+                else:
+                    service.release(int(body["hold"]))
+                    answer = {"released": True}
+            except (ValueError, KeyError, TypeError, BadRequest) as e:
+                self._error(400, f"{path}: {e!r}")
+                return
+            self._send(200, answer)
 
     return Handler

@@ -54,6 +54,9 @@ log-probabilities, loss, backward, optimizer) and `time/step_s`; on CUDA with th
 the gate cost the step (`GpuHold.step_metrics`): `time/gpu_wait_s`, the seconds the
 trainer waited to take its hold (inside the update's and the reward wait's), and the
 verifier's timing windows (`gpu/timing_windows`, `gpu/window_s`, `gpu/timing_held_s`).
+With the reward's verifier in a child process (`rl.reward_process`, `reward_verifier`)
+the hold is taken in the child's gate (`tritonrl.verify.child.RemoteGate`), as if the
+trainer were a holder of the child's process.
 
 Several processes (`accelerate launch --num_processes N -m tritonrl rl --algo grpo ...`):
 each rank generates, is rewarded for and trains on its share of every batch, appending
@@ -113,9 +116,9 @@ from tritonrl.train.rl.multiturn import MultiTurn
 from tritonrl.train.rl.overlap import in_scoring_thread, overlapped
 from tritonrl.train.sft import _reporters, save_final
 from tritonrl.train.trl_args import trl_config
-from tritonrl.verify.child import child_service
+from tritonrl.verify.child import RemoteGate, child_service
 from tritonrl.verify.client import ENDPOINT_ENV, client_for
-from tritonrl.verify.pool.gate import current_gate, gate_for, visible_gpus
+from tritonrl.verify.pool.gate import current_gpu, gate_for, visible_gpus
 
 log = logging.getLogger(__name__)
 # The start of TRL's warning (GRPOTrainer) when it is given a `rollout_func`.
@@ -256,17 +259,18 @@ class StepClock:
         return {k: round(v, 3) for k, v in times.items()}
 
 
-def trainer_gate(device: str, ranks: Ranks | None = None):
+def trainer_gate(device: str, ranks: Ranks | None = None, child: VerifyConfig | None = None):
     """The verifier gate of the GPU this process trains on (None on the CPU: nothing is
     timed): with several ranks, LOCAL_RANK's GPU (where accelerate puts the rank), so
-    together the ranks hold every GPU the trainer uses."""
+    together the ranks hold every GPU the trainer uses. With `child` (the settings of the
+    reward's child service) that GPU's gate in the child's process (`RemoteGate`), whose
+    lanes then wait for the trainer, and fill its holds, as for a holder of their own."""
     if device != "cuda":
         return None
     ranks = ranks or Ranks.from_env()
     gpus = visible_gpus()
-    if ranks.many and ranks.local_rank < len(gpus):
-        return gate_for(gpus[ranks.local_rank])
-    return current_gate()
+    gpu = gpus[ranks.local_rank] if ranks.many and ranks.local_rank < len(gpus) else current_gpu()
+    return RemoteGate(child, gpu) if child is not None else gate_for(gpu)
 
 
 @contextlib.contextmanager
@@ -557,7 +561,7 @@ def _train(
         warn_shared_server(config, len(visible_gpus()))
     lora = run.has_artifact("sft", "adapter")
     card = rl_card(run, config, source, len(prompts))
-    gate = trainer_gate(device, ranks)
+    gate = trainer_gate(device, ranks, verify if child else None)
     hooks = {"rollout_func": multiturn} if multiturn and config.rl.algo == "grpo" else {}
     with _rollout_func_on_purpose(hooks):
         trainer = _trainer_class(config, curriculum, list(prompts["task_id"]), gate, multiturn)(

@@ -96,14 +96,19 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def current_gpu() -> str:
+    """The GPU torch uses now (its current CUDA device), as CUDA_VISIBLE_DEVICES names it."""
+    import torch
+
+    gpus = visible_gpus()
+    return gpus[torch.cuda.current_device()] if gpus else "0"
+
+
 def current_gate() -> GpuGate:
     """This process's gate for the GPU torch uses now (its current CUDA device): the one
     a pool's lanes on that GPU hold, so `verify` calls made from several threads, and a
     pool beside them, time one at a time."""
-    import torch
-
-    gpus = visible_gpus()
-    return gate_for(gpus[torch.cuda.current_device()] if gpus else "0")
+    return gate_for(current_gpu())
 
 
 class GpuGate:
