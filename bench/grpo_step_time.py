@@ -312,26 +312,32 @@ def rl_run(generator: str, sft_run: Path, args, probe: bool) -> dict:
     run = args.work / f"rl-{generator}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(sft_run, run)
-    with contextlib.ExitStack() as stack:
-        endpoint, env = [], None
-        if generator in SERVED:
-            log = args.logs / f"grpo_step_time_{generator}_serve.log"
-            url, env = stack.enter_context(served(args, log, SERVED[generator]))
-            endpoint = ["--verify.endpoint", url]
-        if generator in MPS:
-            env = stack.enter_context(mps(args.logs / f"grpo_step_time_{generator}_mps.log"))
-        cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args), *endpoint)
-        seconds, rows = trained(cmd, run, args, generator, probe, env)
-    info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
-    steps = steps_of(run)
-    result = {"command": cmd[2:], "seconds": round(seconds, 1),
-              "generation": info.get("generation"), "per_step": steps,
-              "tasks": step_tasks(run),
-              "steady": steady(steps, args.prompts * args.group)}  # fmt: skip
-    if probe:
-        result["probe"] = {"rows": rows, "device": spread(rows, "device"),
-                           "launch": spread(rows, "launch")}  # fmt: skip
-    return result
+    try:
+        with contextlib.ExitStack() as stack:
+            endpoint, env = [], None
+            if generator in SERVED:
+                log = args.logs / f"grpo_step_time_{generator}_serve.log"
+                url, env = stack.enter_context(served(args, log, SERVED[generator]))
+                endpoint = ["--verify.endpoint", url]
+            if generator in MPS:
+                env = stack.enter_context(mps(args.logs / f"grpo_step_time_{generator}_mps.log"))
+            cmd = tritonrl("rl", "--run", str(run), *rl_args(generator, args), *endpoint)
+            seconds, rows = trained(cmd, run, args, generator, probe, env)
+        info = json.loads((run / "manifest.json").read_text())["stages"]["rl"]["info"]
+        steps = steps_of(run)
+        result = {"command": cmd[2:], "seconds": round(seconds, 1),
+                  "generation": info.get("generation"), "per_step": steps,
+                  "tasks": step_tasks(run),
+                  "steady": steady(steps, args.prompts * args.group)}  # fmt: skip
+        if probe:
+            result["probe"] = {"rows": rows, "device": spread(rows, "device"),
+                               "launch": spread(rows, "launch")}  # fmt: skip
+        return result
+    finally:  # the figures read (or the run failed), the run's weights go: a float32
+        # 0.5B run's checkpoints (with the optimizer's state) and model are some 14 GB,
+        # and three filled a 64 GB disk
+        for weights in ("checkpoints", "final", "model"):
+            shutil.rmtree(run / "rl" / weights, ignore_errors=True)
 
 
 def trained(cmd: list[str], run: Path, args, generator: str, probe: bool, env=None):
