@@ -86,7 +86,17 @@ def child_service(
         proc.stdin.write((json.dumps(settings) + "\n").encode())
         proc.stdin.flush()
         endpoint = _wait_ready(proc, address_file, log_path)
-        yield dataclasses.replace(config, endpoint=endpoint, endpoint_token_file=str(token_file))
+        try:
+            yield dataclasses.replace(config, endpoint=endpoint,
+                                      endpoint_token_file=str(token_file))  # fmt: skip
+        except Exception as e:
+            if proc.poll() is None:  # alive: the failure is the caller's own
+                raise
+            raise ChildServiceError(
+                f"the reward's verifier service (a child process) exited {proc.returncode} "
+                f"while in use, and the work with it failed ({e}); its log ({log_path}) "
+                f"ends:\n{_tail(log_path)}"
+            ) from e
     finally:
         _stop(proc)
         shutil.rmtree(private, ignore_errors=True)

@@ -256,18 +256,24 @@ run_rl(override_config(Run.open(sys.argv[1]).config, sys.argv[2:]), sys.argv[1])
 """
 
 
-@pytest.mark.parametrize("overlap", [False, True], ids=["in-step", "overlap"])
-def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, tmp_path, overlap):
+@pytest.mark.parametrize("mode", ["in-step", "overlap", "child"])
+def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, tmp_path, mode):
     """With rl.overlap_reward too: the batch verified ahead of the stop is waited for
-    (its thread ends), never trained, and generated afresh by the resumed run."""
+    (its thread ends), never trained, and generated afresh by the resumed run. With the
+    reward's verifier a child process (`child`), the signal goes to the whole process
+    group, as a pre-emption's or a Ctrl-C does: the child verifies the last batch all
+    the same, and leaves with the stage."""
     run_dir = sft_run
     overrides = ["--rl.max_steps", "6", "--rl.save_steps", "1",
-                 "--rl.overlap_reward", str(overlap).lower(), *QUIET]  # fmt: skip
+                 "--rl.overlap_reward", str(mode != "in-step").lower(), *QUIET]  # fmt: skip
+    if mode == "child":
+        overrides += ["--rl.reward_process", "child", "--rl.reward_lanes", "1"]
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED, str(run_dir), *overrides],
         env={**os.environ, "TQDM_DISABLE": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # a group of its own, which the signal may reach whole
     )
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline and proc.poll() is None:
@@ -278,11 +284,19 @@ def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, 
             pass
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
-    proc.send_signal(signal.SIGTERM)
+    if mode == "child":
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode != 0, stderr.decode()  # Interrupted, uncaught in `python -c`
     rl = Run.open(run_dir).stage("rl")
     assert rl["status"] == "interrupted" and "SIGTERM" in rl["error"]
+    if mode == "child":
+        rows = _rows(run_dir)
+        assert not [r for r in rows if (r["error"] or "").startswith("verifier error")]
+        gone = subprocess.run(["pgrep", "-f", "tritonrl.verify.child"], capture_output=True)
+        assert gone.returncode == 1, gone.stdout  # the child left with the stage
     stopped = rl["step"]
     assert 1 <= stopped < 6
     checkpoint = Run.open(run_dir).artifact("rl", "checkpoint")
@@ -307,7 +321,47 @@ def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, 
     assert {r["step"] for r in _rows(run_dir)} == set(range(1, 7))
     counts = {step: [r["step"] for r in _rows(run_dir)].count(step) for step in range(1, 7)}
     # the step after the stop: verified ahead (overlap), then again by the resumed run
-    assert counts == {step: 8 if overlap and step == stopped + 1 else 4 for step in range(1, 7)}
+    ahead = mode != "in-step"
+    assert counts == {step: 8 if ahead and step == stopped + 1 else 4 for step in range(1, 7)}
+
+
+def test_a_reward_child_that_dies_fails_the_stage_naming_it_and_the_rerun_resumes(sft_run):
+    """The reward's child verifier killed mid-run (SIGKILL: no goodbye): the stage fails
+    naming the child, its exit and its log, the last checkpoint kept; the same command
+    again starts a new child and trains on from that checkpoint."""
+    run_dir = sft_run
+    overrides = ["--rl.max_steps", "4", "--rl.save_steps", "1", "--rl.overlap_reward", "true",
+                 "--rl.reward_process", "child", "--rl.reward_lanes", "1", *QUIET]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(run_dir), *overrides],
+                            env={**os.environ, "TQDM_DISABLE": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if Run.open(run_dir).has_artifact("rl", "checkpoint"):
+                break
+        except RunError:
+            pass
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "tritonrl.verify.child"],
+                           capture_output=True, text=True)  # fmt: skip
+    (child,) = [int(p) for p in found.stdout.split()]
+    os.kill(child, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=180)
+    assert proc.returncode != 0, stderr.decode()[-2000:]
+    rl = Run.open(run_dir).stage("rl")
+    assert rl["status"] == "failed", rl
+    assert "verifier service (a child process) exited -9 while in use" in rl["error"]
+    assert str(run_dir / "rl" / "verifier.log") in rl["error"]
+    kept = Run.open(run_dir).artifact("rl", "checkpoint").name
+
+    from tritonrl.config_loader import override_config
+    from tritonrl.train.rl import run_rl
+
+    result = run_rl(override_config(Run.open(run_dir).config, overrides), run_dir)
+    assert result.steps == 4 and result.resumed_from == f"rl/checkpoints/{kept}"
+    assert Run.open(run_dir).stage("rl")["status"] == "done"
 
 
 def test_rl_without_a_finished_sft_stage_names_it(tmp_path, train_app):
