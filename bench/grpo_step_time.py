@@ -37,8 +37,9 @@ overrides after `--` go to sft (`--sft.*`, `--data.*`) or rl (`--rl.*`, `--curri
    side (extraction, static checks, the reference's passes, comparisons) runs outside
    the trainer's process and its Python; `overlap_bf16_mps`: overlap_bf16_trainer with the
    trainer, its vLLM and the verifier's workers clients of one CUDA MPS server started
-   for the run, so their kernels share the SMs instead of time slices): a copy of that
-   run and
+   for the run, so their kernels share the SMs instead of time slices;
+   `overlap_bf16_child_mps`: overlap_bf16 so, its verifier's child one more client): a
+   copy of that run and
    `tritonrl rl --algo grpo` for `--steps` optimizer steps of `--prompts` x `--group`
    completions (64 by default) of at most `--max-tokens` tokens, generated at
    once; each step's seconds come from the run's log_history.json, where the trainer writes them
@@ -149,9 +150,11 @@ GENERATORS = {
     "overlap_bf16_served_same": [*OVERLAP, "--rl.bf16", "true"],
     # and every process of the run a client of one CUDA MPS server (`mps`)
     "overlap_bf16_mps": [*TRAINER, "--rl.bf16", "true"],
+    # and that with the verifier a child of the stage, as overlap_bf16
+    "overlap_bf16_child_mps": [*OVERLAP, "--rl.bf16", "true"],
 }
 SERVED = {"overlap_bf16_served": 1, "overlap_bf16_served_same": 0}  # the service's GPU
-MPS = ("overlap_bf16_mps",)
+MPS = ("overlap_bf16_mps", "overlap_bf16_child_mps")
 SERVE_START_S = 300.0  # the service's pool and first answer on a busy host
 
 
