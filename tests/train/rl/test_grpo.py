@@ -256,6 +256,23 @@ run_rl(override_config(Run.open(sys.argv[1]).config, sys.argv[2:]), sys.argv[1])
 """
 
 
+def _past_a_checkpoint(run_dir: Path, overrides: list[str], **popen) -> subprocess.Popen:
+    """`run_rl` on `run_dir` in a process of its own, once it has saved a checkpoint."""
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(run_dir), *overrides],
+                            env={**os.environ, "TQDM_DISABLE": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, **popen)  # fmt: skip
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if Run.open(run_dir).has_artifact("rl", "checkpoint"):
+                break
+        except RunError:
+            pass
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    return proc
+
+
 @pytest.mark.parametrize("mode", ["in-step", "overlap", "child"])
 def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, tmp_path, mode):
     """With rl.overlap_reward too: the batch verified ahead of the stop is waited for
@@ -268,22 +285,8 @@ def test_sigterm_stops_at_a_checkpoint_and_resume_keeps_the_curriculum(sft_run, 
                  "--rl.overlap_reward", str(mode != "in-step").lower(), *QUIET]  # fmt: skip
     if mode == "child":
         overrides += ["--rl.reward_process", "child", "--rl.reward_lanes", "1"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED, str(run_dir), *overrides],
-        env={**os.environ, "TQDM_DISABLE": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # a group of its own, which the signal may reach whole
-    )
-    deadline = time.monotonic() + 150
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if Run.open(run_dir).has_artifact("rl", "checkpoint"):
-                break
-        except RunError:
-            pass
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    # a group of its own, which the signal may reach whole
+    proc = _past_a_checkpoint(run_dir, overrides, start_new_session=True)
     if mode == "child":
         os.killpg(proc.pid, signal.SIGTERM)
     else:
@@ -332,18 +335,7 @@ def test_a_reward_child_that_dies_fails_the_stage_naming_it_and_the_rerun_resume
     run_dir = sft_run
     overrides = ["--rl.max_steps", "4", "--rl.save_steps", "1", "--rl.overlap_reward", "true",
                  "--rl.reward_process", "child", "--rl.reward_lanes", "1", *QUIET]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(run_dir), *overrides],
-                            env={**os.environ, "TQDM_DISABLE": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 150
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if Run.open(run_dir).has_artifact("rl", "checkpoint"):
-                break
-        except RunError:
-            pass
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    proc = _past_a_checkpoint(run_dir, overrides)
     found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "tritonrl.verify.child"],
                            capture_output=True, text=True)  # fmt: skip
     (child,) = [int(p) for p in found.stdout.split()]
