@@ -22,10 +22,12 @@ session of its own, so a Ctrl-C or a pre-emption's SIGTERM to the trainer's proc
 group does not take the verifier away under the step the trainer is finishing. Its log
 (the pool's warnings, a failure to start) goes to `log_path`.
 
+A child that dies while in use is not restarted: the work inside `child_service` fails,
+and the error (`ChildServiceError`) names the child's exit and its log's tail (the RL
+stage then fails at its last checkpoint; the same command resumes with a new child).
+
 What it does NOT do: score (the parent's reward reads the verdicts under its own
-scheme), serve anyone but its parent (the token stays in a private
-temporary folder) or restart a child that died (the reward's client then fails,
-naming the service).
+scheme) or serve anyone but its parent (the token stays in a private temporary folder).
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ HOLD_WAIT_S = 2 * CROSS_WAIT_S  # the longest a hold may wait (another process's
 
 
 class ChildServiceError(RuntimeError):
-    """The child verifier did not start; the message holds the tail of its log."""
+    """The child verifier did not start, or died while in use; the message holds the
+    tail of its log."""
 
 
 @contextmanager
@@ -83,8 +86,9 @@ def child_service(
             start_new_session=True,
         )  # fmt: skip
     try:
-        proc.stdin.write((json.dumps(settings) + "\n").encode())
-        proc.stdin.flush()
+        with suppress(BrokenPipeError):  # died at once: _wait_ready says how
+            proc.stdin.write((json.dumps(settings) + "\n").encode())
+            proc.stdin.flush()
         endpoint = _wait_ready(proc, address_file, log_path)
         try:
             yield dataclasses.replace(config, endpoint=endpoint,
