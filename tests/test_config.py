@@ -12,6 +12,7 @@ from tritonrl.config import (
     SamplingConfig,
     SftConfig,
     VerifyConfig,
+    check_config,
 )
 from tritonrl.config_loader import (
     CONFIG_DIR,
@@ -602,3 +603,14 @@ def test_allowed_torch_ops_takes_a_list_in_every_form_the_checks_match():
         VerifyConfig(policy="partial", allowed_torch_ops=["not an op"])
     with pytest.raises(ValueError, match="1 is no torch op"):
         VerifyConfig(policy="partial", allowed_torch_ops=[1])  # type: ignore[list-item]
+
+
+def test_the_reward_process_is_one_of_three_and_a_child_verifies_on_this_machine():
+    assert load_config(None, []).rl.reward_process == "auto"
+    with pytest.raises(ValueError, match="rl.reward_process must be one of .*not 'forked'"):
+        load_config(None, ["--rl.reward_process", "forked"])
+    config = load_config(None, ["--rl.reward_process", "child", "--verify.backend", "ray"])
+    said = "rl.reward_process child verifies on this machine's pool, not verify.backend 'ray'"
+    with pytest.raises(ValueError, match=said):
+        check_config(config, cuda_available=False, stage="rl")
+    check_config(load_config(None, ["--rl.reward_process", "child"]), False, stage="rl")

@@ -245,6 +245,11 @@ def _check_rl(config: Config, cuda_available: bool | None) -> None:
             else (f"rl.device is {rl.device!r}")
         )
         raise ValueError(f"rl.bf16 is on but {where}: set --rl.bf16 false for the CPU")
+    if rl.reward_process == "child" and config.verify.backend != "local":
+        raise ValueError(
+            f"rl.reward_process child verifies on this machine's pool, not verify.backend "
+            f"{config.verify.backend!r}: set rl.reward_process trainer, or verify.backend local"
+        )
     check_vllm(config, device)
 
 

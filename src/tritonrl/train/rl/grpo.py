@@ -495,12 +495,7 @@ def reward_in_child(config: Config, device: str) -> bool:
             log.warning("rl.reward_process child: verify.endpoint (or $%s) names a service "
                         "already; the reward goes there", ENDPOINT_ENV)  # fmt: skip
         return False
-    if choice == "child" and verify.backend != "local":
-        raise ValueError(
-            f"rl.reward_process child verifies on this machine's pool, not verify.backend "
-            f"{verify.backend!r}: set rl.reward_process trainer, or verify.backend local"
-        )
-    if choice == "auto":
+    if choice == "auto":  # (child with another backend is refused by check_config)
         return device == "cuda" and config.rl.overlap_reward and verify.backend == "local"
     return choice == "child"
 
@@ -523,12 +518,12 @@ def reward_verifier(config: Config, device: str, stage_dir: Path) -> Iterator[Ve
 
 def train(run: Run, config: Config, device: str, stop: StopSignals) -> RlResult:
     """GRPO or RLOO (`config.rl.algo`) in `run`'s stage `rl`; see the module docstring."""
-    with reward_verifier(config, device, run.stage_dir(STAGE)) as verify:
-        return _train(run, config, device, stop, verify)
+    with contextlib.ExitStack() as stack:  # the reward's child verifier, if any, ends last
+        return _train(run, config, device, stop, stack)
 
 
 def _train(
-    run: Run, config: Config, device: str, stop: StopSignals, verify: VerifyConfig
+    run: Run, config: Config, device: str, stop: StopSignals, stack: contextlib.ExitStack
 ) -> RlResult:
     started = time.monotonic()
     ranks = Ranks.from_env()
@@ -536,6 +531,7 @@ def _train(
     generator = turns_generator(config, generator)
     prompts, tasks, source = rl_prompts(run, config)  # fails fast, before models
     stage_dir = run.stage_dir(STAGE)
+    verify = stack.enter_context(reward_verifier(config, device, stage_dir))
     log_path = stage_dir / COMPLETIONS
 
     def recorded() -> str | None:
