@@ -41,7 +41,7 @@ from typing import Any
 
 from tritonrl.tasks import Task, TaskLoadError, load_source
 from tritonrl.verify.client import TOKEN_HEADER
-from tritonrl.verify.pool.gate import GpuGate, gate_for
+from tritonrl.verify.pool.gate import gate_for
 from tritonrl.verify.pool.pool import VerifierPool, unshared
 from tritonrl.verify.result import VerifyResult
 
@@ -140,7 +140,7 @@ class VerifyService:
         self.max_queue, self.max_request_bytes = max_queue, max_request_bytes
         self.in_flight = 0
         self.gate_holds = gate_holds
-        self._holds: dict[int, tuple[Any, GpuGate]] = {}  # hold id -> (its context, gate)
+        self._holds: dict[int, Any] = {}  # hold id -> its entered side of a gate
         self._next_hold = 0
         self._lock = threading.Lock()
         self._server = _Server((host, port), _handler_for(self))
@@ -187,7 +187,7 @@ class VerifyService:
         held.__enter__()
         with self._lock:
             hold, self._next_hold = self._next_hold, self._next_hold + 1
-            self._holds[hold] = (held, gate)
+            self._holds[hold] = held
         return {"hold": hold, "waited_s": round(time.monotonic() - asked, 4)}
 
     def release(self, hold: int) -> None:
@@ -196,7 +196,7 @@ class VerifyService:
             held = self._holds.pop(hold, None)
         if held is None:
             raise BadRequest(f"no hold {hold!r} is held")
-        held[0].__exit__(None, None, None)
+        held.__exit__(None, None, None)
 
     def release_all(self) -> None:
         """Every hold let go (the service stops: its client is gone)."""
