@@ -8,7 +8,7 @@
 #   bash bench/carry_vllm.sh unpack           # there, in the last call: join, check the
 #                                             # sha256, extract; prints the site folder
 #
-# 2 parts (35 and 48 MB of an 86 MB .tar.xz) travel beside .whl:
+# 2 parts (of an 87 MB .tar.xz) travel beside .whl:
 #   run(carry=[".carry-1", ".whl"], command="bash bench/carry_model.sh receive .carry-1")
 #   run(carry=[".carry-2", ".whl"], command="bash bench/carry_model.sh receive .carry-2 &&
 #       S=$(bash bench/carry_vllm.sh unpack | tail -1) && export PYTHONPATH=$S:... &&
@@ -26,8 +26,9 @@
 set -euo pipefail
 VLLM=${VLLM_VERSION:-0.26.0}
 # What `import vllm.entrypoints.llm` and the V1 engine import beyond the image (found by
-# importing them in a fresh environment), the versions vLLM pins, and trl/datasets for
-# the tests' fixtures.
+# importing them in a fresh environment), the versions vLLM pins, what `vllm serve` (under
+# `trl vllm-serve`, GRPO's server mode) imports beyond those, and trl/datasets for the
+# tests' fixtures.
 DEPS=(
   "vllm==$VLLM" apache-tvm-ffi==0.1.10 xgrammar==0.2.7 "llguidance<1.8,>=1.7"
   outlines_core==0.2.14 lark==1.2.2 lm-format-enforcer==0.11.3 interegular
@@ -36,6 +37,7 @@ DEPS=(
   docstring-parser cachetools cbor2 msgspec pyzmq pybase64 blake3 partial-json-parser
   setproctitle python-json-logger ijson watchfiles prometheus-fastapi-instrumentator
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types typing-inspection
+  uvicorn model-hosting-container-standards jmespath supervisor
   trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 )
 PLATFORM=(--only-binary=:all: --python-version 3.12 --implementation cp

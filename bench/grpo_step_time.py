@@ -236,6 +236,39 @@ def served_verify(args) -> list[str]:
 
 
 @contextlib.contextmanager
+def answering(cmd: list[str], env: dict, log_path: Path, health: str, wait_s: float):
+    """`cmd` started in `env` with its output in `log_path`, yielded once `health` answers
+    200 (within `wait_s`); stopped by SIGTERM (then SIGKILL after 60 s) on leaving."""
+    with open(log_path, "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(cmd[2:5])} exited {proc.returncode}:\n"
+                                   f"{log_path.read_text()[-2000:]}")  # fmt: skip
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(health, timeout=2) as answer,
+            ):
+                if answer.status == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{' '.join(cmd[2:5])} did not answer in {wait_s:.0f} s")
+            time.sleep(1)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
 def served(args, log_path: Path, gpu: int = 1):
     """A `tritonrl serve` on visible GPU `gpu` (1: the second; 0: the trainer's own),
     verifying as the run's reward would; yields (its URL, the environment that gives the
@@ -247,34 +280,9 @@ def served(args, log_path: Path, gpu: int = 1):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = tritonrl("serve", "--port", str(port), "--config", args.config, *served_verify(args))
-    with open(log_path, "w") as log:
-        log.write(" ".join(cmd) + "\n")
-        log.flush()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "CUDA_VISIBLE_DEVICES": gpus[gpu]})  # fmt: skip
-    try:
-        deadline = time.monotonic() + SERVE_START_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"tritonrl serve exited {proc.returncode}:\n"
-                                   f"{log_path.read_text()[-2000:]}")  # fmt: skip
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{url}/health", timeout=2) as answer,
-            ):
-                if answer.status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"tritonrl serve did not answer in {SERVE_START_S:.0f} s")
-            time.sleep(1)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[gpu]}
+    with answering(cmd, env, log_path, f"{url}/health", SERVE_START_S):
         yield url, {**os.environ, "CUDA_VISIBLE_DEVICES": gpus[0]}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextlib.contextmanager

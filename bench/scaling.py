@@ -4,7 +4,7 @@ of the product's own commands and its shipped DDP config.
 
     python bench/scaling.py --model DIR --out OUT.json [--gpus 1,2] [--work DIR]
         [--sft-steps 20] [--rl-steps 4] [--prompts 8] [--group 8] [--max-tokens 1024]
-        [--vllm on|off] [--stages sft,rl] [--device cuda|cpu]
+        [--vllm on|off] [--stages sft,rl,server] [--device cuda|cpu]
 
 DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). The
 batch is per GPU (weak scaling, as `accelerate launch` runs a stage): on N GPUs an SFT
@@ -20,6 +20,10 @@ completions, so the figures a second are what to compare. For each N of `--gpus`
    on each rank with `--vllm on`; per step the trainer's own clock (`time/generate_s`,
    `time/reward_wait_s`, `time/update_s`, `time/step_s` in log_history.json), means over
    the steps after the first (it holds the warm-ups), and completions a second.
+3. `server` (N of 2 or more): the same GRPO run with TRL's server mode, `trl vllm-serve`
+   of the SFT model on the last GPU and `accelerate launch --num_processes N-1 -m
+   tritonrl rl --rl.vllm_mode server` on the others (each process sees only those:
+   CUDA_VISIBLE_DEVICES), its completions a second against `rl` on N GPUs.
 
 Every run takes `--config` (default the Qwen config: the learning demo's reward and
 verifier settings). Each command's log lies beside OUT; results merge into OUT.json by
@@ -28,33 +32,34 @@ CPU machine (gloo, no vLLM; the figures mean nothing there). Measures; asserts n
 
 What it does NOT do: measure the verifier apart from a step (bench/verify_throughput.py
 with CUDA_VISIBLE_DEVICES does), FSDP or DeepSpeed (pass `--accelerate-config zero2`
-etc.; only ddp has been run), several nodes, or vLLM's server mode.
+etc.), several nodes, or a vLLM server of several GPUs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
-import socket
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from grpo_step_time import TIMES, sft_args  # noqa: E402
+from grpo_step_time import TIMES, answering, free_port, sft_args  # noqa: E402
 from grpo_step_time import rl_args as grpo_rl_args  # noqa: E402
 from learning_demo import run_logged  # noqa: E402
 
 ACCELERATE = Path(__file__).resolve().parents[1] / "src" / "tritonrl" / "configs" / "accelerate"
 
 
+VLLM_START_S = 600.0  # vLLM's engine start-up: weights, profiling, CUDA graphs
+
+
 def launch(n: int, stage: str, run: Path, args, *extra: str) -> list[str]:
     """`accelerate launch` of `tritonrl STAGE --run RUN` in `n` processes."""
-    with socket.socket() as s:  # a free port: runs one after another may overlap a little
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # runs one after another may overlap a little
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
             str(ACCELERATE / f"{args.accelerate_config}.yaml"), "--num_processes",
             str(n), "--main_process_port", str(port), "-m", "tritonrl", stage,
@@ -108,24 +113,55 @@ def measure(stage: str, n: int, args, report: dict) -> None:
         shutil.rmtree(run, ignore_errors=True)
         extra = sft_args(args.model, args.sft_steps, args.device)
         cmd = launch(n, "sft", run, args, "--config", args.config, *extra)
-        seconds = run_logged(cmd, log)
+        seconds = run_logged(cmd, log, env=first(n, args))
         runs[str(n)] = {"command": cmd[2:], "seconds": round(seconds, 1), **sft_figures(run)}
         return
     start = args.work / f"sft-{min(args.gpus)}"
     if not (start / "sft" / "final").is_dir():
         raise SystemExit(f"no SFT start in {start}: run --stages sft first (same --work)")
-    run = args.work / f"rl-{n}"
+    run = args.work / f"{stage}-{n}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(start, run)
-    cmd = launch(n, "rl", run, args, *rl_args(args))
-    seconds = run_logged(cmd, log)
-    figures = rl_figures(run, n * args.prompts * args.group)
+    if stage == "rl":
+        cmd = launch(n, "rl", run, args, *rl_args(args))
+        seconds = run_logged(cmd, log, env=first(n, args))
+    else:
+        port = free_port()
+        cmd = launch(n - 1, "rl", run, args, *rl_args(args), "--rl.vllm_mode", "server",
+                     "--rl.vllm_server_port", str(port))  # fmt: skip
+        seconds = served_vllm(cmd, run / "sft" / "final", n, port, log, args)
+    figures = rl_figures(run, (n - (stage == "server")) * args.prompts * args.group)
     runs[str(n)] = {"command": cmd[2:], "seconds": round(seconds, 1), **figures}
+    for weights in ("final", "checkpoints"):  # 2 GB and more each: the disk is small
+        shutil.rmtree(run / "rl" / weights, ignore_errors=True)
+
+
+def served_vllm(cmd: list[str], model: Path, n: int, port: int, log: Path, args) -> float:
+    """`cmd` (the trainer on GPUs 0..n-2) run beside `trl vllm-serve` of `model` on GPU
+    n-1; the trainer's seconds."""
+    serve = [sys.executable, "-m", "trl.scripts.vllm_serve", "--model", str(model),
+             "--port", str(port), "--gpu_memory_utilization", "0.9"]  # fmt: skip
+    alone = {**os.environ, "CUDA_VISIBLE_DEVICES": str(n - 1)}
+    health = f"http://127.0.0.1:{port}/health"
+    with answering(serve, alone, log.with_name(f"{log.stem}_vllm.log"), health, VLLM_START_S):
+        return run_logged(cmd, log, env=first(n - 1, args))
+
+
+def first(n: int, args) -> dict[str, str] | None:
+    """The environment that shows a run the machine's first `n` GPUs alone: a run on
+    fewer GPUs than the machine has must not verify on the others."""
+    if args.device != "cuda":
+        return None
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(n)))}
 
 
 def summary(report: dict) -> dict:
     out = {}
-    for stage, key in (("sft", "tokens_per_s"), ("rl", "completions_per_s")):
+    for stage, key in (
+        ("sft", "tokens_per_s"),
+        ("rl", "completions_per_s"),
+        ("server", "completions_per_s"),
+    ):
         runs = report.get(stage, {})
         base = (runs.get("1") or {}).get(key)
         out[stage] = {n: {key: r.get(key), "vs 1 GPU": round(r[key] / base, 2)
@@ -140,7 +176,7 @@ def parse(argv):
     ap.add_argument("--out", type=Path, required=True, help="the JSON report (merged into)")
     ap.add_argument("--work", type=Path, default=None, help="default: OUT's folder/work")
     ap.add_argument("--gpus", default="1,2", help="process counts, e.g. 1,2,4")
-    ap.add_argument("--stages", default="sft,rl")
+    ap.add_argument("--stages", default="sft,rl", help="sft, rl, server: in that order")
     ap.add_argument("--sft-steps", type=int, default=20)
     ap.add_argument("--rl-steps", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=8, help="prompts a GPU a step")
@@ -164,8 +200,10 @@ def parse(argv):
         ap.error(f"--model {args.model}: no model directory there (config.json); make one "
                  "with `tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`")  # fmt: skip
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    if not set(args.stages) <= {"sft", "rl"}:
-        ap.error("--stages takes sft, rl or sft,rl")
+    if not set(args.stages) <= {"sft", "rl", "server"}:
+        ap.error("--stages takes sft, rl and server, comma-separated")
+    if "server" in args.stages and (args.vllm == "off" or args.device != "cuda"):
+        ap.error("--stages server: vLLM's server mode needs --vllm on and CUDA")
     if args.device == "cpu" and args.vllm == "on":
         args.vllm = "off"  # vLLM needs CUDA
     if not (ACCELERATE / f"{args.accelerate_config}.yaml").is_file():
@@ -188,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                   argv=sys.argv[1:])  # fmt: skip
     for stage in args.stages:
         for n in args.gpus:
+            if stage == "server" and n < 2:
+                continue  # a GPU for the server, one at least for the trainer
             measure(stage, n, args, report)
             report["summary"] = summary(report)
             args.out.write_text(json.dumps(report, indent=1))

@@ -5,7 +5,8 @@ rank, and the stop agreed across ranks, in two processes; then `accelerate launc
 --num_processes 2 -m tritonrl sft` with the shipped DDP config: a SIGTERM to rank 1 stops
 both ranks at the same step with a checkpoint that holds both ranks' parts, rank 0
 records and syncs the stop, and the same command resumes on both ranks from it; and a
-GRPO step in two processes. FSDP and DeepSpeed are not run here: DeepSpeed needs CUDA,
+GRPO step in two processes. The last two run again on two GPUs (NCCL) where a machine has
+them (`gpu`). FSDP and DeepSpeed are not run here: DeepSpeed needs CUDA,
 and on the CPU accelerate drops the FSDP plugin (MULTI_CPU, plain data parallel); their
 configs are checked by accelerate's loader (tests/train/test_train_commands.py).
 """
@@ -34,6 +35,17 @@ pytest.importorskip("trl")
 SMALL = ["--data.generated_tasks", "20", "--tiny_model.generated_tasks", "50",
          "--run.report_to", "[none]", "--sft.save_steps", "1"]  # fmt: skip
 LAUNCH = shutil.which("accelerate")
+
+
+# The launches on the CPU (gloo) and, marked `gpu`, on two CUDA devices (NCCL).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _two_gpus_if(device: str) -> None:
+    if device == "cuda":
+        torch = pytest.importorskip("torch")
+        if torch.cuda.device_count() < 2:
+            pytest.skip("needs two CUDA devices")
 
 
 def _clear_env(monkeypatch):
@@ -205,9 +217,12 @@ def _output(launcher: subprocess.Popen, timeout: float = 400) -> str:
 
 
 @pytest.mark.slow  # two launches of two training processes
-def test_ddp_sigterm_to_one_rank_stops_both_at_one_step_and_both_resume(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_ddp_sigterm_to_one_rank_stops_both_at_one_step_and_both_resume(tmp_path, device):
+    _two_gpus_if(device)
     run_dir, store = tmp_path / "run", tmp_path / "store"
-    args = ["--sft.max_steps", "6", "--run.store", str(store), "--run.sync_interval_s", "0"]
+    args = ["--sft.max_steps", "6", "--run.store", str(store), "--run.sync_interval_s", "0",
+            "--sft.device", device]  # fmt: skip
     launcher = _launch("ddp", run_dir, *args)
     try:
         deadline = time.monotonic() + 300
@@ -257,8 +272,11 @@ def test_ddp_sigterm_to_one_rank_stops_both_at_one_step_and_both_resume(tmp_path
 
 
 @pytest.mark.slow  # two processes generate, verify and train
-def test_grpo_trains_a_step_in_two_processes_with_every_ranks_completions(sft_run):
-    out = _output(_launch("ddp", sft_run, "--algo", "grpo", "--rl.max_steps", "1", stage="rl"))
+@pytest.mark.parametrize("device", DEVICES)
+def test_grpo_trains_a_step_in_two_processes_with_every_ranks_completions(sft_run, device):
+    _two_gpus_if(device)
+    args = ["--algo", "grpo", "--rl.max_steps", "1", "--rl.device", device, "--rl.vllm", "off"]
+    out = _output(_launch("ddp", sft_run, *args, stage="rl"))
     rl = Run.open(sft_run).stage("rl")
     assert rl["status"] == "done" and rl["step"] == 1, out[-3000:]
     rows = [json.loads(line) for line in (sft_run / "rl" / "completions.jsonl").open()]

@@ -98,6 +98,32 @@ def test_one_gate_per_gpu_for_the_whole_process():
     assert gate_for("0") is gate_for("0") and gate_for("0") is not gate_for("1")
 
 
+@pytest.mark.parametrize(
+    ("env", "share", "gpus"),
+    [
+        ({}, None, [("3", 0), ("5", 1)]),
+        ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, (1, 2), [("5", 1)]),
+        ({"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}, (0, 2), [("3", 0)]),
+        ({"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}, None, [("3", 0), ("5", 1)]),
+        ({"LOCAL_RANK": "x", "LOCAL_WORLD_SIZE": "2"}, None, [("3", 0), ("5", 1)]),
+    ],
+)
+def test_a_rank_of_several_on_a_node_spreads_its_pool_over_its_own_gpu(monkeypatch, env,
+                                                                       share, gpus):  # fmt: skip
+    import torch
+
+    from tritonrl.verify.pool.gate import launched_share, pool_gpus
+
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # no GPU on this machine
+    assert launched_share() == share
+    assert pool_gpus() == gpus
+
+
 @pytest.mark.gpu
 def test_verify_calls_from_several_threads_time_one_at_a_time_on_their_gpus_gate():
     # A lone `verify` on CUDA (no pool) holds its GPU's gate like a pool's lane does: 3

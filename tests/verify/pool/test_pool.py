@@ -357,5 +357,34 @@ def test_a_cuda_pool_gives_jobs_triton_modules_built_by_trusted_code():
 def test_lanes_default_to_the_cores_at_most_16_per_gpu(monkeypatch, cores, gpus, lanes):
     import tritonrl.verify.pool.pool as pool_module
 
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(pool_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert pool_module.default_workers([str(g) for g in range(gpus)]) == lanes
+
+
+@pytest.mark.parametrize(("cores", "ranks", "lanes"), [(32, 2, 16), (16, 4, 4), (2, 4, 1)])
+def test_a_rank_of_several_on_a_node_takes_its_share_of_the_cores(monkeypatch, cores, ranks,
+                                                                 lanes):  # fmt: skip
+    import tritonrl.verify.pool.pool as pool_module
+
+    monkeypatch.setattr(pool_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(ranks))
+    assert pool_module.default_workers(["1"]) == lanes  # its own GPU alone
+
+
+@pytest.mark.gpu
+def test_a_rank_of_two_verifies_and_times_on_its_own_gpu_alone(monkeypatch):
+    import torch
+
+    from tritonrl.verify.pool.gate import visible_gpus
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    monkeypatch.setenv("LOCAL_RANK", "1")  # as `accelerate launch` sets a second rank's
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with VerifierPool(VerifyConfig(device="cuda", ref_time_cache="off"), workers=2) as p:
+        assert [lane.gpu for lane in p.lanes] == [visible_gpus()[1]] * 2
+        (result,) = p.verify_many([(RELU, GOOD)])
+    assert result.correct and result.speedup, result.notes

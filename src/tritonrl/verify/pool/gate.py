@@ -96,6 +96,30 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def launched_share() -> tuple[int, int] | None:
+    """(LOCAL_RANK, LOCAL_WORLD_SIZE) when this process is one of several that a launcher
+    (`accelerate launch`, `torchrun`) started on this node; None otherwise."""
+    try:
+        local, count = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None
+    return (local, count) if count > 1 and 0 <= local < count else None
+
+
+def pool_gpus() -> list[tuple[str, int]]:
+    """The GPUs a verifier pool of this process spreads over, each as (its
+    CUDA_VISIBLE_DEVICES name, its torch index): every visible one; in one of several
+    processes launched on a node (`launched_share`), LOCAL_RANK's alone, the GPU that
+    rank trains on and holds, so each rank times on its own GPU beside nobody's training
+    and the node's GPUs are not each shared by every rank's lanes."""
+    names = visible_gpus()
+    share = launched_share()
+    if share is not None and names:
+        index = share[0] % len(names)
+        return [(names[index], index)]
+    return [(name, index) for index, name in enumerate(names)]
+
+
 def current_gpu() -> str:
     """The GPU torch uses now (its current CUDA device), as CUDA_VISIBLE_DEVICES names it."""
     import torch

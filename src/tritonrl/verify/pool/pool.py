@@ -19,7 +19,8 @@ budget (`tritonrl.verify.pool.budget`: `verify.gpu_memory_fraction` of the GPU's
 larger than the budget runs alone.
 
 Lanes default to one per CPU core (`default_workers`; on CUDA at most `LANES_PER_GPU`
-per visible GPU, at least one), spread round-robin over the GPUs, each lane's sandbox
+per visible GPU, at least one), spread round-robin over the GPUs (in one rank of several
+launched on a node, its own GPU and its share of the cores: `gate.pool_gpus`), each lane's sandbox
 seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's work for it
 (reference outputs, timing) running on the same device; a gate per GPU
 (`tritonrl.verify.pool.gate`) lets correctness runs share it and one timing phase at a time
@@ -68,7 +69,7 @@ from tritonrl.verify.compare import resolve_device
 from tritonrl.verify.funnel import finish, prepare
 from tritonrl.verify.job import gpu_estimate
 from tritonrl.verify.pool.budget import BudgetCancelled, GpuBudget, budget_for, capacity_for
-from tritonrl.verify.pool.gate import gate_for, visible_gpus
+from tritonrl.verify.pool.gate import gate_for, launched_share, pool_gpus
 from tritonrl.verify.pool.lane import Lane
 from tritonrl.verify.pool.launchers import LauncherStore
 from tritonrl.verify.result import VerifyResult
@@ -154,7 +155,9 @@ class VerifierPool(Batches):
         config = config or VerifyConfig()
         self.device = resolve_device(device or config.device)
         self.config = dataclasses.replace(config, device=self.device)
-        gpus = visible_gpus() if self.device == "cuda" else []
+        found = pool_gpus() if self.device == "cuda" else []
+        gpus = [name for name, _ in found]
+        self._indices = [index for _, index in found]  # torch's numbering of each GPU
         if self.device == "cuda" and not gpus:
             raise ValueError("device cuda: no visible GPU")
         workers = workers or default_workers(gpus)
@@ -164,7 +167,7 @@ class VerifierPool(Batches):
         if warm_compiler:  # each lane's zygote compiles once for its GPU
             import torch
 
-            majors_minors = [torch.cuda.get_device_capability(i) for i in range(len(gpus))]
+            majors_minors = [torch.cuda.get_device_capability(i) for i in self._indices]
             capabilities = [major * 10 + minor for major, minor in majors_minors]
         # Triton's C modules built once by trusted code (tritonrl.verify.pool.launchers).
         self.launchers = None
@@ -197,7 +200,7 @@ class VerifierPool(Batches):
         # Per group, the GPU-memory budget its lanes reserve their jobs from (None: none).
         self.budgets: list[GpuBudget | None] = []
         for g in range(groups):
-            capacity = capacity_for(self.config, g if gpus else None)
+            capacity = capacity_for(self.config, self._indices[g] if gpus else None)
             key = f"gpu{gpus[g]}" if gpus else "cpu"
             self.budgets.append(budget_for(key, capacity) if capacity else None)
         lanes_of = [sum(1 for i in range(workers) if i % groups == g) for g in range(groups)]
@@ -246,14 +249,13 @@ class VerifierPool(Batches):
             self.stats[name] += n
 
     # -- the lanes ----------------------------------------------------------------------
-    @staticmethod
-    def _device_scope(group: int, gpus: bool):
+    def _device_scope(self, group: int, gpus: bool):
         """The GPU the trusted side's work of a group runs on (its references, timing)."""
         if not gpus:
             return nullcontext()
         import torch
 
-        return torch.cuda.device(group % torch.cuda.device_count())
+        return torch.cuda.device(self._indices[group])
 
     def _prepare_jobs(self, group: int) -> None:
         """A preparing thread: queued jobs -> `funnel.prepare` -> the group's ready queue."""
@@ -374,12 +376,15 @@ LANES_PER_GPU = 16
 
 
 def default_workers(gpus: list[str]) -> int:
-    """The pool's lanes when none are asked for: one per CPU core this process may use;
-    with GPUs at most LANES_PER_GPU per GPU and at least one per GPU."""
+    """The pool's lanes when none are asked for: one per CPU core this process may use
+    (its share of them in one of several processes launched on a node); with GPUs at most
+    LANES_PER_GPU per GPU and at least one per GPU."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
+    share = launched_share()
+    cores = max(1, cores // share[1]) if share else cores
     if not gpus:
         return cores
     return max(len(gpus), min(cores, LANES_PER_GPU * len(gpus)))
