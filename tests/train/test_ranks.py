@@ -4,8 +4,9 @@
 rank, and the stop agreed across ranks, in two processes; then `accelerate launch
 --num_processes 2 -m tritonrl sft` with the shipped DDP config: a SIGTERM to rank 1 stops
 both ranks at the same step with a checkpoint that holds both ranks' parts, rank 0
-records and syncs the stop, and the same command resumes on both ranks from it; and a
-GRPO step in two processes. The last two run again on two GPUs (NCCL) where a machine has
+records and syncs the stop, and the same command resumes on both ranks from it; a
+GRPO step in two processes, and three with each batch verified a step ahead. The last
+three run again on two GPUs (NCCL) where a machine has
 them (`gpu`). FSDP and DeepSpeed are not run here: DeepSpeed needs CUDA,
 and on the CPU accelerate drops the FSDP plugin (MULTI_CPU, plain data parallel); their
 configs are checked by accelerate's loader (tests/train/test_train_commands.py).
@@ -93,8 +94,7 @@ def test_a_bad_rank_environment_is_a_clear_error(monkeypatch, env, message):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [(["--rl.algo", "best-of-n"], "rl --algo best-of-n runs in one process, not 2"),
-     (["--rl.algo", "rwsft"], "only grpo and rloo train on several GPUs"),
-     (["--rl.overlap_reward", "true"], "rl.overlap_reward runs in one process, not 2")],
+     (["--rl.algo", "rwsft"], "only grpo and rloo train on several GPUs")],
 )  # fmt: skip
 def test_rl_refuses_what_several_processes_cannot_train(overrides, message):
     from tritonrl.config_loader import load_config
@@ -105,6 +105,7 @@ def test_rl_refuses_what_several_processes_cannot_train(overrides, message):
         check_ranks(config, Ranks(0, 0, 2))
     check_ranks(config, Ranks())  # one process trains all of them
     check_ranks(load_config(None, ["--rl.algo", "rloo"]), Ranks(1, 1, 2))
+    check_ranks(load_config(None, ["--rl.overlap_reward", "true"]), Ranks(1, 1, 2))
 
 
 def test_each_rank_holds_no_gate_on_the_cpu():
@@ -291,3 +292,25 @@ def test_grpo_trains_a_step_in_two_processes_with_every_ranks_completions(sft_ru
         "rng_state_0.pth", "rng_state_1.pth"}  # fmt: skip
     assert (checkpoint / "curriculum.json").is_file() and check(checkpoint) is None
     assert out.count("RL (grpo) done: 1 step") == 1 and "8 completions verified" in out
+
+
+@pytest.mark.slow  # two processes generate, verify and train three steps
+@pytest.mark.parametrize("device", DEVICES)
+def test_grpo_verifies_each_batch_a_step_ahead_in_two_processes(sft_run, device):
+    # Each rank's scoring thread gathers its batch's rewards across the ranks only while
+    # the trainer's thread waits for it: a gather crossing the update's all-reduce
+    # would hang the step or mix the ranks' tensors.
+    _two_gpus_if(device)
+    args = ["--algo", "grpo", "--rl.max_steps", "3", "--rl.overlap_reward", "true",
+            "--rl.device", device, "--rl.vllm", "off"]  # fmt: skip
+    out = _output(_launch("ddp", sft_run, *args, stage="rl"))
+    rl = Run.open(sft_run).stage("rl")
+    assert rl["status"] == "done" and rl["step"] == 3, out[-3000:]
+    rows = [json.loads(line) for line in (sft_run / "rl" / "completions.jsonl").open()]
+    steps: dict[int, int] = {}
+    for row in rows:
+        steps[row["step"]] = steps.get(row["step"], 0) + 1
+    # three batches of both ranks' 4 completions, each recorded under the step it trains
+    assert steps == {1: 8, 2: 8, 3: 8} and rl["info"]["completions"] == 24, steps
+    assert out.count("RL (grpo) done: 3 steps") == 1 and "24 completions verified" in out
+    assert "Traceback" not in out, out[-3000:]

@@ -209,21 +209,13 @@ def settings_line(config: Config) -> str:
 
 def check_ranks(config: Config, ranks: Ranks) -> None:
     """A ValueError for what several processes cannot train: best-of-n and rwsft (rounds
-    of generation and fine-tuning in one process), and the reward verified a step ahead
-    (TRL gathers a batch's rewards across the ranks as they come in, which would cross
-    the update's own collectives)."""
+    of generation and fine-tuning in one process)."""
     if not ranks.many:
         return
     if config.rl.algo not in ("grpo", "rloo"):
         raise ValueError(
             f"rl --algo {config.rl.algo} runs in one process, not {ranks.world}: launch it "
             "without `accelerate launch`/torchrun (only grpo and rloo train on several GPUs)"
-        )
-    if config.rl.overlap_reward:
-        raise ValueError(
-            f"rl.overlap_reward runs in one process, not {ranks.world}: TRL gathers a "
-            "batch's rewards across the ranks as they come in, beside the update's own "
-            "collectives; set rl.overlap_reward false, or launch one process"
         )
 
 

@@ -21,23 +21,65 @@ its GPU hold let go (the verifier times then), takes the hold again and lets the
 finish (TRL's advantages and logs of that batch, with what its reward logged). The two
 threads never run the trainer's code at once.
 
-A stop by signal (SIGTERM) waits for the batch verified ahead, which never
-trains: its completions stay in completions.jsonl under the step it was for, and a
-resumed run generates that step afresh (a checkpoint holds no batch in flight).
+Several ranks: every collective of a rank (TRL's gathers, the update's all-reduce)
+runs from one thread at a time, in the same order on every rank. The scoring thread's
+own (generation's, and the gather of its batch's rewards across the ranks) run only
+while the trainer's thread waits for it: generation's before the thread parks, and the
+rewards' gather, which TRL makes as soon as a rank's rewards are in, held back
+(`gather_when_claimed`, over the `gather` of TRL's trainer modules) until the trainer's
+thread claims the batch.
+
+A stop by signal (SIGTERM), or a failure, waits for the batch verified ahead, which
+never trains: its completions stay in completions.jsonl under the step it was for (its
+thread ends before TRL's gather, so a rank that stops makes no collective the others
+would wait in), and a resumed run generates that step afresh (a checkpoint holds no
+batch in flight).
 
 What it does NOT do: multi-turn rollouts (their turns verify inside the generation) or
-`rl.hierarchical` (config refuses both), or several processes (`check_ranks` refuses:
-TRL gathers a batch's rewards across the ranks as they come in, which here would cross
-the update's own collectives); a curriculum sees a step's results one step
+`rl.hierarchical` (config refuses both); a curriculum sees a step's results one step
 later, and draws the next step's prompts one step early.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import defaultdict
 
 _local = threading.local()
+
+
+class Abandoned(Exception):
+    """Ends a scoring thread whose batch will never train, before TRL's gather."""
+
+
+def gather_when_claimed(gather):
+    """TRL's `gather` of a batch's rewards across the ranks, made in a scoring thread
+    only once the trainer's thread claims the batch (and waits for the thread); the
+    rewards count as in before it. A batch abandoned meanwhile ends there."""
+    if getattr(gather, "tritonrl_claimed", False):
+        return gather
+
+    def claimed_first(tensor):
+        scoring = getattr(_local, "scoring", None)
+        if scoring is not None:
+            scoring.rewarded.set()
+            scoring.claimed.wait()
+            if scoring.abandoned:
+                raise Abandoned
+        return gather(tensor)
+
+    claimed_first.tritonrl_claimed = True
+    return claimed_first
+
+
+def hold_back_gathers(base: type) -> None:
+    """`gather_when_claimed` over the `gather` of each TRL module that `base` (a GRPO or
+    RLOO trainer) takes its rewards' computation from."""
+    for klass in base.__mro__:
+        module = sys.modules.get(klass.__module__)
+        if klass.__module__.startswith("trl.") and hasattr(module, "gather"):
+            module.gather = gather_when_claimed(module.gather)
 
 
 def in_scoring_thread() -> bool:
@@ -52,6 +94,7 @@ class Scoring:
 
     def __init__(self, run, inputs, device=None):
         self.inputs, self.output, self.error = inputs, None, None
+        self.abandoned = False  # it will never train: end before TRL's gather
         # parked: generated, rewards asked for; rewarded: they are in; claimed: the
         # trainer's thread waits for the rest (TRL's advantages and logs)
         self.parked, self.rewarded = threading.Event(), threading.Event()
@@ -89,6 +132,12 @@ class Scoring:
         self.claimed.set()
         self._thread.join()
 
+    def abandon(self) -> None:
+        """Wait for the batch's rewards (its completions recorded), then end its
+        thread before TRL's gather and the rest of its scoring: it never trains."""
+        self.abandoned = True
+        self.wait()
+
     def result(self):
         """The batch's TRL inputs to the loss, once its rewards are in."""
         self.wait()
@@ -100,6 +149,7 @@ class Scoring:
 def overlapped(base: type) -> type:
     """A subclass of `base` (our GRPO or RLOO trainer, whose `verifying()` lets its GPU
     hold go and clocks the wait) that verifies each batch during the step before."""
+    hold_back_gathers(base)
 
     class RewardOverlap(base):
         def __init__(self, *args, **kwargs):
@@ -163,7 +213,7 @@ def overlapped(base: type) -> type:
                 try:
                     self._pending = self._score(self._next_batch, self.state.global_step + 2)
                 except BaseException:  # the next batch failed: this one's thread ends too
-                    pending.wait()
+                    pending.abandon()
                     raise
             with self.verifying():  # the hold let go while the verifier finishes
                 pending.rewarded.wait()
@@ -175,7 +225,7 @@ def overlapped(base: type) -> type:
                 return super()._calculate_rewards(*args, **kwargs)
             self._restore_iterations()
             scoring.parked.set()  # generated: the trainer's thread goes on
-            try:
+            try:  # (TRL's gather at its end waits for the claim: gather_when_claimed)
                 rewards = super()._calculate_rewards(*args, **kwargs)
             finally:
                 scoring.rewarded.set()
@@ -207,6 +257,6 @@ def overlapped(base: type) -> type:
             not closed under it); its completions are recorded, it never trains."""
             pending, self._pending = self._pending, None
             if pending is not None:
-                pending.wait()
+                pending.abandon()
 
     return RewardOverlap
