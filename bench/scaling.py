@@ -4,7 +4,7 @@ of the product's own commands and its shipped DDP config.
 
     python bench/scaling.py --model DIR --out OUT.json [--gpus 1,2] [--work DIR]
         [--sft-steps 20] [--rl-steps 4] [--prompts 8] [--group 8] [--max-tokens 1024]
-        [--vllm on|off] [--stages sft,rl,server] [--device cuda|cpu]
+        [--vllm on|off] [--stages sft,rl,overlap,server] [--device cuda|cpu]
 
 DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). The
 batch is per GPU (weak scaling, as `accelerate launch` runs a stage): on N GPUs an SFT
@@ -20,7 +20,10 @@ completions, so the figures a second are what to compare. For each N of `--gpus`
    on each rank with `--vllm on`; per step the trainer's own clock (`time/generate_s`,
    `time/reward_wait_s`, `time/update_s`, `time/step_s` in log_history.json), means over
    the steps after the first (it holds the warm-ups), and completions a second.
-3. `server` (N of 2 or more): the same GRPO run with TRL's server mode, `trl vllm-serve`
+3. `overlap`: `rl` with each batch verified a step ahead on every rank
+   (`--rl.overlap_reward true`; on CUDA the reward's verifier a child process of each
+   rank).
+4. `server` (N of 2 or more): the same GRPO run with TRL's server mode, `trl vllm-serve`
    of the SFT model on the last GPU and `accelerate launch --num_processes N-1 -m
    tritonrl rl --rl.vllm_mode server` on the others (each process sees only those:
    CUDA_VISIBLE_DEVICES), its completions a second against `rl` on N GPUs.
@@ -81,9 +84,11 @@ def sft_figures(run: Path) -> dict:
     return out
 
 
-def rl_figures(run: Path, completions_a_step: int) -> dict:
+def rl_figures(run: Path, completions_a_step: int, ahead: bool = False) -> dict:
+    """Means over the steps after the first (which holds the warm-ups); verifying a step
+    ahead (`ahead`), also before the last (which generates no batch ahead)."""
     rows = [h for h in history(run, "rl") if "time/step_s" in h]
-    steady = rows[1:] or rows
+    steady = (rows[1:-1] if ahead and len(rows) > 2 else rows[1:]) or rows
     if not steady:
         return {"steps": 0}
     mean = {k: round(statistics.mean(r[k] for r in steady), 3) for k in TIMES if k in steady[0]}
@@ -122,15 +127,17 @@ def measure(stage: str, n: int, args, report: dict) -> None:
     run = args.work / f"{stage}-{n}"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(start, run)
-    if stage == "rl":
-        cmd = launch(n, "rl", run, args, *rl_args(args))
+    if stage in ("rl", "overlap"):
+        ahead = ["--rl.overlap_reward", "true"] if stage == "overlap" else []
+        cmd = launch(n, "rl", run, args, *rl_args(args), *ahead)
         seconds = run_logged(cmd, log, env=first(n, args))
     else:
         port = free_port()
         cmd = launch(n - 1, "rl", run, args, *rl_args(args), "--rl.vllm_mode", "server",
                      "--rl.vllm_server_port", str(port))  # fmt: skip
         seconds = served_vllm(cmd, run / "sft" / "final", n, port, log, args)
-    figures = rl_figures(run, (n - (stage == "server")) * args.prompts * args.group)
+    completions = (n - (stage == "server")) * args.prompts * args.group
+    figures = rl_figures(run, completions, ahead=stage == "overlap")
     runs[str(n)] = {"command": cmd[2:], "seconds": round(seconds, 1), **figures}
     for weights in ("final", "checkpoints"):  # 2 GB and more each: the disk is small
         shutil.rmtree(run / "rl" / weights, ignore_errors=True)
@@ -160,6 +167,7 @@ def summary(report: dict) -> dict:
     for stage, key in (
         ("sft", "tokens_per_s"),
         ("rl", "completions_per_s"),
+        ("overlap", "completions_per_s"),
         ("server", "completions_per_s"),
     ):
         runs = report.get(stage, {})
@@ -176,7 +184,7 @@ def parse(argv):
     ap.add_argument("--out", type=Path, required=True, help="the JSON report (merged into)")
     ap.add_argument("--work", type=Path, default=None, help="default: OUT's folder/work")
     ap.add_argument("--gpus", default="1,2", help="process counts, e.g. 1,2,4")
-    ap.add_argument("--stages", default="sft,rl", help="sft, rl, server: in that order")
+    ap.add_argument("--stages", default="sft,rl", help="sft, rl, overlap, server: in that order")
     ap.add_argument("--sft-steps", type=int, default=20)
     ap.add_argument("--rl-steps", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=8, help="prompts a GPU a step")
@@ -200,8 +208,8 @@ def parse(argv):
         ap.error(f"--model {args.model}: no model directory there (config.json); make one "
                  "with `tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`")  # fmt: skip
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    if not set(args.stages) <= {"sft", "rl", "server"}:
-        ap.error("--stages takes sft, rl and server, comma-separated")
+    if not set(args.stages) <= {"sft", "rl", "overlap", "server"}:
+        ap.error("--stages takes sft, rl, overlap and server, comma-separated")
     if "server" in args.stages and (args.vllm == "off" or args.device != "cuda"):
         ap.error("--stages server: vLLM's server mode needs --vllm on and CUDA")
     if args.device == "cpu" and args.vllm == "on":
