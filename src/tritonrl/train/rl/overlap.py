@@ -62,7 +62,7 @@ def gather_when_claimed(gather):
 
     def claimed_first(tensor):
         scoring = getattr(_local, "scoring", None)
-        if scoring is not None:
+        if scoring is not None and scoring.parked.is_set():  # (before: the trainer waits)
             scoring.rewarded.set()
             scoring.claimed.wait()
             if scoring.abandoned:

@@ -19,10 +19,10 @@ budget (`tritonrl.verify.pool.budget`: `verify.gpu_memory_fraction` of the GPU's
 larger than the budget runs alone.
 
 Lanes default to one per CPU core (`default_workers`; on CUDA at most `LANES_PER_GPU`
-per visible GPU, at least one), spread round-robin over the GPUs (in one rank of several
-launched on a node, its own GPU and its share of the cores: `gate.pool_gpus`), each lane's sandbox
-seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's work for it
-(reference outputs, timing) running on the same device; a gate per GPU
+per visible GPU, at least one), spread round-robin over the GPUs (in one rank of
+several launched on a node, its own GPU and its share of the cores: `gate.pool_gpus`),
+each lane's sandbox seeing only its GPU (`CUDA_VISIBLE_DEVICES`) and the trusted side's
+work for it (reference outputs, timing) running on the same device; a gate per GPU
 (`tritonrl.verify.pool.gate`) lets correctness runs share it and one timing phase at a time
 have it alone. On CUDA the lanes share Triton's C modules (driver utilities, launchers)
 built by trusted code (`shared_launchers`, `tritonrl.verify.pool.launchers`), not each job's
