@@ -295,14 +295,19 @@ def test_grpo_trains_a_step_in_two_processes_with_every_ranks_completions(sft_ru
 
 
 @pytest.mark.slow  # two processes generate, verify and train three steps
-@pytest.mark.parametrize("device", DEVICES)
-def test_grpo_verifies_each_batch_a_step_ahead_in_two_processes(sft_run, device):
+@pytest.mark.parametrize(
+    ("device", "verifier"),
+    [("cpu", "trainer"), ("cpu", "child"),
+     pytest.param("cuda", "auto", marks=pytest.mark.gpu)],  # auto: a child on CUDA
+)  # fmt: skip
+def test_grpo_verifies_each_batch_a_step_ahead_in_two_processes(sft_run, device, verifier):
     # Each rank's scoring thread gathers its batch's rewards across the ranks only while
     # the trainer's thread waits for it: a gather crossing the update's all-reduce
     # would hang the step or mix the ranks' tensors.
     _two_gpus_if(device)
     args = ["--algo", "grpo", "--rl.max_steps", "3", "--rl.overlap_reward", "true",
-            "--rl.device", device, "--rl.vllm", "off"]  # fmt: skip
+            "--rl.device", device, "--rl.vllm", "off",
+            "--rl.reward_process", verifier]  # fmt: skip
     out = _output(_launch("ddp", sft_run, *args, stage="rl"))
     rl = Run.open(sft_run).stage("rl")
     assert rl["status"] == "done" and rl["step"] == 3, out[-3000:]
@@ -314,3 +319,8 @@ def test_grpo_verifies_each_batch_a_step_ahead_in_two_processes(sft_run, device)
     assert steps == {1: 8, 2: 8, 3: 8} and rl["info"]["completions"] == 24, steps
     assert out.count("RL (grpo) done: 3 steps") == 1 and "24 completions verified" in out
     assert "Traceback" not in out, out[-3000:]
+    # each rank's reward verified by a child of its own, which logged there
+    children = sorted(p.name for p in (sft_run / "rl").glob("verifier*.log"))
+    expected = ["verifier.rank0.log", "verifier.rank1.log"] if verifier != "trainer" else []
+    assert children == expected and rl["info"]["reward_process"] == (
+        "trainer" if verifier == "trainer" else "child")  # fmt: skip
