@@ -208,8 +208,9 @@ def main() -> None:
     partial = address.with_suffix(".partial")
     partial.write_text(service.address)
     os.replace(partial, address)
-    print(f"verifier serving on {service.address} ({len(pool.lanes)} lanes) for pid "
-          f"{os.getppid()}", file=sys.stderr, flush=True)  # fmt: skip
+    lanes = f"{len(pool.lanes)} lane{'s' if len(pool.lanes) != 1 else ''}"
+    print(f"verifier serving on {service.address} ({lanes}) for pid {os.getppid()}",
+          file=sys.stderr, flush=True)  # fmt: skip
     try:
         service.serve_forever()
     finally:

@@ -152,7 +152,7 @@ def test_the_reward_verified_in_a_child_process_trains_as_in_the_trainers(sft_ru
     rl = run.stage("rl")
     assert rl["step"] == 2 and rl["info"]["reward_process"] == "child"
     said = (run.stage_dir("rl") / "verifier.log").read_text()
-    assert f"(1 lanes) for pid {os.getpid()}" in said, said
+    assert f"(1 lane) for pid {os.getpid()}" in said, said
     assert not pool._SHARED  # no pool in the trainer's process
     rows = _rows(sft_run)
     assert len(rows) == 8
@@ -183,7 +183,7 @@ def test_the_child_scores_as_the_trainers_process_and_each_program_once(tmp_path
     here = make_trl_reward([RELU], config.rl_verify)(None, texts, **ids)
     assert rewards == here and rewards[0] > 0.5 and rewards[1] == 0.0 and rewards[2] == rewards[0]
     assert "torch_compute" in details[1]["flags"]
-    assert "(1 lanes)" in (tmp_path / "verifier.log").read_text()
+    assert "(1 lane)" in (tmp_path / "verifier.log").read_text()
 
 
 def test_on_the_cpu_auto_verifies_the_reward_in_the_trainers_process(sft_run, train_app):
