@@ -115,3 +115,15 @@ def test_help_is_wrapped_paragraphs_with_no_fragment_left_by_a_hard_break():
     assert seen > 50  # the check saw wrapped prose, in the description and in panels
     assert _broken_early(["Without --config the run's recorded config is the base; every",
                           "VALUE", "overrides one field"])  # fmt: skip
+
+
+def test_log_lines_name_their_rank_in_a_launch_of_several_processes():
+    import logging
+
+    from tritonrl.cli import log_format
+
+    record = logging.LogRecord("tritonrl.train.rl", logging.INFO, "", 0, "step", None, None)
+    line = logging.Formatter(log_format({"WORLD_SIZE": "2", "RANK": "1"})).format(record)
+    assert line == "INFO [rank 1] tritonrl.train.rl: step"
+    for alone in ({}, {"WORLD_SIZE": "1", "RANK": "0"}):
+        assert logging.Formatter(log_format(alone)).format(record) == "INFO tritonrl.train.rl: step"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import re
 
 import click
@@ -110,10 +111,16 @@ def _main(
         False, "--version", callback=_print_version, is_eager=True, help="Print the version."
     ),
 ):
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format=log_format(os.environ))  # fmt: skip
+
+
+def log_format(env) -> str:
+    """The log lines' format: in one of several processes of a launch (`accelerate
+    launch`, `torchrun`: WORLD_SIZE above 1), each line names its rank."""
+    many = env.get("WORLD_SIZE", "1").strip() not in ("", "0", "1")
+    rank = f" [rank {env.get('RANK', '?')}]" if many else ""
+    return f"%(levelname)s{rank} %(name)s: %(message)s"
 
 
 register_tasks(app)
