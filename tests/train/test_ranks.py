@@ -6,10 +6,10 @@ rank, and the stop agreed across ranks, in two processes; then `accelerate launc
 both ranks at the same step with a checkpoint that holds both ranks' parts, rank 0
 records and syncs the stop, and the same command resumes on both ranks from it; a
 GRPO step in two processes, and three with each batch verified a step ahead. The last
-three run again on two GPUs (NCCL) where a machine has
-them (`gpu`). FSDP and DeepSpeed are not run here: DeepSpeed needs CUDA,
-and on the CPU accelerate drops the FSDP plugin (MULTI_CPU, plain data parallel); their
-configs are checked by accelerate's loader (tests/train/test_train_commands.py).
+three run again on two GPUs (NCCL) where a machine has them (`gpu`). FSDP and DeepSpeed
+are not run here: DeepSpeed needs CUDA, and on the CPU accelerate drops the FSDP plugin
+(MULTI_CPU, plain data parallel); their configs are checked by accelerate's loader
+(tests/train/test_train_commands.py).
 """
 
 import json
