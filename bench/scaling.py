@@ -9,7 +9,8 @@ of the product's own commands and its shipped DDP config.
 DIR is a model directory (`tritonrl convert-gguf qwen2.5-coder-0.5b --out DIR`). The
 batch is per GPU (weak scaling, as `accelerate launch` runs a stage): on N GPUs an SFT
 step holds N times the sequences and a GRPO step N x `--prompts` x `--group`
-completions, so the figures a second are what to compare. For each N of `--gpus`:
+completions, so the figures a second are what to compare. Each run sees the machine's
+first N GPUs alone (CUDA_VISIBLE_DEVICES). For each N of `--gpus`:
 
 1. `sft`: `accelerate launch --num_processes N -m tritonrl sft --run WORK/sft-N` for
    `--sft-steps` full-parameter float32 steps on the builtin suite and 200 generator
@@ -22,7 +23,8 @@ completions, so the figures a second are what to compare. For each N of `--gpus`
    the steps after the first (it holds the warm-ups), and completions a second.
 3. `overlap`: `rl` with each batch verified a step ahead on every rank
    (`--rl.overlap_reward true`; on CUDA the reward's verifier a child process of each
-   rank).
+   rank); means over the steps between the first and the last (which generates none
+   ahead).
 4. `server` (N of 2 or more): the same GRPO run with TRL's server mode, `trl vllm-serve`
    of the SFT model on the last GPU and `accelerate launch --num_processes N-1 -m
    tritonrl rl --rl.vllm_mode server` on the others (each process sees only those:
