@@ -43,7 +43,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    --rl.turns T` (plus `--turns-rl-args`) on a copy of the run made before GRPO (the
    same SFT model, work/run-turnsT, its log rl_turns.log) for the same budget; its
    points (`rlTt-STEP`) are evaluated as the others, and the last point of each arm
-   also with `--turns T`;
+   also with `--turns T` (with `--turns-only`, with `--turns T` alone: its correct@1 is
+   the one-answer figure without timing, and the evals take 40% less);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
    extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
@@ -733,6 +734,9 @@ def parse(argv):
                     help="after single-turn GRPO, GRPO with --rl.turns T from the same SFT "
                     "model for the same --rl-budget-s; both arms' last points evaluated "
                     "with one answer and with --turns T")  # fmt: skip
+    ap.add_argument("--turns-only", action="store_true",
+                    help="with --rl-turns: GRPO points evaluated with --turns T alone "
+                    "(its correct@1 is the one-answer figure, untimed)")  # fmt: skip
     ap.add_argument("--turns-rl-args", default="",
                     help="with --rl-turns: more rl overrides for that arm alone, as one "
                     "string (its batch must be a multiple of num_generations x T)")  # fmt: skip
@@ -770,6 +774,8 @@ def parse(argv):
             ap.error("--turns-eval must equal --rl-turns (or be left out)")
         if not args.turns_eval:
             args.turns_eval, args.turns_rl_only = args.rl_turns, True
+    if args.turns_only and not args.rl_turns:
+        ap.error("--turns-only goes with --rl-turns T")
     args.turns_rl_args = args.turns_rl_args.split()
     return args
 
@@ -857,8 +863,9 @@ def main(argv: list[str] | None = None) -> int:
     report["rl_curve"] = rl_curve(run)
     report["unseen"] = unseen_curve(run)
     report["pass_rate_filter"] = stage_info(run, "rl").get("pass_rate_filter")
-    for label, path in rl_points(run, args.rl_evals):
-        folders.append((label, evaluate(label, path, ctx)))
+    if not args.turns_only:
+        for label, path in rl_points(run, args.rl_evals):
+            folders.append((label, evaluate(label, path, ctx)))
     report["points"] += [point(label, folder, work, args.samples) for label, folder in folders]
     points = rl_points(run, args.rl_evals)
     if args.turns_eval and points:  # the last GRPO point's, if the deadline leaves time
@@ -877,15 +884,17 @@ def main(argv: list[str] | None = None) -> int:
         ctx["seconds"]["rl_turns"] = round(grpo(cmd, run_turns, ctx, "rl_turns"), 1)
         report["rl_curve_turns"] = rl_curve(run_turns)
         points_t = rl_points(run_turns, args.rl_evals, f"rl{args.rl_turns}t")
-        arm = [(label, evaluate(label, path, ctx)) for label, path in points_t]
+        arm = [] if args.turns_only else [(label, evaluate(label, path, ctx))
+                                          for label, path in points_t]  # fmt: skip
         folders += arm
         report["points"] += [point(label, folder, work, args.samples) for label, folder in arm]
         if points_t:
             turn_folders.append((points_t[-1][0], turns_eval(*points_t[-1], ctx)))
     report["turns"] = {label: turn_figures(f, args.turns_eval) for label, f in turn_folders}
-    compare = subprocess.run(tritonrl("eval", "--compare", *(str(f) for _, f in folders),
-                                      "--json"), capture_output=True, text=True)  # fmt: skip
-    (out / "compare.json").write_text(compare.stdout or compare.stderr)
+    if folders:
+        compare = subprocess.run(tritonrl("eval", "--compare", *(str(f) for _, f in folders),
+                                          "--json"), capture_output=True, text=True)  # fmt: skip
+        (out / "compare.json").write_text(compare.stdout or compare.stderr)
     if probe is not None:
         report["probe"]["training"] = probe.get()
     for phase in ("idle", "training"):
