@@ -304,8 +304,14 @@ def mps(log_path: Path):
     if started.returncode:
         raise RuntimeError(f"nvidia-cuda-mps-control -d exited {started.returncode}: "
                            f"{started.stdout}{started.stderr}")  # fmt: skip
+    # The daemon serves the GPUs CUDA_VISIBLE_DEVICES names, and its clients see them
+    # renumbered from 0: a client asking for GPU 1 of the machine asks for device 0.
+    clients = dict(env)
+    if env.get("CUDA_VISIBLE_DEVICES"):
+        count = len(env["CUDA_VISIBLE_DEVICES"].split(","))
+        clients["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(count)))
     try:
-        yield env
+        yield clients
     finally:
         subprocess.run([control], input="quit\n", env=env, capture_output=True, text=True,
                        timeout=60)  # fmt: skip
