@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import tritonrl
-from tritonrl.extract import ExtractError, extract_code, try_extract
+from tritonrl.extract import ExtractError, extract_code, kernel_key, try_extract
 
 BUILTIN = Path(tritonrl.__file__).parent / "tasks" / "builtin"
 SOL = (BUILTIN / "solutions" / "level1" / "1_ReLU.py").read_text()
@@ -477,3 +477,20 @@ def test_a_parse_hit_by_cpythons_recursion_depth_mismatch_is_tried_again(monkeyp
     monkeypatch.setattr(ast, "parse", broken)
     with pytest.raises(SystemError, match="something else"):
         common.parse("x = 1\n")
+
+
+def test_kernel_key_sets_comments_and_formatting_aside_and_nothing_else():
+    kernel = (
+        "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x * 2\n"
+    )
+    first = f"Here it is:\n```python\n{kernel}```"
+    again = (
+        "<think>the same again</think>\n```python\n# unchanged\n"
+        + kernel.replace("x * 2", "x*2  # twice").replace("\n\n", "\n\n\n")
+        + "```"
+    )
+    assert kernel_key(first) is not None and kernel_key(first) == kernel_key(again)
+    changed = first.replace("x * 2", "x * 3")
+    assert kernel_key(changed) != kernel_key(first)
+    assert kernel_key("no code here, sorry") is None

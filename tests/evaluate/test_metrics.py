@@ -89,3 +89,27 @@ def test_turn_metrics_are_by_turn_the_best_so_far():
     assert m["2"]["correct"] == 1.0 and m["2"]["fast_1"] is None and m["2"]["best_speedup"] is None
     with pytest.raises(ValueError, match="no conversations"):
         turn_metrics([], 2)
+
+
+def test_turn_metrics_count_answers_repeating_an_earlier_kernel_of_their_conversation():
+    """a: kernel A, A again (comment added), then B; b: A, then B; c: no code, twice (not
+    a kernel, so no repeat); d has no completions (not counted)."""
+
+    def answer(t, body, task):
+        code = f"```python\nclass ModelNew:\n    def forward(self, x):\n        {body}\n```"
+        return {**_row(task, 1, False, stage="correctness"), "turn": t,
+                "completion": code if body else "I cannot"}  # fmt: skip
+
+    a = [
+        answer(1, "return x", "a"),
+        answer(2, "return x  # same", "a"),
+        answer(3, "return -x", "a"),
+    ]
+    b = [answer(1, "return x", "b"), answer(2, "return -x", "b")]
+    c = [answer(1, "", "c"), answer(2, "", "c")]
+    d = [{**_row("d", 1, False), "turn": 1}, {**_row("d", 1, False), "turn": 2}]
+    m = turn_metrics([a, b, c, d], 3)
+    assert "repeated" not in m["1"]
+    assert m["2"]["repeated"] == pytest.approx(1 / 3)  # a's, of a, b and c's
+    assert m["3"]["repeated"] == 0.0
+    assert turn_metrics([d], 2)["2"]["repeated"] is None

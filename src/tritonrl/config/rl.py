@@ -151,6 +151,12 @@ class RlConfig:
     # advantages are taken inside each (prompt, turn) group. 1: single-turn RL as before.
     turns: int = 1
     turn_gamma: float = 0.4
+    # The reward of a later answer whose kernel repeats an earlier answer of its
+    # conversation (extract.kernel_key: the same code once comments and formatting are
+    # set aside); its conversation ends there. Without it a model that was right once
+    # earns its reward again by copying itself, and multi-turn GRPO teaches copying.
+    # null: scored as any answer, the conversation going on as any would.
+    turn_repeat_reward: float | None = 0.0
     # Tokens a later turn's prompt plus its answer (sampling.max_new_tokens) may take: the
     # oldest earlier answers and their feedback are dropped to fit. null: sft.max_length.
     turn_max_length: int | None = None
@@ -230,6 +236,11 @@ class RlConfig:
             0 <= self.turn_gamma <= 1,
             f"rl.turn_gamma must be in [0, 1] (the discount of later turns' rewards), "
             f"not {self.turn_gamma}",
+        )
+        need(
+            self.turn_repeat_reward is None or math.isfinite(self.turn_repeat_reward),
+            f"rl.turn_repeat_reward must be a finite number or null (scored as any "
+            f"answer), not {self.turn_repeat_reward}",
         )
         need(
             self.turn_max_length is None or self.turn_max_length >= 64,

@@ -327,9 +327,10 @@ def _report(summary: dict, out_dir: Path) -> None:
         markup=False,
     )
     for t, m in summary["metrics"].get("turns", {}).items():
+        again = f", repeated {_cell(m['repeated'])}" if "repeated" in m else ""
         out.print(f"turn {t}: asked {m['answered']}, correct@{t} {_cell(m['correct'])}, "
                   f"fast_1@{t} {_cell(m['fast_1'])}, best speedup@{t} "
-                  f"{_cell(m['best_speedup'])}", markup=False)  # fmt: skip
+                  f"{_cell(m['best_speedup'])}{again}", markup=False)  # fmt: skip
     for note in summary.get("notes", []):
         out.print(f"note: {note}", markup=False)
     cut = summary.get("truncated", 0)

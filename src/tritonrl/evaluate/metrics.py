@@ -18,7 +18,10 @@ conversations (a task's sample each): `answered` (how many were asked turn t),
 `correct` (correct@t: some answer up to turn t was correct), `fast_1` (fast_1@t: some
 correct answer up to t was faster than the reference, `None` when untimed) and
 `best_speedup` (the geometric mean over conversations correct by t of each one's best
-speedup so far; `None` when untimed): each is "by turn t", so they never fall.
+speedup so far; `None` when untimed): each is "by turn t", so they never fall. And
+`repeated` (from turn 2): the share of turn t's answers whose kernel repeats an earlier
+answer of their conversation (`extract.kernel_key`; rows without a `completion` are not
+counted), the sign of a model that does not act on the feedback.
 
 What it does NOT do: it verifies nothing (the verdicts are given) and does not weigh
 levels against each other (overall is over all samples, pass@k over all tasks).
@@ -30,6 +33,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from tritonrl.extract import kernel_key
 from tritonrl.verify.result import CHEAT_FLAGS
 
 
@@ -121,6 +125,7 @@ def turn_metrics(conversations: Sequence[Sequence[dict]], turns: int) -> dict[st
     correct_speedups = [_speedup(v) for v in verdicts if v.get("correct")]
     timed = _timed(verdicts, correct_speedups)
     n, out = len(conversations), {}
+    repeated = _repeats(conversations)
     for t in range(1, turns + 1):
         upto = [[r["verdict"] for r in c if r.get("turn", 1) <= t] for c in conversations]
         best: list[float | None] = []  # per conversation correct by t: its best speedup
@@ -137,4 +142,24 @@ def turn_metrics(conversations: Sequence[Sequence[dict]], turns: int) -> dict[st
             "fast_1": sum(s > 1 for s in speeds) / n if timed else None,
             "best_speedup": geomean if speeds and timed else None,
         }
+        if t > 1:
+            seen = repeated.get(t, [])
+            out[str(t)]["repeated"] = sum(seen) / len(seen) if seen else None
+    return out
+
+
+def _repeats(conversations: Sequence[Sequence[dict]]) -> dict[int, list[bool]]:
+    """Per turn from 2, whether each answer with a `completion` repeats an earlier answer
+    of its conversation (the same `kernel_key`)."""
+    out: dict[int, list[bool]] = {}
+    for c in conversations:
+        keys: set[str] = set()
+        for r in sorted(c, key=lambda r: r.get("turn", 1)):
+            if "completion" not in r:
+                continue
+            key = kernel_key(r["completion"])
+            if r.get("turn", 1) > 1:
+                out.setdefault(r["turn"], []).append(key is not None and key in keys)
+            if key is not None:
+                keys.add(key)
     return out

@@ -401,12 +401,14 @@ def _turn_section(evals: list[Source], plots: _Plots) -> list[str]:
     if not by_source:
         return []
     rows = [[name, int(t), m.get("answered"), m.get("correct"), m.get("fast_1"),
-             m.get("best_speedup")]
+             m.get("best_speedup"), m.get("repeated")]
             for name, turns in by_source.items() for t, m in turns.items()]  # fmt: skip
     lines = ["### By turn", "", "Each metric is by turn t: the best of a conversation's "
-             "answers up to t (the verifier's feedback before each further turn).", ""]  # fmt: skip
-    lines += _table(["source", "turn", "asked", "correct@t", "fast_1@t", "best speedup@t"],
-                    rows) + [""]  # fmt: skip
+             "answers up to t (the verifier's feedback before each further turn); "
+             "repeated: the share of turn t's answers repeating an earlier kernel of "
+             "their conversation.", ""]  # fmt: skip
+    lines += _table(["source", "turn", "asked", "correct@t", "fast_1@t", "best speedup@t",
+                     "repeated"], rows) + [""]  # fmt: skip
     series = {name: ([int(t) for t in turns], [m.get("correct") or 0.0 for m in turns.values()])
               for name, turns in by_source.items()}  # fmt: skip
     name = plots.lines("correct_by_turn.png", "Correct by turn (correct@t)", series,

@@ -6,6 +6,8 @@
 replacement). The result always parses with `ast.parse`, defines a top-level
 `class ModelNew`, has no leading blank lines and ends with exactly one newline;
 `normalise_code` applies that same normalisation to any code (SFT targets use it).
+`kernel_key(completion)` is what two answers holding the same kernel share (multi-turn
+RL and `eval --turns` find answers that repeat an earlier one with it).
 
 What it does NOT do: it never imports, runs or checks the code (that is
 `tritonrl.verify`), and it never edits code beyond whitespace, a few invisible characters
@@ -60,6 +62,7 @@ The package, in the order a completion goes through it: `turns` (chat-template t
 
 from __future__ import annotations
 
+import ast
 import logging
 
 from tritonrl.extract.choose import choose_fit, whole_answer
@@ -108,6 +111,19 @@ def normalise_code(code: str) -> str:
     """Code as `extract_code` returns it: CRLF and invisible characters fixed, blank edge
     lines dropped, common indentation removed, one final newline."""
     return normalise(to_text(code).split("\n"))
+
+
+def kernel_key(completion: str | bytes) -> str | None:
+    """What two answers holding the same kernel share: the extracted code's syntax tree
+    (comments, blank lines and formatting set aside), or its normalised text when it does
+    not parse; None for an answer with no code."""
+    code, _ = try_extract(completion)
+    if code is None:
+        return None
+    try:
+        return ast.dump(ast.parse(code))
+    except (SyntaxError, ValueError):
+        return normalise_code(code)
 
 
 def try_extract(completion: str | bytes) -> tuple[str | None, str | None]:

@@ -81,6 +81,8 @@ def test_the_context_drops_the_oldest_turns_first_and_keeps_the_prompt():
 def test_turn_settings_are_checked_with_what_to_do():
     config = load_config(None, ["--rl.turns", "2"])
     assert config.rl.turns == 2 and config.rl.turn_gamma == 0.4
+    assert config.rl.turn_repeat_reward == 0.0
+    assert load_config(None, ["--rl.turn_repeat_reward", "null"]).rl.turn_repeat_reward is None
     assert config.rl_prompt_budget == config.sft.max_length - config.sampling.max_new_tokens
     assert load_config(None, []).rl.turns == 1
     cases = [
@@ -91,6 +93,7 @@ def test_turn_settings_are_checked_with_what_to_do():
         (["--rl.turns", "2", "--rl.hierarchical", "true"], "rl.hierarchical"),
         (["--rl.turns", "3"], r"multiple of rl.num_generations x rl.turns \(6\)"),
         (["--rl.turn_max_length", "10"], "rl.turn_max_length must be >= 64"),
+        (["--rl.turn_repeat_reward", "nan"], "rl.turn_repeat_reward must be a finite number"),
     ]
     for overrides, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -186,9 +189,15 @@ def test_one_turn_is_single_turn_rl_as_before(sft_run, train_app):
     assert [r["task"] for r in rows][0::2] == [r["task"] for r in rows][1::2]
 
 
-def _scripted_trainer(algo: str, config, model, tokenizer, tmp_path):
-    """tritonrl's multi-turn trainer on one ReLU prompt whose answers are scripted: turn 1
-    a torch cheat (member 0) and an honest kernel (member 1), turn 2 honest. The
+def _first_cheat_then_honest(turn: int, member: int) -> str:
+    return CHEAT if turn == 1 and member == 0 else HONEST
+
+
+def _scripted_trainer(algo: str, config, model, tokenizer, tmp_path,
+                      script=_first_cheat_then_honest):  # fmt: skip
+    """tritonrl's multi-turn trainer on one ReLU prompt whose answers are scripted:
+    `script(turn, member)`, by default turn 1 a torch cheat (member 0) and an honest
+    kernel (member 1), turn 2 honest (member `member` of those asked at that turn). The
     sampling is all that is scripted: the rollout, verifier, returns and TRL's
     advantages are the real ones."""
     import datasets
@@ -201,21 +210,21 @@ def _scripted_trainer(algo: str, config, model, tokenizer, tmp_path):
     verifier = make_trl_reward([RELU], config.rl_verify, asynchronous=True)
     turns = MultiTurn(config, verifier.scorer)
     recorder = CompletionLog(tmp_path / "completions.jsonl", {RELU.id: 1})
-    base = _trainer_class(config, None, [RELU.id] * 4, None, turns)
+    rows = config.rl.per_device_batch_size
+    base = _trainer_class(config, None, [RELU.id] * rows, None, turns)
     asked: list[str] = []
 
     class Scripted(base):
         def _generate_single_turn(self, prompt_ids, *args):
             texts = [tokenizer.decode(ids) for ids in prompt_ids]
             asked.extend(texts)
-            again = ["Your answer was verified" in t for t in texts]
-            answers = [HONEST if a else (CHEAT if i == 0 else HONEST)
-                       for i, a in enumerate(again)]  # fmt: skip
+            answers = [script(1 + t.count("Your answer was verified"), i)
+                       for i, t in enumerate(texts)]  # fmt: skip
             ids = [tokenizer(a)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
             return ids if algo == "rloo" else (ids, None)
 
     prompts = datasets.Dataset.from_list(
-        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * 4
+        [{"prompt": build_messages(RELU.source), "task_id": RELU.id}] * rows
     )
     hooks = {"rollout_func": turns} if algo == "grpo" else {}
     trainer = Scripted(
@@ -268,6 +277,46 @@ def test_trl_takes_the_documented_advantages_inside_each_prompt_turn_group(
     assert list(trainer._logs["advantages"]) == pytest.approx(expected, abs=1e-5)
     by_hand = {"grpo": [-0.70687, 0.70687, 0.0, 0.0], "rloo": [-0.42, 0.42, 0.0, 0.0]}
     assert expected == pytest.approx(by_hand[algo], abs=1e-5)
+
+
+CLAMP = CHEAT.replace("torch.relu(x)", "torch.clamp(x, min=0)")  # another cheat
+# the first cheat again, a comment and a blank line added: the same kernel
+CHEAT_AGAIN = CHEAT.replace("class ModelNew", "# as before\n\nclass ModelNew")
+
+
+@pytest.mark.slow
+def test_an_answer_repeating_its_conversation_scores_the_repeat_reward_and_ends_it(
+    sft_run, tmp_path, monkeypatch
+):
+    """Three turns. Member 0: the cheat, then the same cheat again: a repeat, scored
+    rl.turn_repeat_reward (-0.5 here), and its conversation ends. Member 1: the cheat,
+    another cheat, then the honest kernel."""
+    from tritonrl.train.rl.common import load_policy
+
+    def script(turn: int, member: int) -> str:
+        if turn == 1:
+            return CHEAT
+        if turn == 2:
+            return CHEAT_AGAIN if member == 0 else CLAMP
+        return HONEST  # only member 1 is asked a third time
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+    config = load_config(None, ["--rl.turns", "3", "--rl.per_device_batch_size", "6",
+                                "--rl.turn_repeat_reward", "-0.5", "--rl.max_steps", "1",
+                                "--curriculum.enabled", "false", *QUIET])  # fmt: skip
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    trainer, asked = _scripted_trainer("grpo", config, model, tokenizer, tmp_path, script)
+    trainer.train()
+
+    rows = [json.loads(line) for line in (tmp_path / "completions.jsonl").read_text().splitlines()]
+    assert [(r["turn"], r["reward"]) for r in rows] == [
+        (1, 0.0), (1, 0.0), (2, -0.5), (2, 0.0), (3, 0.7)]  # fmt: skip
+    assert [bool(r.get("repeat")) for r in rows] == [False, False, True, False, False]
+    # member 0: -0.5 at turn 2, nothing after; member 1: 0, 0, 0.7 (gamma 0.4)
+    assert [r["return"] for r in rows] == pytest.approx([-0.2, 0.112, -0.5, 0.28, 0.7])
+    assert sum(t.count("Your answer was verified") == 2 for t in asked) == 1  # turn 3: one
+    step = next(h for h in trainer.state.log_history if "loss" in h)
+    assert step["turns/repeated"] == pytest.approx(1 / 3)  # of the three later answers
 
 
 def test_rloo_turns_generate_with_transformers_and_grpo_turns_with_vllm():

@@ -11,7 +11,11 @@ it so): one slot per (turn, member), turn by turn (`returns.slot`). Its
 through the same scorer, pool or service the single-turn reward uses; a conversation
 that goes on (`tritonrl.data.feedback.goes_on`, as `eval --turns` decides: not correct,
 or correct and timed) is asked again with the conversation so far and the feedback on its
-verdict (`feedback_message`) as the next user turn, up to `turns` answers. Each answer
+verdict (`feedback_message`) as the next user turn, up to `turns` answers. A later
+answer whose kernel repeats one of its conversation's earlier answers (`kernel_key`)
+scores `rl.turn_repeat_reward` (0 by default; null: as any answer) and ends its
+conversation: a model right once would otherwise earn its reward again by copying itself
+when asked for a faster kernel (`turns/repeated`: their share of later answers). Each answer
 fills its slot: its own prompt (the conversation before it), its tokens, its return
 G_t = r_t + rl.turn_gamma * G_{t+1} (`returns.slot_returns`). The trainer's reward
 function (`reward`) reads the returns and verdicts the rollout kept, verifies nothing
@@ -61,7 +65,7 @@ from typing import Any
 
 from tritonrl.config import Config
 from tritonrl.data.feedback import feedback_message, goes_on
-from tritonrl.extract import try_extract
+from tritonrl.extract import kernel_key, try_extract
 from tritonrl.extract.turns import answer_turn, split_reasoning
 from tritonrl.train.rl.returns import slot, slot_returns
 
@@ -106,6 +110,7 @@ class Conversation:
     verdicts: list[dict] = field(default_factory=list)  # VerifyResult.to_dict() each
     rewards: list[float] = field(default_factory=list)
     feedback: str | None = None  # the user turn the next answer replies to
+    kernels: set[str] = field(default_factory=set)  # its answers' kernel_keys
 
 
 @dataclass
@@ -123,12 +128,14 @@ class MultiTurn:
 
     def __init__(self, config: Config, scorer):
         self.turns, self.gamma = config.rl.turns, config.rl.turn_gamma
+        self.repeat_reward = config.rl.turn_repeat_reward  # None: a repeat scores as any
         self.group = config.rl.num_generations
         self.algo = config.rl.algo
         self.budget = config.rl_prompt_budget  # a bad length fails here, before training
         self.scorer = scorer  # make_trl_reward's: the single-turn reward's pool or service
         self.dropped = 0  # earlier turns dropped to fit, since the last log
         self.verdicts: list[tuple[bool, bool]] = []  # (compiled, cheated), since the last log
+        self.repeats = [0, 0]  # (repeats, later-turn answers) since the last log
 
     # ------------------------------------------------------------------ the rollout
 
@@ -199,20 +206,32 @@ class MultiTurn:
                 results = self.scorer.verify(jobs)
             rewards, details = self.scorer.report(results, 0, {})
             self.verdicts += [(r.compiled, r.cheated) for r in results]
+            ended = set()  # conversations that repeated an answer (with repeat_reward)
             for k, (i, _) in enumerate(asked):
                 c = conversations[i]
+                d = {**details[k], "turn": turn, "completion": texts[k]}
+                key = kernel_key(texts[k])
+                if turn > 1:
+                    d["feedback"] = c.feedback
+                    self.repeats[1] += 1
+                    if key is not None and key in c.kernels:
+                        self.repeats[0] += 1
+                        d["repeat"] = True
+                        if self.repeat_reward is not None:
+                            rewards[k] = d["reward"] = self.repeat_reward
+                            ended.add(i)
+                if key is not None:
+                    c.kernels.add(key)
                 c.answers.append(texts[k])
                 c.verdicts.append(results[k].to_dict())
                 c.rewards.append(rewards[k])
-                d = {**details[k], "turn": turn, "completion": texts[k]}
-                if turn > 1:
-                    d["feedback"] = c.feedback
                 prompt, member = divmod(i, self.group)
                 slots[slot(prompt, turn, member, self.turns, self.group)] = Answer(
                     list(prompt_ids[k]), list(completion_ids[k]),
                     None if logprobs is None else list(logprobs[k]), d,
                 )  # fmt: skip
-            active = [i for i, _ in asked if goes_on(conversations[i].verdicts[-1])]
+            active = [i for i, _ in asked
+                      if i not in ended and goes_on(conversations[i].verdicts[-1])]  # fmt: skip
         returns = slot_returns([c.rewards for c in conversations], self.turns, self.group,
                                self.gamma)  # fmt: skip
         first = {}
@@ -283,7 +302,9 @@ class MultiTurn:
                     log_metric("verify/compiled", sum(c for c, _ in self.verdicts) / n)
                     log_metric("verify/cheated", sum(x for _, x in self.verdicts) / n)
                 log_metric("turns/context_dropped", float(self.dropped))
-                self.dropped, self.verdicts = 0, []
+                if self.repeats[1]:
+                    log_metric("turns/repeated", self.repeats[0] / self.repeats[1])
+                self.dropped, self.verdicts, self.repeats = 0, [], [0, 0]
                 for t in range(1, self.turns + 1):
                     at = [d for d in present if d["turn"] == t]
                     if at:
