@@ -238,6 +238,7 @@ pack() {  # folder $1 -> $OUT/$2
   (cd "$1" && tar -czf "${OUT:-/tmp}/$2.part" ./*.log ./*.md \
     ./*.json ./*.png ./*/families_check.* work/evals/*/summary.json work/evals/*/samples.jsonl \
     work/run/rl/completions.jsonl work/run/rl/log_history.json \
+    work/run-turns*/rl/completions.jsonl work/run-turns*/rl/log_history.json \
     work/run/sft/log_history.json work/run/rl/checkpoints/*/trainer_state.json \
     2>/dev/null; mv "${OUT:-/tmp}/$2.part" "${OUT:-/tmp}/$2") || true
 }

@@ -339,8 +339,9 @@ def turns_eval(label: str, model: Path, ctx: dict) -> Path:
 
 
 def turn_figures(folder: Path, turns: int) -> dict:
-    """correct@turn (and how many conversations answered at each turn), overall and per
-    source, from a multi-turn eval's samples.jsonl (`tritonrl.evaluate.metrics`)."""
+    """correct@turn, how many conversations answered at each turn and the share of those
+    answers repeating an earlier kernel, overall and per source, from a multi-turn eval's
+    samples.jsonl (`tritonrl.evaluate.metrics`)."""
     from tritonrl.evaluate.metrics import turn_metrics
 
     convs: dict[tuple[str, int], list[dict]] = {}
@@ -351,7 +352,8 @@ def turn_figures(folder: Path, turns: int) -> dict:
     groups: dict[str, list] = {"all": list(convs.values())}
     for (task, _), conv in convs.items():
         groups.setdefault(source_of(task), []).append(conv)
-    return {name: {t: {"correct": round(m["correct"], 4), "answered": m["answered"]}
+    return {name: {t: {"correct": round(m["correct"], 4), "answered": m["answered"],
+                       "repeated": m.get("repeated")}
                    for t, m in turn_metrics(group, turns).items()}
             for name, group in groups.items()}  # fmt: skip
 
@@ -581,6 +583,8 @@ def markdown(report: dict) -> str:
             if source in by_source:
                 lines.append(f"| {source} | " + " | ".join(
                     _pct(by_source[source][t]["correct"]) for t in turns) + " |")  # fmt: skip
+        lines.append("| all: answers repeating an earlier kernel | - | " + " | ".join(
+            _pct(by_source["all"][t].get("repeated")) for t in turns[1:]) + " |")  # fmt: skip
     f = report.get("pass_rate_filter")
     if f:
         fresh = f.get("fresh", 0)
