@@ -225,6 +225,8 @@ def test_turns_on_the_command_line_count_correct_by_turn(learner, tmp_path):
     assert summary["metrics"]["turns"]["2"]["correct"] == 1.0
     assert "turn 1: asked 1, correct@1 0.000" in r.output
     assert "turn 2: asked 1, correct@2 1.000" in r.output
+    assert summary["metrics"]["turns"]["2"]["repeated"] == 0.0  # it acted on the feedback
+    assert "repeated 0.000" in r.output
     assert len(Learner.bodies) == 2
     feedback = Learner.bodies[1]["messages"][-1]
     assert feedback["role"] == "user" and "wrong output on input set" in feedback["content"]
