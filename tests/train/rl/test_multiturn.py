@@ -56,6 +56,29 @@ def test_an_answer_without_code_keeps_the_end_of_its_text():
     assert kept_answer("<think>only thoughts</think>") == "(an empty answer)"
 
 
+def test_the_qwen_config_leaves_a_later_turn_room_for_the_task_an_answer_and_its_feedback():
+    """At sft.max_length the Qwen config left a later turn's prompt 1024 tokens, and most
+    conversations of a 3-turn GRPO run ended after turn 1 (docs/benchmarks.md). Counted
+    at 3 characters a token (Qwen's tokenizer gives 3.3-3.5 on these prompts), the
+    longest training task of each family and of the generator, with its own kernel as
+    the earlier answer and a failure's feedback, must fit."""
+    from tritonrl.tasks import load_tasks
+    from tritonrl.tasks.families import draw
+
+    config = load_config("qwen-coder-1.5b-1gpu", [], cuda_available=True)
+    loaded = load_tasks(["gen:50:0"])
+    tasks = [*draw(200, seed=0, split="train"), *getattr(loaded, "tasks", loaded)]
+    feedback = feedback_message({"stage": "compile", "correct": False, "error": "x" * 400})
+    longest = max(
+        sum(len(m["content"]) for m in build_messages(t.source))
+        + len(kept_answer(f"```python\n{t.solution}```"))
+        + len(feedback["content"])
+        for t in tasks
+    )
+    assert longest > 3 * 1024  # what the budget was
+    assert config.rl_prompt_budget * 3 >= longest
+
+
 def _words(messages: list[dict]) -> int:
     return sum(len(m["content"].split()) for m in messages)
 
@@ -317,6 +340,34 @@ def test_an_answer_repeating_its_conversation_scores_the_repeat_reward_and_ends_
     assert sum(t.count("Your answer was verified") == 2 for t in asked) == 1  # turn 3: one
     step = next(h for h in trainer.state.log_history if "loss" in h)
     assert step["turns/repeated"] == pytest.approx(1 / 3)  # of the three later answers
+
+
+@pytest.mark.slow
+def test_conversations_the_prompt_budget_ends_are_said_and_counted(
+    sft_run, tmp_path, monkeypatch, caplog
+):
+    """A later turn's budget too small for any task prompt: the cheat's conversation,
+    which would go on, ends after turn 1, and the run says so once, with the fix, and
+    logs turns/context_ended 1 (every conversation going on was cut)."""
+    from tritonrl.train.rl.common import load_policy
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
+    config = load_config(None, ["--rl.turns", "2", "--rl.turn_max_length", "64",
+                                "--sampling.max_new_tokens", "32", "--rl.max_steps", "1",
+                                "--curriculum.enabled", "false", *QUIET])  # fmt: skip
+    model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
+    trainer, asked = _scripted_trainer("grpo", config, model, tokenizer, tmp_path)
+    with caplog.at_level("WARNING", logger="tritonrl.train.rl.multiturn"):
+        trainer.train()
+
+    rows = [json.loads(line) for line in (tmp_path / "completions.jsonl").read_text().splitlines()]
+    assert [r["turn"] for r in rows] == [1, 1]
+    assert not any("Your answer was verified" in t for t in asked)
+    said = [r.getMessage() for r in caplog.records if "end at turn 1 instead" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("multi-turn RL: 1 of 1 conversations")
+    assert "--rl.turn_max_length" in said[0]
+    step = next(h for h in trainer.state.log_history if "loss" in h)
+    assert step["turns/context_ended"] == 1.0
 
 
 def test_rloo_turns_generate_with_transformers_and_grpo_turns_with_vllm():

@@ -32,7 +32,9 @@ characters of its text), each followed by its feedback. A prompt longer than
 `config.rl_prompt_budget` tokens (`rl.turn_max_length`, null: sft.max_length, less
 sampling.max_new_tokens) drops the oldest (answer, feedback) pairs first, keeping the task
 prompt and the latest pair; a conversation whose task prompt and latest pair alone do not
-fit ends there.
+fit ends there, said in a warning with the count, and `turns/context_ended` logs their
+share of the conversations that would have gone on (near 1: the budget, not the verdicts,
+ends them, and the run is single-turn in all but name).
 
 The hooks: GRPO takes TRL's `rollout_func` (GRPOTrainer(rollout_func=...)): it is handed
 the batch's prompts and returns, per slot, the prompt and completion token ids, the
@@ -136,6 +138,7 @@ class MultiTurn:
         self.dropped = 0  # earlier turns dropped to fit, since the last log
         self.verdicts: list[tuple[bool, bool]] = []  # (compiled, cheated), since the last log
         self.repeats = [0, 0]  # (repeats, later-turn answers) since the last log
+        self.cut = [0, 0]  # (conversations ended for their context, going on) since the log
 
     # ------------------------------------------------------------------ the rollout
 
@@ -256,21 +259,29 @@ class MultiTurn:
                                                  add_generation_prompt=True)  # fmt: skip
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-        asked = []
+        asked, cut = [], 0
         for i in active:
             c = conversations[i]
             earlier = [(kept_answer(a), feedback_message(v))
                        for a, v in zip(c.answers, c.verdicts, strict=True)]  # fmt: skip
             fitted = fit_context(c.prompt, earlier, self.budget, count)
             if fitted is None:
-                log.info("multi-turn RL: a %s conversation ends at turn %d: its prompt and "
-                         "last answer exceed %d tokens", c.task_id, turn - 1,
-                         self.budget)  # fmt: skip
+                cut += 1
                 continue
             messages, dropped = fitted
             self.dropped += dropped
             c.feedback = earlier[-1][1]["content"]
             asked.append((i, messages))
+        self.cut[0] += cut
+        self.cut[1] += len(active)
+        if cut:
+            log.warning(
+                "multi-turn RL: %d of %d conversations that go on end at turn %d instead: "
+                "the task prompt and the last answer with its feedback exceed the %d tokens "
+                "a later turn's prompt may take (rl.turn_max_length, null: sft.max_length, "
+                "less sampling.max_new_tokens); a larger --rl.turn_max_length keeps them",
+                cut, len(active), turn - 1, self.budget,
+            )  # fmt: skip
         return asked
 
     # ------------------------------------------------------------------ the reward
@@ -304,7 +315,9 @@ class MultiTurn:
                 log_metric("turns/context_dropped", float(self.dropped))
                 if self.repeats[1]:
                     log_metric("turns/repeated", self.repeats[0] / self.repeats[1])
-                self.dropped, self.verdicts, self.repeats = 0, [], [0, 0]
+                if self.cut[1]:
+                    log_metric("turns/context_ended", self.cut[0] / self.cut[1])
+                self.dropped, self.verdicts, self.repeats, self.cut = 0, [], [0, 0], [0, 0]
                 for t in range(1, self.turns + 1):
                     at = [d for d in present if d["turn"] == t]
                     if at:
