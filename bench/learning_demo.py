@@ -3,7 +3,7 @@ no stage trained on, with the product's own commands; one GPU, one command.
 
     python bench/learning_demo.py --model qwen2.5-coder-1.5b --out OUT \
         [--kernelbench KB_CHECKOUT] [--config qwen-coder-1.5b-1gpu] [--samples 4]
-        [--rl-budget-s 600 | --deadline-s 1260] [--rl-turns 3 --turns-rl-args "..."]
+        [--rl-budget-s 600 | --deadline-s 1260] [--rl-turns 3 --turns-rl-args "..." [--turns-only]]
         [--device cuda] [--work DIR]
         [-- --rl.learning_rate 1e-6 ...]
 
