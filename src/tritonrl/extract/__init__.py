@@ -115,15 +115,10 @@ def normalise_code(code: str) -> str:
 
 def kernel_key(completion: str | bytes) -> str | None:
     """What two answers holding the same kernel share: the extracted code's syntax tree
-    (comments, blank lines and formatting set aside), or its normalised text when it does
-    not parse; None for an answer with no code."""
+    (comments, blank lines and formatting set aside; extracted code always parses); None
+    for an answer with no code."""
     code, _ = try_extract(completion)
-    if code is None:
-        return None
-    try:
-        return ast.dump(ast.parse(code))
-    except (SyntaxError, ValueError):
-        return normalise_code(code)
+    return None if code is None else ast.dump(ast.parse(code))
 
 
 def try_extract(completion: str | bytes) -> tuple[str | None, str | None]:
