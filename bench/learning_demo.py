@@ -44,7 +44,9 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    same SFT model, work/run-turnsT, its log rl_turns.log) for the same budget; its
    points (`rlTt-STEP`) are evaluated as the others, and the last point of each arm
    also with `--turns T` (with `--turns-only`, with `--turns T` alone: its correct@1 is
-   the one-answer figure without timing, and the evals take 40% less);
+   the one-answer figure without timing, and the evals take 40% less). The two arms
+   may also run side by side, one GPU each: a plain demo, and one given `--rl.turns T`
+   after `--`, both with `--turns-eval T --turns-only --rl-budget-s S`;
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
    extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
@@ -739,8 +741,8 @@ def parse(argv):
                     "model for the same --rl-budget-s; both arms' last points evaluated "
                     "with one answer and with --turns T")  # fmt: skip
     ap.add_argument("--turns-only", action="store_true",
-                    help="with --rl-turns: GRPO points evaluated with --turns T alone "
-                    "(its correct@1 is the one-answer figure, untimed)")  # fmt: skip
+                    help="with --rl-turns or --turns-eval: GRPO points evaluated with "
+                    "--turns T alone (its correct@1: the one-answer figure, untimed)")  # fmt: skip
     ap.add_argument("--turns-rl-args", default="",
                     help="with --rl-turns: more rl overrides for that arm alone, as one "
                     "string (its batch must be a multiple of num_generations x T)")  # fmt: skip
@@ -778,8 +780,10 @@ def parse(argv):
             ap.error("--turns-eval must equal --rl-turns (or be left out)")
         if not args.turns_eval:
             args.turns_eval, args.turns_rl_only = args.rl_turns, True
-    if args.turns_only and not args.rl_turns:
-        ap.error("--turns-only goes with --rl-turns T")
+    if args.turns_only and not args.turns_eval:
+        ap.error("--turns-only goes with --rl-turns T or --turns-eval T")
+    if args.turns_only and args.deadline_s:
+        ap.error("--turns-only takes --rl-budget-s, not --deadline-s")
     args.turns_rl_args = args.turns_rl_args.split()
     return args
 
