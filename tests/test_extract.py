@@ -479,7 +479,7 @@ def test_a_parse_hit_by_cpythons_recursion_depth_mismatch_is_tried_again(monkeyp
         common.parse("x = 1\n")
 
 
-def test_kernel_key_sets_comments_and_formatting_aside_and_nothing_else():
+def test_kernel_key_sets_comments_and_formatting_aside():
     kernel = (
         "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        return x * 2\n"
@@ -494,3 +494,76 @@ def test_kernel_key_sets_comments_and_formatting_aside_and_nothing_else():
     changed = first.replace("x * 2", "x * 3")
     assert kernel_key(changed) != kernel_key(first)
     assert kernel_key("no code here, sorry") is None
+
+
+KERNEL_WITH_DOCS = '''"""Triton solution (generated): SiLU -> Abs over 2-D tiles, fused."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def silu_abs(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """One tile."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.abs(x * tl.sigmoid(x)), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        silu_abs[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+        return out
+'''
+
+
+def _answer(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def test_kernel_key_sees_through_a_docstring_edit_and_renamed_names():
+    # What GRPO with feedback turns learnt in place of copying its kernel verbatim: the
+    # same code under a reworded docstring ("Here's a faster solution").
+    reworded = KERNEL_WITH_DOCS.replace(
+        "SiLU -> Abs over 2-D tiles", "fused SiLU -> Abs, one pass, faster"
+    ).replace('    """One tile."""\n', "")
+    renamed = (
+        KERNEL_WITH_DOCS.replace("silu_abs", "fused_kernel")
+        .replace("offs", "idx")
+        .replace("BLOCK", "BLOCK_SIZE")
+        .replace("out_ptr", "y_ptr")
+        .replace("import triton.language as tl", "import triton.language as tlang")
+        .replace("tl.", "tlang.")
+    )
+    key = kernel_key(_answer(KERNEL_WITH_DOCS))
+    assert kernel_key(_answer(reworded)) == key
+    assert kernel_key(_answer(renamed)) == key
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("BLOCK=1024", "BLOCK=512"),  # a tuning change
+        ("triton.cdiv(n, 1024)", "triton.cdiv(n, 512)"),
+        ("tl.abs(x * tl.sigmoid(x))", "tl.abs(x * tl.sigmoid(x) + 0.0)"),
+        ("tl.sigmoid", "tl.exp"),  # another library function: not a name it binds
+        ("mask=mask)\n    tl.store", "mask=mask, other=0.0)\n    tl.store"),
+        ("import triton.language as tl", "import triton.language as tl\nfrom math import e"),
+    ],
+)
+def test_kernel_key_still_tells_a_changed_kernel(old, new):
+    assert old in KERNEL_WITH_DOCS
+    changed = KERNEL_WITH_DOCS.replace(old, new)
+    assert kernel_key(_answer(changed)) != kernel_key(_answer(KERNEL_WITH_DOCS))
+
+
+def test_kernel_key_keeps_what_an_import_names():
+    # `from m import a` and `from m import b` bind different names to different things.
+    first = "from torch import amax as f\n\nclass ModelNew:\n    def forward(self, x):\n" \
+        "        return f(x)\n"  # fmt: skip
+    assert kernel_key(_answer(first)) != kernel_key(_answer(first.replace("amax", "amin")))
+    renamed = first.replace("as f", "as g").replace("f(x)", "g(x)")
+    assert kernel_key(_answer(first)) == kernel_key(_answer(renamed))

@@ -6,7 +6,7 @@
 replacement). The result always parses with `ast.parse`, defines a top-level
 `class ModelNew`, has no leading blank lines and ends with exactly one newline;
 `normalise_code` applies that same normalisation to any code (SFT targets use it).
-`kernel_key(completion)` is what two answers holding the same kernel share (multi-turn
+`kernel_key(completion)` is what two answers holding the same kernel share (`key`; multi-turn
 RL and `eval --turns` find answers that repeat an earlier one with it).
 
 What it does NOT do: it never imports, runs or checks the code (that is
@@ -62,7 +62,6 @@ The package, in the order a completion goes through it: `turns` (chat-template t
 
 from __future__ import annotations
 
-import ast
 import logging
 
 from tritonrl.extract.choose import choose_fit, whole_answer
@@ -73,6 +72,7 @@ from tritonrl.extract.common import MAX_SUPPORT_BLOCKS as MAX_SUPPORT_BLOCKS
 from tritonrl.extract.common import MAX_SUPPORT_CHARS as MAX_SUPPORT_CHARS
 from tritonrl.extract.common import MAX_TRIM_STEPS as MAX_TRIM_STEPS
 from tritonrl.extract.common import MODEL_NEW_LINE, ExtractError, normalise, to_text
+from tritonrl.extract.key import code_key
 from tritonrl.extract.messages import Search, explain
 from tritonrl.extract.scan import Text, scan_fences, tagged_blocks, tiers
 from tritonrl.extract.turns import answer_turn, split_reasoning
@@ -115,10 +115,10 @@ def normalise_code(code: str) -> str:
 
 def kernel_key(completion: str | bytes) -> str | None:
     """What two answers holding the same kernel share: the extracted code's syntax tree
-    (comments, blank lines and formatting set aside; extracted code always parses); None
-    for an answer with no code."""
+    with comments, formatting, docstrings and the names it binds itself set aside
+    (`key.code_key`; extracted code always parses); None for an answer with no code."""
     code, _ = try_extract(completion)
-    return None if code is None else ast.dump(ast.parse(code))
+    return None if code is None else code_key(code)
 
 
 def try_extract(completion: str | bytes) -> tuple[str | None, str | None]:
