@@ -26,7 +26,8 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
    `builtin:heldout`) is left out unless `--no-decontaminate`, and so is every fresh
    task GRPO is given (`-- --rl.generated_tasks N`, from the generator or, with
-   `--rl.fresh_source families`, the families' training split);
+   `--rl.fresh_source families`, the families' training split); its checkpoints are
+   then removed (GRPO starts from sft/final) unless `--keep-sft-checkpoints`;
 4. with `--filter-samples N`, `tritonrl eval` of the SFT model on the run's training
    tasks (`--tasks train:work/run`, N answers each, no timing), whose folder GRPO takes
    as `rl.pass_rates` (only tasks it solved sometimes but not always);
@@ -47,6 +48,9 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    the one-answer figure without timing, and the evals take 40% less). The two arms
    may also run side by side, one GPU each: a plain demo, and one given `--rl.turns T`
    after `--`, both with `--turns-eval T --turns-only --rl-budget-s S`;
+   With `--sft-only`, no GRPO: the SFT model's eval is the last point (two arms of one
+   recipe side by side, this one and one with `--skip-sft-eval`, give both points in
+   the time of one arm);
 5. `tritonrl eval` of the base, the SFT model and up to `--rl-evals` GRPO checkpoints on
    the held-out folder (`--samples` answers a task, sampled as `sampling.*` says: the
    extra `--sampling.*` overrides go to rl and to every eval, `--eval-temperature`
@@ -458,6 +462,17 @@ def grpo(cmd: list[str], run: Path, ctx: dict, name: str = "rl") -> float:
         return run_logged(cmd, log_path, budget and max(60.0, budget - time.monotonic() + started))
 
 
+def prune_checkpoints(folder: Path) -> None:
+    """Remove a finished SFT stage's checkpoints: GRPO starts from sft/final, and a
+    1.5B's two checkpoints with their optimizer states take 40 GB, which four arms on
+    one machine's disk (and a multi-turn arm's copy of the run) cannot spare."""
+    if folder.is_dir():
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        shutil.rmtree(folder)
+        log.info("SFT checkpoints removed (%.1f GB; --keep-sft-checkpoints keeps them)",
+                 size / 1e9)  # fmt: skip
+
+
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
     found = (run / "rl" / "checkpoints").glob("checkpoint-*")
     return sorted((int(p.name.split("-")[1]), p) for p in found if (p / "config.json").is_file())
@@ -684,9 +699,77 @@ def plot(report: dict, path: Path) -> None:
               ylim=(-2, 100))  # fmt: skip
     for ax in (left, right):
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:  # an SFT-only demo draws no GRPO curve
+            ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def grpo_arms(run: Path, rl_extra: list[str], folders: list[tuple[str, Path]], report: dict,
+              ctx: dict) -> list[tuple[str, Path]]:  # fmt: skip
+    """GRPO (and with `--rl-turns`, the multi-turn arm) from the SFT model of `run`, each
+    arm's points evaluated; `folders` (the points so far) gains theirs and the report
+    its curves, points and timing probe. The multi-turn evals' folders."""
+    args, work, started = ctx["args"], ctx["work"], ctx["started"]
+    cuda = args.device == "cuda"
+    rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", "--rl.device", args.device,
+                      "--verify.device", args.device, *rl_extra)  # fmt: skip
+    sft_turns = None  # the SFT model's multi-turn eval, beside the pass rates' (no timing)
+    if args.turns_eval and not args.turns_rl_only:
+        sft_turns = Background(turns_eval, "sft", run / "sft" / "final", ctx)
+    if args.pass_rates:  # measured before, of this recipe's SFT model
+        rl_cmd += ["--rl.pass_rates", str(args.pass_rates.resolve())]
+    elif args.filter_samples:  # GRPO on the tasks the SFT model solves sometimes
+        rl_cmd += ["--rl.pass_rates", str(pass_rates(run, rl_extra, ctx))]
+    turn_folders = [("sft", sft_turns.get())] if sft_turns is not None else []
+    ctx["commands"]["rl"] = rl_cmd[2:]
+    run_turns = work / f"run-turns{args.rl_turns}"
+    if args.rl_turns:  # the multi-turn arm starts from the same SFT model
+        shutil.rmtree(run_turns, ignore_errors=True)
+        shutil.copytree(run, run_turns)
+    stop, training = threading.Event(), threading.Event()
+    probe = None
+    if cuda and args.probe_runs:
+        probe = Background(timing_probe, args.probe_runs, training, stop, args.probe_pause_s)
+    training.set()
+    try:
+        ctx["seconds"]["rl"] = round(grpo(rl_cmd, run, ctx), 1)
+    finally:
+        training.clear()
+        stop.set()
+    report["rl_curve"] = rl_curve(run)
+    report["unseen"] = unseen_curve(run)
+    report["pass_rate_filter"] = stage_info(run, "rl").get("pass_rate_filter")
+    if not args.turns_only:
+        for label, path in rl_points(run, args.rl_evals):
+            folders.append((label, evaluate(label, path, ctx)))
+    report["points"] += [point(label, folder, work, args.samples) for label, folder in folders]
+    points = rl_points(run, args.rl_evals)
+    if args.turns_eval and points:  # the last GRPO point's, if the deadline leaves time
+        one_eval = ctx["seconds"].get("eval_sft", args.eval_estimate_s)
+        need = 1.1 * ctx["seconds"].get("eval_sft_turns", TURNS_COST * one_eval)
+        left = args.deadline_s - (time.monotonic() - started) if args.deadline_s else need
+        if left >= need:
+            turn_folders.append((points[-1][0], turns_eval(*points[-1], ctx)))
+        else:
+            report["skipped"] = (f"{points[-1][0]}'s --turns eval: {left:.0f} s left, "
+                                 f"{need:.0f} s needed")  # fmt: skip
+    if args.rl_turns:  # GRPO with feedback turns, the same budget, then its evals
+        cmd = [str(run_turns) if c == str(run) else c for c in rl_cmd]
+        cmd += ["--rl.turns", str(args.rl_turns), *args.turns_rl_args]
+        ctx["commands"]["rl_turns"] = cmd[2:]
+        ctx["seconds"]["rl_turns"] = round(grpo(cmd, run_turns, ctx, "rl_turns"), 1)
+        report["rl_curve_turns"] = rl_curve(run_turns)
+        points_t = rl_points(run_turns, args.rl_evals, f"rl{args.rl_turns}t")
+        arm = [] if args.turns_only else [(label, evaluate(label, path, ctx))
+                                          for label, path in points_t]  # fmt: skip
+        folders.extend(arm)
+        report["points"] += [point(label, folder, work, args.samples) for label, folder in arm]
+        if points_t:
+            turn_folders.append((points_t[-1][0], turns_eval(*points_t[-1], ctx)))
+    if probe is not None:
+        report["probe"]["training"] = probe.get()
+    return turn_folders
 
 
 # --------------------------------------------------------------------------- main
@@ -718,6 +801,9 @@ def parse(argv):
     ap.add_argument("--with-generated", action="store_true",
                     help="with --family-tasks: the families beside the generator's tasks, "
                     "not instead of them")  # fmt: skip
+    ap.add_argument("--keep-sft-checkpoints", action="store_true",
+                    help="keep work/run/sft/checkpoints (removed once SFT is done: GRPO "
+                    "starts from sft/final)")  # fmt: skip
     ap.add_argument("--no-decontaminate", action="store_true",
                     help="do not leave out training tasks equal to held-out ones")  # fmt: skip
     ap.add_argument("--samples", type=int, default=4)
@@ -756,6 +842,9 @@ def parse(argv):
         help="do not evaluate the SFT model (its figures come from an earlier "
         "run of the same recipe): GRPO gets that time",
     )
+    ap.add_argument("--sft-only", action="store_true",
+                    help="evaluate the SFT model and stop, no GRPO (the SFT point of an arm "
+                    "of the same recipe run beside it with --skip-sft-eval)")  # fmt: skip
     ap.add_argument(
         "--eval-estimate-s",
         type=float,
@@ -780,6 +869,9 @@ def parse(argv):
             ap.error("--turns-eval must equal --rl-turns (or be left out)")
         if not args.turns_eval:
             args.turns_eval, args.turns_rl_only = args.rl_turns, True
+    if args.sft_only and (args.skip_sft_eval or args.rl_turns or args.turns_only):
+        ap.error("--sft-only evaluates the SFT model alone: not with --skip-sft-eval, "
+                 "--rl-turns or --turns-only")  # fmt: skip
     if args.turns_only and not args.turns_eval:
         ap.error("--turns-only goes with --rl-turns T or --turns-eval T")
     if args.turns_only and args.deadline_s:
@@ -841,70 +933,20 @@ def main(argv: list[str] | None = None) -> int:
                        *device[:2], *sft_extra)  # fmt: skip
     ctx["commands"]["sft"] = sft_cmd[2:]
     ctx["seconds"]["sft"] = round(run_logged(sft_cmd, out / "sft.log"), 1)
+    if not args.keep_sft_checkpoints:
+        prune_checkpoints(run / "sft" / "checkpoints")
     if not args.skip_sft_eval:
         folders.append(("sft", evaluate("sft", run / "sft" / "final", ctx)))
-    rl_cmd = tritonrl("rl", "--run", str(run), "--algo", "grpo", *device[2:],
-                      "--verify.device", args.device, *rl_extra)  # fmt: skip
-    sft_turns = None  # the SFT model's multi-turn eval, beside the pass rates' (no timing)
-    if args.turns_eval and not args.turns_rl_only:
-        sft_turns = Background(turns_eval, "sft", run / "sft" / "final", ctx)
-    if args.pass_rates:  # measured before, of this recipe's SFT model
-        rl_cmd += ["--rl.pass_rates", str(args.pass_rates.resolve())]
-    elif args.filter_samples:  # GRPO on the tasks the SFT model solves sometimes
-        rl_cmd += ["--rl.pass_rates", str(pass_rates(run, rl_extra, ctx))]
-    turn_folders = [("sft", sft_turns.get())] if sft_turns is not None else []
-    ctx["commands"]["rl"] = rl_cmd[2:]
-    run_turns = work / f"run-turns{args.rl_turns}"
-    if args.rl_turns:  # the multi-turn arm starts from the same SFT model
-        shutil.rmtree(run_turns, ignore_errors=True)
-        shutil.copytree(run, run_turns)
-    stop, training = threading.Event(), threading.Event()
-    probe = None
-    if cuda and args.probe_runs:
-        probe = Background(timing_probe, args.probe_runs, training, stop, args.probe_pause_s)
-    training.set()
-    try:
-        ctx["seconds"]["rl"] = round(grpo(rl_cmd, run, ctx), 1)
-    finally:
-        training.clear()
-        stop.set()
-    report["rl_curve"] = rl_curve(run)
-    report["unseen"] = unseen_curve(run)
-    report["pass_rate_filter"] = stage_info(run, "rl").get("pass_rate_filter")
-    if not args.turns_only:
-        for label, path in rl_points(run, args.rl_evals):
-            folders.append((label, evaluate(label, path, ctx)))
-    report["points"] += [point(label, folder, work, args.samples) for label, folder in folders]
-    points = rl_points(run, args.rl_evals)
-    if args.turns_eval and points:  # the last GRPO point's, if the deadline leaves time
-        one_eval = ctx["seconds"].get("eval_sft", args.eval_estimate_s)
-        need = 1.1 * ctx["seconds"].get("eval_sft_turns", TURNS_COST * one_eval)
-        left = args.deadline_s - (time.monotonic() - started) if args.deadline_s else need
-        if left >= need:
-            turn_folders.append((points[-1][0], turns_eval(*points[-1], ctx)))
-        else:
-            report["skipped"] = (f"{points[-1][0]}'s --turns eval: {left:.0f} s left, "
-                                 f"{need:.0f} s needed")  # fmt: skip
-    if args.rl_turns:  # GRPO with feedback turns, the same budget, then its evals
-        cmd = [str(run_turns) if c == str(run) else c for c in rl_cmd]
-        cmd += ["--rl.turns", str(args.rl_turns), *args.turns_rl_args]
-        ctx["commands"]["rl_turns"] = cmd[2:]
-        ctx["seconds"]["rl_turns"] = round(grpo(cmd, run_turns, ctx, "rl_turns"), 1)
-        report["rl_curve_turns"] = rl_curve(run_turns)
-        points_t = rl_points(run_turns, args.rl_evals, f"rl{args.rl_turns}t")
-        arm = [] if args.turns_only else [(label, evaluate(label, path, ctx))
-                                          for label, path in points_t]  # fmt: skip
-        folders += arm
-        report["points"] += [point(label, folder, work, args.samples) for label, folder in arm]
-        if points_t:
-            turn_folders.append((points_t[-1][0], turns_eval(*points_t[-1], ctx)))
+    if args.sft_only:
+        report["points"] += [point(label, folder, work, args.samples) for label, folder in folders]
+        turn_folders = []
+    else:
+        turn_folders = grpo_arms(run, rl_extra, folders, report, ctx)
     report["turns"] = {label: turn_figures(f, args.turns_eval) for label, f in turn_folders}
     if folders:
         compare = subprocess.run(tritonrl("eval", "--compare", *(str(f) for _, f in folders),
                                           "--json"), capture_output=True, text=True)  # fmt: skip
         (out / "compare.json").write_text(compare.stdout or compare.stderr)
-    if probe is not None:
-        report["probe"]["training"] = probe.get()
     for phase in ("idle", "training"):
         for key in ("device", "launch"):
             report["probe"][f"{phase}_{key}"] = spread(report["probe"].get(phase) or [], key)

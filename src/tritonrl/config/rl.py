@@ -152,8 +152,8 @@ class RlConfig:
     turns: int = 1
     turn_gamma: float = 0.4
     # The reward of a later answer whose kernel repeats an earlier answer of its
-    # conversation (extract.kernel_key: the same code once comments and formatting are
-    # set aside); its conversation ends there. Without it a model that was right once
+    # conversation (extract.kernel_key: the same code once comments, formatting,
+    # docstrings and the names it binds are set aside); its conversation ends there. Without it a model that was right once
     # earns its reward again by copying itself, and multi-turn GRPO teaches copying.
     # null: scored as any answer, the conversation going on as any would.
     turn_repeat_reward: float | None = 0.0

@@ -303,8 +303,11 @@ def test_trl_takes_the_documented_advantages_inside_each_prompt_turn_group(
 
 
 CLAMP = CHEAT.replace("torch.relu(x)", "torch.clamp(x, min=0)")  # another cheat
-# the first cheat again, a comment and a blank line added: the same kernel
-CHEAT_AGAIN = CHEAT.replace("class ModelNew", "# as before\n\nclass ModelNew")
+# the first cheat again under a new docstring (how 3-turn GRPO dodged a key that kept
+# docstrings), a comment and a blank line added: the same kernel
+CHEAT_AGAIN = CHEAT.replace("```python\n", '```python\n"""Faster: one pass."""\n', 1).replace(
+    "class ModelNew", "# as before\n\nclass ModelNew"
+)
 
 
 @pytest.mark.slow
