@@ -153,8 +153,9 @@ class RlConfig:
     turn_gamma: float = 0.4
     # The reward of a later answer whose kernel repeats an earlier answer of its
     # conversation (extract.kernel_key: the same code once comments, formatting,
-    # docstrings and the names it binds are set aside); its conversation ends there. Without it a model that was right once
-    # earns its reward again by copying itself, and multi-turn GRPO teaches copying.
+    # docstrings and the names it binds are set aside); its conversation ends there.
+    # Without it a model that was right once earns its reward again by copying itself,
+    # and multi-turn GRPO teaches copying.
     # null: scored as any answer, the conversation going on as any would.
     turn_repeat_reward: float | None = 0.0
     # Tokens a later turn's prompt plus its answer (sampling.max_new_tokens) may take: the
