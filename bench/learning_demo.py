@@ -940,6 +940,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.sft_only:
         report["points"] += [point(label, folder, work, args.samples) for label, folder in folders]
         turn_folders = []
+        if args.turns_eval and not args.turns_rl_only:
+            turn_folders.append(("sft", turns_eval("sft", run / "sft" / "final", ctx)))
     else:
         turn_folders = grpo_arms(run, rl_extra, folders, report, ctx)
     report["turns"] = {label: turn_figures(f, args.turns_eval) for label, f in turn_folders}
