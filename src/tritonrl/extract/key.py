@@ -1,6 +1,6 @@
 """The form of a kernel that two answers share when one only restates the other.
 
-`code_key(code)` dumps the syntax tree of parsed code after three normalisations: string
+`code_key(code)` dumps the syntax tree of parsed code after two normalisations: string
 and other constants standing alone as statements (docstrings) are dropped, and every
 name the code itself binds (assigned names, parameters, functions, classes, import
 aliases, loop and exception variables) is renamed by its order of first appearance, so
