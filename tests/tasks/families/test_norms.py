@@ -1,14 +1,17 @@
 """The norms family: every kind (layer, RMS, L1, L2, Frobenius, group, instance; layer and
-RMS with and without parameters) passes the solution check; a sample passes the verifier."""
+RMS with and without parameters; the row kinds in both styles) passes the solution check;
+a sample passes the verifier."""
 
 import pytest
 
 from tritonrl.tasks.families import family_task, norms
 
 SIGNATURES = [
-    *(f"norms:{k}:{a}" for k in ("layer", "rms") for a in ("affine", "plain")),
+    *(f"norms:{k}:{a}{s}" for k in ("layer", "rms") for a in ("affine", "plain")
+      for s in ("", ":moved")),
+    *(f"norms:{k}:moved" for k in ("l1", "l2")),
     *(f"norms:{k}" for k in norms.KINDS if k not in ("layer", "rms")),
-]
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("signature", SIGNATURES)
@@ -17,7 +20,12 @@ def test_every_kind_passes_the_solution_check(signature, solution_passes):
 
 
 @pytest.mark.parametrize(
-    "signature", ["norms:group", pytest.param("norms:layer:affine", marks=pytest.mark.slow)]
+    "signature",
+    [
+        "norms:group",
+        "norms:rms:affine:moved",
+        pytest.param("norms:layer:affine", marks=pytest.mark.slow),
+    ],
 )
 def test_a_sample_passes_the_verifier(signature, verifier_passes):
     verifier_passes("norms", lambda sig: sig == signature)

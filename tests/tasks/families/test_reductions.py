@@ -1,5 +1,5 @@
-"""The reductions family: every op along every dim (and keepdim) passes the solution
-check; a sample passes the verifier; arg reductions return int64 indices."""
+"""The reductions family: every op along every dim (and keepdim), in both styles, passes
+the solution check; a sample passes the verifier; arg reductions return int64 indices."""
 
 import pytest
 import torch
@@ -7,13 +7,28 @@ import torch
 from tritonrl.tasks.families import draw_one, family_task, reductions
 from tritonrl.tasks.runtime import import_source
 
-FEATURES = [f"{op}:dim{d}" for op in reductions.OPS for d in range(3)] + ["keepdim"]
+FEATURES = [
+    *(f"{op}:dim{d}{s}" for op in reductions.OPS for d in range(3) for s in ("", ":moved")),
+    "keepdim",
+    "keepdim:moved",
+]
 
 
 def _wanted(feature: str):
-    if feature == "keepdim":
-        return lambda sig: sig.endswith(":keepdim")
-    return lambda sig: sig.startswith(f"reductions:{feature}")
+    """Signatures with `feature`: an op and a dim (`argmax:dim1`), or keepdim, in the
+    strided style unless the feature ends with `:moved`."""
+    moved = feature.endswith(":moved")
+    feature = feature.removesuffix(":moved")
+
+    def wanted(sig: str) -> bool:
+        if sig.endswith(":moved") != moved:
+            return False
+        sig = sig.removesuffix(":moved")
+        if feature == "keepdim":
+            return sig.endswith(":keepdim")
+        return sig.startswith(f"reductions:{feature}")
+
+    return wanted
 
 
 @pytest.mark.parametrize("feature", FEATURES)
@@ -22,7 +37,7 @@ def test_every_op_and_dim_passes_the_solution_check(feature, solution_passes):
 
 
 @pytest.mark.parametrize(
-    "feature", ["argmax:dim1", pytest.param("prod:dim2", marks=pytest.mark.slow)]
+    "feature", ["argmax:dim1", "sum:dim1:moved", pytest.param("prod:dim2", marks=pytest.mark.slow)]
 )
 def test_a_sample_passes_the_verifier(feature, verifier_passes):
     verifier_passes("reductions", _wanted(feature))
@@ -34,12 +49,16 @@ def test_every_op_and_dim_passes_the_verifier(feature, verifier_passes):
     verifier_passes("reductions", _wanted(feature))
 
 
-@pytest.mark.parametrize("feature", ["argmax:dim0", "argmin:dim1", "argmax:dim2", "argmin:dim2"])
+@pytest.mark.parametrize(
+    "feature",
+    ["argmax:dim0", "argmin:dim1", "argmax:dim2", "argmin:dim2", "argmax:dim1:moved",
+     "argmin:dim2:moved"],
+)  # fmt: skip
 def test_arg_reductions_write_int64_and_the_first_index_of_a_tie(feature, first_seed, tmp_path):
     # Three values only: every line holds ties, across the lanes of a tile and, where the
     # line is longer than a chunk, within one lane.
     task = family_task("reductions", first_seed("reductions", _wanted(feature)))
-    dim = int(feature[-1])
+    dim = int(feature.removesuffix(":moved")[-1])
     solution = import_source(task.solution, f"solution_{feature.replace(':', '_')}", tmp_path)
     shape = {0: (300, 2, 3), 1: (2, 300, 40), 2: (2, 3, 2100)}[dim]
     x = torch.randint(0, 3, shape).float()
@@ -50,19 +69,20 @@ def test_arg_reductions_write_int64_and_the_first_index_of_a_tie(feature, first_
 
 def test_every_op_compiles_for_an_sm90_gpu(compiles_for_sm90):
     # Both tilings (whole rows of the last dim; lines across a strided one), wide and
-    # narrow, at the block sizes forward picks.
+    # narrow, at the block sizes forward picks; the moved style's rows, at both styles.
     tiles = [{"BLOCK_O": o, "BLOCK_R": r, "LAST": last}
              for o, r, last in [(2, 1024, True), (16, 128, True), (256, 16, False),
                                 (32, 128, False)]]  # fmt: skip
     solutions = []
     for op in reductions.OPS:
-        task = family_task("reductions", _first_seed_of(f"reductions:{op}:"))
-        solutions.append((task.solution, tiles))
+        for style in ("", ":moved"):
+            task = family_task("reductions", _first_seed_of(f"{op}:dim0{style}"))
+            solutions.append((task.solution, tiles))
     assert compiles_for_sm90(solutions) == []
 
 
-def _first_seed_of(prefix: str) -> int:
-    return next(s for s in range(3000) if draw_one("reductions", s).signature.startswith(prefix))
+def _first_seed_of(feature: str) -> int:
+    return next(s for s in range(3000) if _wanted(feature)(draw_one("reductions", s).signature))
 
 
 def test_products_stay_finite_on_the_shifted_input_set(tmp_path):

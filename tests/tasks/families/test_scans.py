@@ -1,11 +1,16 @@
 """The scans family: cumsum, cumprod, reverse and masked cumsum, along the last and a
-strided dim, pass the solution check; a sample passes the verifier."""
+strided dim, in both styles, pass the solution check; a sample passes the verifier."""
 
 import pytest
 
 from tritonrl.tasks.families import scans
 
-SIGNATURES = [f"scans:{op}:{where}" for op in scans.OPS for where in ("last", "inner")]
+SIGNATURES = [
+    f"scans:{op}:{where}{style}"
+    for op in scans.OPS
+    for where in ("last", "inner")
+    for style in ("", ":moved")
+]
 
 
 @pytest.mark.parametrize("signature", SIGNATURES)
@@ -15,7 +20,11 @@ def test_every_signature_passes_the_solution_check(signature, solution_passes):
 
 @pytest.mark.parametrize(
     "signature",
-    ["scans:masked_cumsum:last", pytest.param("scans:reverse_cumsum:last", marks=pytest.mark.slow)],
+    [
+        "scans:masked_cumsum:last",
+        "scans:masked_cumsum:inner:moved",
+        pytest.param("scans:reverse_cumsum:last", marks=pytest.mark.slow),
+    ],
 )
 def test_a_sample_passes_the_verifier(signature, verifier_passes):
     verifier_passes("scans", lambda sig: sig == signature)
@@ -33,8 +42,9 @@ def test_every_signature_compiles_for_an_sm90_gpu(compiles_for_sm90):
     # sum of the same loaded tile; the solutions avoid that.
     from tritonrl.tasks import families
 
-    solutions = {t.name: t.solution for t in families.draw(40, 0, "all", ["scans"], False)}
-    assert len(solutions) == len(SIGNATURES)
+    drawn = [families.draw_one("scans", s) for s in range(200)]
+    solutions = {d.signature: d.solution for d in drawn}
+    assert sorted(solutions) == sorted(SIGNATURES)
     tiles = [{"BLOCK_O": bo, "BLOCK_R": br} for bo, br in [(1, 2048), (16, 128), (128, 16)]]
     assert compiles_for_sm90([(s, tiles) for s in solutions.values()], {"m_ptr": "*i1"}) == []
 

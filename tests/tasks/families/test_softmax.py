@@ -1,15 +1,16 @@
 """The softmax family: softmax and log-softmax along rows and columns, with and without
-a temperature, pass the solution check; a sample passes the verifier."""
+a temperature, in both styles, pass the solution check; a sample passes the verifier."""
 
 import pytest
 
 from tritonrl.tasks.families import family_task
 
 SIGNATURES = [
-    f"softmax:{op}:{along}:{temp}"
+    f"softmax:{op}:{along}:{temp}{style}"
     for op in ("softmax", "log_softmax")
     for along in ("rows", "cols")
     for temp in ("plain", "temp")
+    for style in ("", ":moved")
 ]
 
 
@@ -22,6 +23,7 @@ def test_every_signature_passes_the_solution_check(signature, solution_passes):
     "signature",
     [
         "softmax:log_softmax:cols:plain",
+        "softmax:softmax:cols:temp:moved",
         pytest.param("softmax:softmax:rows:temp", marks=pytest.mark.slow),
     ],
 )

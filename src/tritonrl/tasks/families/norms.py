@@ -1,9 +1,10 @@
 """Norms family: layer norm, RMS norm, L1 / L2 normalisation of rows, Frobenius
 normalisation of the whole tensor, group norm and instance norm.
 
-Signature: `norms:<kind>[:affine|plain]` (kind: layer, rms, l1, l2, fro, group,
-instance; layer and rms with or without their learned scale). Held out: `HELDOUT` (layer
-norm without affine parameters, the L1 normalisation).
+Signature: `norms:<kind>[:affine|plain][:moved]` (kind: layer, rms, l1, l2, fro, group,
+instance; layer and rms with or without their learned scale; `moved`: a row kind in
+`axis`'s moved style, rows of contiguous elements). Held out: `HELDOUT` (layer norm
+without affine parameters, the L1 normalisation; in both styles).
 
 Solutions, all fp32 accumulation:
 * layer / rms / l1 / l2 along the last dim: one stats pass over each row (sum and sum of
@@ -35,7 +36,9 @@ from tritonrl.tasks.families.base import (
 NAME = "norms"
 POLICY = "strict"
 KINDS = ("layer", "rms", "l1", "l2", "fro", "group", "instance")
-HELDOUT = frozenset({"norms:layer:plain", "norms:l1"})
+HELDOUT = frozenset(
+    sig + style for sig in ("norms:layer:plain", "norms:l1") for style in ("", ":moved")
+)
 EPS = 1e-5
 
 _ROW_KERNEL = """
@@ -157,16 +160,19 @@ def _row(kind, affine, rng, seed, small) -> tuple[str, str]:
         if kind == "layer":
             write += "\nb = tl.load(b_ptr + r, mask=r < R, other=0.0)\nv = v + b[None, :]"
     w_ptrs = ("w_ptr, b_ptr, " if kind == "layer" else "w_ptr, ") if params else ""
+    moved = axis.style(NAME, seed) == "moved"
+    preamble, kernel_params, kernel_args = axis.parts(axis.style(NAME, seed))
     kernel = _ROW_KERNEL.format(
-        kind=kind, w_ptrs=w_ptrs, params=axis.PARAMS, preamble=indent(axis.PREAMBLE, 4),
-        load=indent(axis.chunk("0.0"), 8), stats=indent(stats, 8), scale=indent(scale, 4),
-        write=indent(write, 8),
+        kind=kind, w_ptrs=w_ptrs, params=kernel_params, preamble=indent(preamble, 4),
+        load=indent(axis.chunk("0.0", moved=moved), 8), stats=indent(stats, 8),
+        scale=indent(scale, 4), write=indent(write, 8),
     )  # fmt: skip
     launch_w = ("self.weight, self.bias, " if kind == "layer" else "self.weight, ") * params
+    lines = axis.moved_launch_lines if moved else axis.launch_lines
     forward = [
-        *axis.launch_lines("-1", tile=4096),
+        *lines("-1", tile=4096),
         "y = torch.empty_like(x)",
-        *launch(f"{kind}_norm_kernel[grid]", f"x, {launch_w}y, {axis.ARGS}, eps=self.eps"),
+        *launch(f"{kind}_norm_kernel[grid]", f"x, {launch_w}y, {kernel_args}, eps=self.eps"),
         "return y",
     ]
     solution = solution_source(
@@ -293,6 +299,8 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         sig = f"norms:{kind}:{'affine' if affine else 'plain'}"
     else:
         sig = f"norms:{kind}"
+    if kind in ("layer", "rms", "l1", "l2") and axis.style(NAME, seed) == "moved":
+        sig += ":moved"
     titles = {"layer": "LayerNorm", "rms": "RMSNorm", "l1": "L1Norm", "l2": "L2Norm",
               "fro": "FrobeniusNorm", "group": "GroupNorm", "instance": "InstanceNorm"}  # fmt: skip
     name = titles[kind] + ("_Affine" if sig.endswith(":affine") else "")

@@ -1,8 +1,9 @@
 """Reductions family: sum, mean, max, min, prod, argmax or argmin of a 3-D tensor along a
 chosen dim, the value reductions with or without `keepdim`.
 
-Signature: `reductions:<op>:dim<d>[:keepdim]`. Held out: `HELDOUT` (prod, argmin, and
-mean with keepdim, along every dim: one program each).
+Signature: `reductions:<op>:dim<d>[:keepdim][:moved]` (`moved`: `axis`'s moved style).
+Held out: `HELDOUT` (prod, argmin, and mean with keepdim, along every dim and in both
+styles).
 
 The solution is one kernel over the tensor seen as `[outer, R, inner]`: each program
 reduces `BLOCK_O` lines in `BLOCK_R` chunks with an fp32 accumulator (max/min/arg keep a
@@ -12,7 +13,9 @@ strided dim its lines are `BLOCK_O` neighbours of one outer slice, so a tile's c
 are consecutive addresses (`base` is a scalar plus an `arange`, with no per-lane `//`
 or `%` that would hide that from Triton's coalescing and leave each lane a scattered
 load). Line blocks shrink (to 32) while the grid has fewer than ~8 programs an SM.
-Forward is plain integer arithmetic before the one launch (no `triton.cdiv` or
+The moved style instead moves the dim last (a copy unless it is) and reduces rows of R
+contiguous elements, `BLOCK_O` rows a program. Forward is plain integer arithmetic before
+the one launch (no `triton.cdiv` or
 `triton.next_power_of_2` calls, which cost more than the expressions); the kernel
 works out its own block count along a strided dim.
 PyTorch's reductions are also single-pass: on the GPU alone the kernels beat eager's
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import random
 
+from tritonrl.tasks.families import axis
 from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, solution_source
 
 NAME = "reductions"
@@ -46,9 +50,10 @@ PROD_MAX_LENGTH = 256
 # Whole programs: the dim is a constant of the reference, so `prod` along dim 1 is the
 # program of `prod` along dim 0 (`tasks.normalize`'s program form) and both are held out.
 HELDOUT = frozenset(
-    sig for d in range(3)
+    sig + style for d in range(3)
     for sig in (f"reductions:prod:dim{d}", f"reductions:argmin:dim{d}",
                 f"reductions:mean:dim{d}:keepdim")
+    for style in ("", ":moved")
 )  # fmt: skip
 # op -> (masked lanes' value, accumulator init, update lines, result lines). The
 # accumulator is a tile like `x`: each lane folds its own elements, and the lanes are
@@ -119,6 +124,19 @@ def {op}_kernel(x_ptr, out_ptr, R, inner, n_other,
     tl.store(out_ptr + o, res, mask=o_ok)
 """
 
+# The moved style's kernel: rows of R contiguous elements, BLOCK_O rows a program.
+_MOVED_KERNEL = """
+@triton.jit
+def {op}_kernel(x_ptr, out_ptr, {params}):
+{preamble}
+    acc = {init}{idx_init}
+    for r0 in range(0, R, BLOCK_R):
+{load}
+{update}
+{result}
+    tl.store(out_ptr + o, res, mask=o_ok)
+"""
+
 # forward's lines sizing the tiles and the grid: `x` contiguous, seen as [outer, R, inner].
 _LAUNCH = [
     "x = x.contiguous()",
@@ -175,21 +193,42 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     )
     other, init, update, result = _RULES[op]
     arg = op in ("argmax", "argmin")
-    kernel = (_MULTIPLY if op == "prod" else "") + _KERNEL.format(
-        op=op, pad=" " * (len(op) + 12), init=init, other=other,
-        idx_init=f"\n    idx = tl.zeros({_TILE}, tl.int32)" if arg else "",
-        update=indent(update, 8), result=indent(result, 4),
-    )  # fmt: skip
+    moved = axis.style(NAME, seed) == "moved"
+    idx_init = f"\n    idx = tl.zeros({_TILE}, tl.int32)" if arg else ""
+    if moved:
+        kernel = _MOVED_KERNEL.format(
+            op=op, params=axis.MOVED_PARAMS, preamble=indent(axis.MOVED_PREAMBLE, 4),
+            init=init, idx_init=idx_init, load=indent(axis.chunk(other, moved=True), 8),
+            update=indent(update, 8), result=indent(result, 4),
+        )  # fmt: skip
+    else:
+        kernel = _KERNEL.format(
+            op=op, pad=" " * (len(op) + 12), init=init, other=other, idx_init=idx_init,
+            update=indent(update, 8), result=indent(result, 4),
+        )  # fmt: skip
+    kernel = (_MULTIPLY if op == "prod" else "") + kernel
     out_dtype = "torch.int64" if arg else "x.dtype"
-    forward = [
-        *_LAUNCH,
+    shape_lines = [
         "shape = list(x.shape)",
         "shape[self.dim] = 1" if keepdim else "del shape[self.dim]",
-        f"out = torch.empty(shape, device=x.device, dtype={out_dtype})",
-        f"{op}_kernel[grid](x, out, R, inner, n_other, BLOCK_O=BLOCK_O,",
-        "    BLOCK_R=BLOCK_R, LAST=LAST, num_warps=8 if BLOCK_O * BLOCK_R >= 4096 else 4)",
-        "return out",
     ]
+    if moved:
+        forward = [
+            *shape_lines,
+            *axis.moved_launch_lines("self.dim"),
+            f"out = torch.empty(shape, device=x.device, dtype={out_dtype})",
+            f"{op}_kernel[grid](x, out, R, n_rows, BLOCK_O=BLOCK_O, BLOCK_R=BLOCK_R)",
+            "return out",
+        ]
+    else:
+        forward = [
+            *_LAUNCH,
+            *shape_lines,
+            f"out = torch.empty(shape, device=x.device, dtype={out_dtype})",
+            f"{op}_kernel[grid](x, out, R, inner, n_other, BLOCK_O=BLOCK_O,",
+            "    BLOCK_R=BLOCK_R, LAST=LAST, num_warps=8 if BLOCK_O * BLOCK_R >= 4096 else 4)",
+            "return out",
+        ]
     solution = solution_source(
         doc=f"Triton solution: {op} along a dim, one read, an fp32 accumulator a line.",
         kernels=kernel,
@@ -201,7 +240,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     title = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min", "prod": "Product",
              "argmax": "Argmax", "argmin": "Argmin"}[op]  # fmt: skip
     return Drawn(
-        signature=f"reductions:{op}:dim{dim}" + (":keepdim" if keepdim else ""),
+        signature=f"reductions:{op}:dim{dim}" + (":keepdim" if keepdim else "") + ":moved" * moved,
         level=1,
         name=f"{title}_Reduction_Dim{dim}" + ("_KeepDim" if keepdim else ""),
         source=source,

@@ -1,9 +1,10 @@
 """Scans family: cumulative sum, cumulative product, reverse cumulative sum and masked
 cumulative sum along a dim of a 2-D or 3-D tensor.
 
-Signature: `scans:<cumsum|cumprod|reverse_cumsum|masked_cumsum>:<last|inner>` (`last`:
-the last dim, `inner`: a strided one). Held out: `HELDOUT` (reverse cumsum along a
-strided dim, cumprod along the last dim).
+Signature: `scans:<cumsum|cumprod|reverse_cumsum|masked_cumsum>:<last|inner>[:moved]`
+(`last`: the last dim, `inner`: a strided one; `moved`: `axis`'s moved style, the dim
+moved last first). Held out: `HELDOUT` (reverse cumsum along a strided dim, cumprod
+along the last dim; in both styles).
 
 The solution walks each line in `BLOCK_R` chunks (from the end for the reverse scan):
 `tl.cumsum` / `tl.cumprod` within a chunk, plus the carry of the chunks before, one read
@@ -23,7 +24,11 @@ from tritonrl.tasks.families.base import Drawn, indent, reference_source, size, 
 NAME = "scans"
 POLICY = "strict"
 OPS = ("cumsum", "cumprod", "reverse_cumsum", "masked_cumsum")
-HELDOUT = frozenset({"scans:reverse_cumsum:inner", "scans:cumprod:last"})
+HELDOUT = frozenset(
+    sig + style
+    for sig in ("scans:reverse_cumsum:inner", "scans:cumprod:last")
+    for style in ("", ":moved")
+)
 # The longest cumprod. Along thousands of randn values the verifier's shifted set
 # (-1.7 x + 0.5 mean|x|) gives partial products past float32's range: a GPU's parallel
 # scan of the reference met inf times 0 and wrote NaN where the true prefix product, and
@@ -101,19 +106,24 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         init_inputs="scan_dim",
     )
     reverse = op == "reverse_cumsum"
+    moved = axis.style(NAME, seed) == "moved"
+    preamble, params, kernel_args = axis.parts(axis.style(NAME, seed))
     kernel = _KERNEL.format(
-        op=op, mask_ptr="m_ptr, " if masked else "", params=axis.PARAMS,
-        preamble=indent(axis.PREAMBLE, 4), identity="1.0" if op == "cumprod" else "0.0",
+        op=op, mask_ptr="m_ptr, " if masked else "", params=params,
+        preamble=indent(preamble, 4), identity="1.0" if op == "cumprod" else "0.0",
         start="(n_chunks - 1 - i) * BLOCK_R" if reverse else "i * BLOCK_R",
-        load=indent(axis.chunk("1.0" if op == "cumprod" else "0.0"), 8),
+        load=indent(axis.chunk("1.0" if op == "cumprod" else "0.0", moved=moved), 8),
         body=indent(_BODIES[op], 8),
     )  # fmt: skip
+    if moved:
+        launch_lines = axis.moved_launch_lines("self.dim", also=("mask",) if masked else ())
+    else:
+        launch_lines = [*axis.launch_lines("self.dim"), *(["mask = mask.contiguous()"] * masked)]
     forward = [
-        *axis.launch_lines("self.dim"),
-        *(["mask = mask.contiguous()"] if masked else []),
+        *launch_lines,
         "y = torch.empty_like(x)",
-        f"{op}_kernel[grid](x, {'mask, ' if masked else ''}y, {axis.ARGS})",
-        "return y",
+        f"{op}_kernel[grid](x, {'mask, ' if masked else ''}y, {kernel_args})",
+        "return y.movedim(-1, self.dim)" if moved else "return y",
     ]
     solution = solution_source(
         doc=f"Triton solution: {op.replace('_', ' ')}, chunked scan with a carry per line.",
@@ -124,7 +134,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         init=["self.dim = dim"],
     )
     return Drawn(
-        signature=f"scans:{op}:{where}",
+        signature=f"scans:{op}:{where}" + ":moved" * moved,
         level=1,
         name=f"{_TITLES[op]}_{'Last' if where == 'last' else 'Strided'}",
         source=source,

@@ -1,8 +1,9 @@
 """Softmax family: softmax or log-softmax along the rows or the columns of a 2-D batch,
 optionally with a temperature (`softmax(x / T)`).
 
-Signature: `softmax:<softmax|log_softmax>:<rows|cols>:<plain|temp>`. Held out:
-`HELDOUT` (log-softmax along columns with a temperature, plain softmax along columns).
+Signature: `softmax:<softmax|log_softmax>:<rows|cols>:<plain|temp>[:moved]` (`moved`:
+`axis`'s moved style, the dim moved last first). Held out: `HELDOUT` (log-softmax along
+columns with a temperature, plain softmax along columns; in both styles).
 
 The solution is the online softmax: one pass keeps each line's running max and its sum
 of exponentials rescaled as the max grows, a second pass writes the outputs; tiles are
@@ -34,7 +35,11 @@ from tritonrl.tasks.families.base import (
 
 NAME = "softmax"
 POLICY = "strict"
-HELDOUT = frozenset({"softmax:log_softmax:cols:temp", "softmax:softmax:cols:plain"})
+HELDOUT = frozenset(
+    sig + style
+    for sig in ("softmax:log_softmax:cols:temp", "softmax:softmax:cols:plain")
+    for style in ("", ":moved")
+)
 TEMPERATURES = (0.5, 2.0, 4.0, 0.25)
 
 _KERNEL = """
@@ -87,24 +92,26 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         init_inputs="temperature" if temp else "",
         dtypes=("float16", "bfloat16") if extra_dtypes else (),
     )
+    moved = axis.style(NAME, seed) == "moved"
+    preamble, params, args = axis.parts(axis.style(NAME, seed))
     scale = "\n        x = x * inv_t" if temp else ""
     if op == "softmax":
         finish, out = "", "tl.exp(x - m[:, None]) / s[:, None]"
     else:
         finish, out = "    log_s = tl.log(s)", "x - m[:, None] - log_s[:, None]"
     kernel = _KERNEL.format(
-        op=op, params=axis.PARAMS, temp_param=", inv_t" if temp else "",
-        preamble=indent(axis.PREAMBLE, 4), load_inf=indent(axis.chunk('float("-inf")'), 8),
-        load_zero=indent(axis.chunk("0.0"), 8), scale=scale, finish=finish, out=out,
+        op=op, params=params, temp_param=", inv_t" if temp else "",
+        preamble=indent(preamble, 4), load_inf=indent(axis.chunk('float("-inf")', moved=moved), 8),
+        load_zero=indent(axis.chunk("0.0", moved=moved), 8), scale=scale, finish=finish, out=out,
     )  # fmt: skip
     forward = [
-        *axis.launch_lines(str(d)),
+        *(axis.moved_launch_lines(str(d)) if moved else axis.launch_lines(str(d))),
         "y = torch.empty_like(x)",
         *launch(
             f"{op}_kernel[grid]",
-            f"x, y, {axis.ARGS}" + (", inv_t=1.0 / self.temperature" if temp else ""),
+            f"x, y, {args}" + (", inv_t=1.0 / self.temperature" if temp else ""),
         ),
-        "return y",
+        f"return y.movedim(-1, {d})" if moved else "return y",
     ]
     solution = solution_source(
         doc=f"Triton solution: {op} along dim {d}, online max/sum then one write pass.",
@@ -115,7 +122,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         init=["self.temperature = temperature"] if temp else [],
     )
     return Drawn(
-        signature=f"softmax:{op}:{along}:{'temp' if temp else 'plain'}",
+        signature=f"softmax:{op}:{along}:{'temp' if temp else 'plain'}" + ":moved" * moved,
         level=2 if temp else 1,
         name=title,
         source=source,
