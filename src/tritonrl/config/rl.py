@@ -151,13 +151,16 @@ class RlConfig:
     # advantages are taken inside each (prompt, turn) group. 1: single-turn RL as before.
     turns: int = 1
     turn_gamma: float = 0.4
-    # The reward of a later answer whose kernel repeats an earlier answer of its
-    # conversation (extract.kernel_key: the same code once comments, formatting,
-    # docstrings and the names it binds are set aside); its conversation ends there.
-    # Without it a model that was right once earns its reward again by copying itself,
-    # and multi-turn GRPO teaches copying.
+    # The most a later answer whose kernel repeats an earlier answer of its conversation
+    # scores (extract.kernel_key: the same code once comments, formatting, docstrings
+    # and the names it binds are set aside); its conversation ends there. A copy of a
+    # correct kernel scores it, a copy of a wrong one its own 0. Without it a model right
+    # once earns its full reward again by copying itself, and multi-turn GRPO teaches
+    # copying; at 0 a copy of a correct kernel scored as a wrong one, and the 0.5B fell
+    # below its SFT model (benchmarks.md). 0.5: below any new correct kernel under the
+    # tritonrl scheme the real-model configs train on (1 or more), above a wrong one (0).
     # null: scored as any answer, the conversation going on as any would.
-    turn_repeat_reward: float | None = 0.0
+    turn_repeat_reward: float | None = 0.5
     # Tokens a later turn's prompt plus its answer (sampling.max_new_tokens) may take: the
     # oldest earlier answers and their feedback are dropped to fit. null: sft.max_length.
     turn_max_length: int | None = None

@@ -20,7 +20,7 @@ from tritonrl.runs import Run
 from tritonrl.tasks import load_builtin
 from tritonrl.train.rl import run_rl
 from tritonrl.train.rl.grpo import ROLLOUT_FUNC_WARNING
-from tritonrl.train.rl.multiturn import NO_CODE_CHARS, fit_context, kept_answer
+from tritonrl.train.rl.multiturn import NO_CODE_CHARS, fit_context, kept_answer, repeat_score
 from tritonrl.train.rl.returns import group_advantages
 from tritonrl.verify.pool.pool import close_shared_pools
 
@@ -101,10 +101,18 @@ def test_the_context_drops_the_oldest_turns_first_and_keeps_the_prompt():
     assert fit_context(prompt, earlier, 3 + f, _words) is None  # the last pair cannot fit
 
 
+def test_a_repeat_scores_its_own_reward_at_most_the_cap():
+    # a copy of a correct kernel (tritonrl scheme: 1 + 0.1 x speedup) scores the cap, below
+    # any new correct kernel; a copy of a wrong one keeps its 0, a cap never raises it
+    assert repeat_score(1.12, 0.5) == 0.5
+    assert repeat_score(0.0, 0.5) == 0.0
+    assert repeat_score(0.3, -0.5) == -0.5
+
+
 def test_turn_settings_are_checked_with_what_to_do():
     config = load_config(None, ["--rl.turns", "2"])
     assert config.rl.turns == 2 and config.rl.turn_gamma == 0.4
-    assert config.rl.turn_repeat_reward == 0.0
+    assert config.rl.turn_repeat_reward == 0.5
     assert load_config(None, ["--rl.turn_repeat_reward", "null"]).rl.turn_repeat_reward is None
     assert config.rl_prompt_budget == config.sft.max_length - config.sampling.max_new_tokens
     assert load_config(None, []).rl.turns == 1
@@ -311,12 +319,12 @@ CHEAT_AGAIN = CHEAT.replace("```python\n", '```python\n"""Faster: one pass."""\n
 
 
 @pytest.mark.slow
-def test_an_answer_repeating_its_conversation_scores_the_repeat_reward_and_ends_it(
+def test_an_answer_repeating_its_conversation_scores_at_most_the_repeat_reward_and_ends_it(
     sft_run, tmp_path, monkeypatch
 ):
-    """Three turns. Member 0: the cheat, then the same cheat again: a repeat, scored
-    rl.turn_repeat_reward (-0.5 here), and its conversation ends. Member 1: the cheat,
-    another cheat, then the honest kernel."""
+    """Three turns. Member 0: the cheat, then the same cheat again: a repeat, scored its
+    own 0 (not rl.turn_repeat_reward, 0.5 here: a repeat is paid at most that), and its
+    conversation ends. Member 1: the cheat, another cheat, then the honest kernel."""
     from tritonrl.train.rl.common import load_policy
 
     def script(turn: int, member: int) -> str:
@@ -328,7 +336,7 @@ def test_an_answer_repeating_its_conversation_scores_the_repeat_reward_and_ends_
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
     config = load_config(None, ["--rl.turns", "3", "--rl.per_device_batch_size", "6",
-                                "--rl.turn_repeat_reward", "-0.5", "--rl.max_steps", "1",
+                                "--rl.turn_repeat_reward", "0.5", "--rl.max_steps", "1",
                                 "--curriculum.enabled", "false", *QUIET])  # fmt: skip
     model, tokenizer = load_policy(Run.open(sft_run), config, "cpu")
     trainer, asked = _scripted_trainer("grpo", config, model, tokenizer, tmp_path, script)
@@ -336,10 +344,10 @@ def test_an_answer_repeating_its_conversation_scores_the_repeat_reward_and_ends_
 
     rows = [json.loads(line) for line in (tmp_path / "completions.jsonl").read_text().splitlines()]
     assert [(r["turn"], r["reward"]) for r in rows] == [
-        (1, 0.0), (1, 0.0), (2, -0.5), (2, 0.0), (3, 0.7)]  # fmt: skip
+        (1, 0.0), (1, 0.0), (2, 0.0), (2, 0.0), (3, 0.7)]  # fmt: skip
     assert [bool(r.get("repeat")) for r in rows] == [False, False, True, False, False]
-    # member 0: -0.5 at turn 2, nothing after; member 1: 0, 0, 0.7 (gamma 0.4)
-    assert [r["return"] for r in rows] == pytest.approx([-0.2, 0.112, -0.5, 0.28, 0.7])
+    # member 0: 0 at turn 2, nothing after; member 1: 0, 0, 0.7 (gamma 0.4)
+    assert [r["return"] for r in rows] == pytest.approx([0.0, 0.112, 0.0, 0.28, 0.7])
     assert sum(t.count("Your answer was verified") == 2 for t in asked) == 1  # turn 3: one
     step = next(h for h in trainer.state.log_history if "loss" in h)
     assert step["turns/repeated"] == pytest.approx(1 / 3)  # of the three later answers

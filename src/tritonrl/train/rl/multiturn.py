@@ -13,9 +13,12 @@ that goes on (`tritonrl.data.feedback.goes_on`, as `eval --turns` decides: not c
 or correct and timed) is asked again with the conversation so far and the feedback on its
 verdict (`feedback_message`) as the next user turn, up to `turns` answers. A later
 answer whose kernel repeats one of its conversation's earlier answers (`kernel_key`)
-scores `rl.turn_repeat_reward` (0 by default; null: as any answer) and ends its
-conversation: a model right once would otherwise earn its reward again by copying itself
-when asked for a faster kernel (`turns/repeated`: their share of later answers). Each answer
+scores at most `rl.turn_repeat_reward` (`repeat_score`: 0.5 by default, below any new
+correct kernel under the tritonrl scheme and above a wrong one; a repeated wrong kernel
+keeps its own reward; null: as any answer) and ends its conversation: a model right
+once would otherwise earn its full reward again by copying itself when asked for a
+faster kernel, and at 0 a copy of a correct kernel scored as a wrong one
+(`turns/repeated`: their share of later answers; docs/benchmarks.md). Each answer
 fills its slot: its own prompt (the conversation before it), its tokens, its return
 G_t = r_t + rl.turn_gamma * G_{t+1} (`returns.slot_returns`). The trainer's reward
 function (`reward`) reads the returns and verdicts the rollout kept, verifies nothing
@@ -74,6 +77,13 @@ from tritonrl.train.rl.returns import slot, slot_returns
 log = logging.getLogger(__name__)
 
 NO_CODE_CHARS = 800  # the most of an answer without code kept in later turns' context
+
+
+def repeat_score(reward: float, cap: float) -> float:
+    """The reward of a later answer that repeats an earlier kernel of its conversation:
+    its own reward, at most `cap` (rl.turn_repeat_reward). A copy of a correct kernel
+    scores `cap`, a copy of a wrong one its own reward."""
+    return min(reward, cap)
 
 
 def kept_answer(text: str) -> str:
@@ -221,7 +231,7 @@ class MultiTurn:
                         self.repeats[0] += 1
                         d["repeat"] = True
                         if self.repeat_reward is not None:
-                            rewards[k] = d["reward"] = self.repeat_reward
+                            rewards[k] = d["reward"] = repeat_score(rewards[k], self.repeat_reward)
                             ended.add(i)
                 if key is not None:
                     c.kernels.add(key)
