@@ -14,7 +14,8 @@ are consecutive addresses (`base` is a scalar plus an `arange`, with no per-lane
 or `%` that would hide that from Triton's coalescing and leave each lane a scattered
 load). Line blocks shrink (to 32) while the grid has fewer than ~8 programs an SM.
 The moved style instead moves the dim last (a copy unless it is) and reduces rows of R
-contiguous elements, `BLOCK_O` rows a program. Forward is plain integer arithmetic before
+contiguous elements, `BLOCK_O` rows a program: the simpler program, but along a strided
+dim the copy makes it slower than eager on the GPU itself. Forward is plain integer arithmetic before
 the one launch (no `triton.cdiv` or
 `triton.next_power_of_2` calls, which cost more than the expressions); the kernel
 works out its own block count along a strided dim.
