@@ -204,7 +204,7 @@ def test_an_api_model_gets_room_to_answer_and_cut_answers_are_counted(server, tm
     assert row["truncated"] and len(row["completion"]) == 32
     assert json.loads((out / "summary.json").read_text())["truncated"] == 1
     assert "1 of 1 answers stopped at the token limit (8 new tokens)" in r.output
-    assert "--max-tokens" in r.output
+    assert "--max-tokens (eval) or --sampling.max_new_tokens (pipeline" in r.output
     r = CliRunner().invoke(app, [*args, "--max-tokens", "8", "--sampling.max_new_tokens", "9",
                                  "--out", str(tmp_path / "both")])  # fmt: skip
     assert r.exit_code == 2 and "give one of them" in r.output

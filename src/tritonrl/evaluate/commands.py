@@ -339,7 +339,8 @@ def _report(summary: dict, out_dir: Path) -> None:
         answers = summary.get("answers", summary["tasks"] * summary["samples"])
         err.print(f"[yellow]warning:[/yellow] {cut} of {answers} "
                   f"answers stopped at the token limit ({limit} new tokens) before they ended; "
-                  "raise it with --max-tokens (samples.jsonl marks them truncated)")  # fmt: skip
+                  "raise it with --max-tokens (eval) or --sampling.max_new_tokens (pipeline, "
+                  "config) (samples.jsonl marks them truncated)")  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

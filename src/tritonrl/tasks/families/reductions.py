@@ -15,13 +15,12 @@ or `%` that would hide that from Triton's coalescing and leave each lane a scatt
 load). Line blocks shrink (to 32) while the grid has fewer than ~8 programs an SM.
 The moved style instead moves the dim last (a copy unless it is) and reduces rows of R
 contiguous elements, `BLOCK_O` rows a program: the simpler program, but along a strided
-dim the copy makes it slower than eager on the GPU itself. Forward is plain integer arithmetic before
-the one launch (no `triton.cdiv` or
-`triton.next_power_of_2` calls, which cost more than the expressions); the kernel
-works out its own block count along a strided dim.
-PyTorch's reductions are also single-pass: on the GPU alone the kernels beat eager's
-(most draws, by a third at the median), with gains where a strided dim defeats eager's
-layout.
+dim the copy makes it slower than eager on the GPU itself. Forward is plain integer
+arithmetic before the one launch (no `triton.cdiv` or `triton.next_power_of_2` calls,
+which cost more than the expressions); the strided kernel works out its own block count
+along a strided dim. PyTorch's reductions are also single-pass: on the GPU alone the
+strided kernels beat eager's (most draws, by a third at the median), with gains where a
+strided dim defeats eager's layout.
 
 Where it cannot reach eager PyTorch: in the reward's measure, which times each call with
 its launch inside (as KernelBench's harness does). A Triton call (the solution's Python
