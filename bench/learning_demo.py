@@ -24,7 +24,10 @@ script on a CPU). Every stage is a `tritonrl` command run in OUT/work, its log i
    N training tasks of each strict task family instead (beside them with
    `--with-generated`); every training task equal to a
    held-out one (`tritonrl tasks decontaminate`'s forms, the held-out folder and
-   `builtin:heldout`) is left out unless `--no-decontaminate`, and so is every fresh
+   `builtin:heldout`; `--decontaminate-form`, forward by default: the same op sequence
+   in forward, which leaves out every sum along any dim where KernelBench's sum over a
+   dim is held out; program: the same program) is left out unless `--no-decontaminate`,
+   counted per family in the report, and so is every fresh
    task GRPO is given (`-- --rl.generated_tasks N`, from the generator or, with
    `--rl.fresh_source families`, the families' training split); its checkpoints are
    then removed (GRPO starts from sft/final) unless `--keep-sft-checkpoints`;
@@ -127,6 +130,26 @@ def training_specs(family_tasks: int = 0) -> list[str]:
     specs = [f"builtin:{i}" for i in ids if i not in held]
     return specs + [f"fam:{name}:{family_tasks}:0:train" for name in strict_families()
                     if family_tasks]  # fmt: skip
+
+
+def left_out(specs: list[str], against: list[str], form: str) -> dict:
+    """For each family spec of `specs` (and the builtin tasks together): how many of its
+    tasks SFT leaves out as equal to a task of `against` in `form`, of how many."""
+    from tritonrl.tasks import load_tasks
+    from tritonrl.tasks.decontaminate import find_matches, load_specs
+
+    held = list(load_specs(against).tasks)
+    groups: dict[str, list[str]] = {}
+    for spec in specs:
+        groups.setdefault(spec.split(":")[1] if spec.startswith("fam:") else "builtin", []).append(
+            spec
+        )
+    counts = {"form": form}
+    for name, group in groups.items():
+        tasks = list(load_tasks(group).tasks)
+        dropped = {m.task for m in find_matches(tasks, held, form=form)}
+        counts[name] = [len(dropped), len(tasks)]
+    return counts
 
 
 def strict_families() -> list[str]:
@@ -591,6 +614,13 @@ def markdown(report: dict) -> str:
                      _pct(f.get("pass@1")), _pct(f.get(f"pass@{k}"))]  # fmt: skip
             lines.append(f"| {p['label']} | {s} | {f['tasks']} | " + " | ".join(cells)
                          + f" | {f['mean_reward']:.3f} |")  # fmt: skip
+    gone = report.get("left_out")
+    if gone:
+        names = [n for n in gone if n != "form"]
+        lines += ["", f"| SFT tasks left out as equal to a held-out task ({gone['form']} form) | "
+                  + " | ".join(names) + " |", "|---|" + "---:|" * len(names),
+                  "| left out, of all | " + " | ".join(f"{gone[n][0]} of {gone[n][1]}"
+                                                      for n in names) + " |"]  # fmt: skip
     for label, by_source in (report.get("turns") or {}).items():
         turns = sorted(by_source["all"], key=int)
         lines += ["", f"| {label}, eval --turns {turns[-1]} (no timing) | "
@@ -806,6 +836,12 @@ def parse(argv):
                     "starts from sft/final)")  # fmt: skip
     ap.add_argument("--no-decontaminate", action="store_true",
                     help="do not leave out training tasks equal to held-out ones")  # fmt: skip
+    ap.add_argument("--decontaminate-form", choices=("forward", "program"), default="forward",
+                    help="the weakest equality that leaves a training task out "
+                    "(data.decontaminate_form): forward also drops every task sharing a "
+                    "held-out task's op sequence (any sum along any dim, for "
+                    "KernelBench's sum over dim 1); program only the same program, sizes "
+                    "and names aside")  # fmt: skip
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--filter-samples", type=int, default=0,
                     help="GRPO only on training tasks the SFT model solves sometimes, "
@@ -927,7 +963,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.family_tasks and not args.with_generated:  # instead of the generator's tasks
         data += ["--data.generated_tasks", "0"]
     if not args.no_decontaminate:  # nothing trained on equals a held-out task
-        data += ["--data.decontaminate_against", f"builtin:heldout,{heldout}"]
+        data += ["--data.decontaminate_against", f"builtin:heldout,{heldout}",
+                 "--data.decontaminate_form", args.decontaminate_form]  # fmt: skip
+        report["left_out"] = left_out(
+            training_specs(args.family_tasks),
+            ["builtin:heldout", str(heldout)],
+            args.decontaminate_form,
+        )
     sft_cmd = tritonrl("sft", "--run", str(run), "--config", args.config,
                        "--model.name_or_path", str(base), *data, "--run.report_to", "none",
                        *device[:2], *sft_extra)  # fmt: skip

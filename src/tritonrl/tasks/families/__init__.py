@@ -30,6 +30,7 @@ from types import ModuleType
 
 from tritonrl.config import PARTIAL_TORCH_OPS, VerifyConfig
 from tritonrl.tasks.families import (
+    conv,
     elementwise,
     fused,
     losses,
@@ -45,7 +46,7 @@ from tritonrl.tasks.task import Task
 
 FAMILIES: dict[str, ModuleType] = {
     m.NAME: m
-    for m in (matmul, softmax, norms, reductions, pooling, scans, losses, elementwise, fused)
+    for m in (matmul, softmax, norms, reductions, pooling, scans, losses, elementwise, fused, conv)
 }
 SPLITS = ("train", "heldout", "all")
 PREFIX = "fam:"
