@@ -163,7 +163,9 @@ def _counts_table(title: str, counts: dict) -> Table:
 def prepare_command(
     ctx: typer.Context,
     source: str = typer.Option(
-        "kernelbook", help="kernelbook (HF hub), builtin, families (the task families), or a PATH."
+        "kernelbook",
+        help="kernelbook (HF hub), builtin, families (the task families: --data.family_tasks "
+        "of each, 100; --data.families NAME,... to choose), or a PATH.",
     ),
     config: str | None = CONFIG,
     max_samples: int | None = typer.Option(
