@@ -407,8 +407,8 @@ def test_families_source_options_are_checked(tmp_path):
     summary = prepare("families", tmp_path / "a", max_samples=9, family_tasks=5,
                       families=["matmul", "scans"])  # fmt: skip
     assert summary.by_family == {"matmul": 4, "scans": 4}
-    with pytest.raises(KernelBookError, match="unknown \\['conv'\\]; the families are"):
-        prepare("families", tmp_path / "b", families=["conv"])
+    with pytest.raises(KernelBookError, match="unknown \\['attention'\\]; the families are"):
+        prepare("families", tmp_path / "b", families=["attention"])
     assert not (tmp_path / "b").exists()
 
 
