@@ -173,7 +173,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         s_min = stride if dims == "1d" else min(stride)
         d_min = dil if dims == "1d" else min(dil)
         if max(s_min, d_min) > 1 and rng.random() < 0.5:
-            out_pad = 1  # below both the stride and the dilation: PyTorch's rule
+            out_pad = 1  # below the stride or the dilation on every axis: PyTorch's rule
     layer = ("nn.ConvTranspose" if kind == "transposed" else "nn.Conv") + dims[0] + "d"
     args = ["in_channels", "out_channels", "kernel_size", "stride=stride", "padding=padding"]
     if out_pad:
