@@ -98,8 +98,8 @@ def moved_launch_lines(dim: str, tile: int = 2048, also: tuple[str, ...] = ()) -
     ]
 
 
-def parts(style_name: str) -> tuple[str, str, str]:
-    """(preamble, params, args) of a style."""
-    if style_name == "moved":
+def parts(moved: bool) -> tuple[str, str, str]:
+    """(preamble, params, args) of the moved style, or else of the strided one."""
+    if moved:
         return MOVED_PREAMBLE, MOVED_PARAMS, MOVED_ARGS
     return PREAMBLE, PARAMS, ARGS

@@ -161,7 +161,7 @@ def _row(kind, affine, rng, seed, small) -> tuple[str, str]:
             write += "\nb = tl.load(b_ptr + r, mask=r < R, other=0.0)\nv = v + b[None, :]"
     w_ptrs = ("w_ptr, b_ptr, " if kind == "layer" else "w_ptr, ") if params else ""
     moved = axis.style(NAME, seed) == "moved"
-    preamble, kernel_params, kernel_args = axis.parts(axis.style(NAME, seed))
+    preamble, kernel_params, kernel_args = axis.parts(moved)
     kernel = _ROW_KERNEL.format(
         kind=kind, w_ptrs=w_ptrs, params=kernel_params, preamble=indent(preamble, 4),
         load=indent(axis.chunk("0.0", moved=moved), 8), stats=indent(stats, 8),

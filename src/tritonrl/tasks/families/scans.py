@@ -107,7 +107,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
     )
     reverse = op == "reverse_cumsum"
     moved = axis.style(NAME, seed) == "moved"
-    preamble, params, kernel_args = axis.parts(axis.style(NAME, seed))
+    preamble, params, kernel_args = axis.parts(moved)
     kernel = _KERNEL.format(
         op=op, mask_ptr="m_ptr, " if masked else "", params=params,
         preamble=indent(preamble, 4), identity="1.0" if op == "cumprod" else "0.0",

@@ -93,7 +93,7 @@ def draw(rng: random.Random, seed: int, small: bool) -> Drawn:
         dtypes=("float16", "bfloat16") if extra_dtypes else (),
     )
     moved = axis.style(NAME, seed) == "moved"
-    preamble, params, args = axis.parts(axis.style(NAME, seed))
+    preamble, params, args = axis.parts(moved)
     scale = "\n        x = x * inv_t" if temp else ""
     if op == "softmax":
         finish, out = "", "tl.exp(x - m[:, None]) / s[:, None]"
